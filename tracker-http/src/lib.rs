@@ -1,0 +1,4 @@
+//! The HTTP tracker protocol (BEP 3, 7, 23, 48).
+
+pub mod request;
+pub mod response;
