@@ -102,11 +102,16 @@ impl TrackerBuilder {
         }
         let config = self.config.map(|text| {
             let path = tempfile_path::TempPath::new("tracker-test", "toml");
-            std::fs::File::create(&path.0).unwrap().write_all(text.as_bytes()).unwrap();
+            std::fs::File::create(&path.0)
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
             cmd.arg("-c").arg(&path.0);
             path
         });
-        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
         if std::env::var_os("TRACKER_TEST_LOG").is_some() {
             cmd.stderr(Stdio::inherit());
         }
@@ -129,13 +134,17 @@ impl TrackerBuilder {
                 "[::1]:0".parse().unwrap()
             };
             let sock = UdpSocket::bind(bind).unwrap();
-            sock.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+            sock.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
             let mut connect = [0u8; 16];
             connect[..8].copy_from_slice(&0x41727101980i64.to_be_bytes());
             connect[12..].copy_from_slice(&7i32.to_be_bytes());
             loop {
                 assert!(tracker.is_running(), "tracker exited during start-up");
-                assert!(Instant::now() < deadline, "tracker did not answer on {addr}");
+                assert!(
+                    Instant::now() < deadline,
+                    "tracker did not answer on {addr}"
+                );
                 let _ = sock.send_to(&connect, addr);
                 let mut buf = [0u8; 64];
                 if let Ok((16, _)) = sock.recv_from(&mut buf) {
@@ -180,4 +189,9 @@ pub mod tempfile_path {
 /// The workspace root (for scripts under tests/).
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// CPUs this process may run on.
+pub fn online_cpus() -> usize {
+    tracker_common::runtime::allowed_cpus().unwrap().len()
 }

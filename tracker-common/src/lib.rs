@@ -2,6 +2,11 @@
 //! sharded swarm store, routing between workers, the glommio runtime, config and
 //! counters.
 
-pub mod types;
+pub mod clock;
+pub mod config;
+pub mod mesh;
+pub mod runtime;
 pub mod shard;
+pub mod stats;
 pub mod swarm;
+pub mod types;

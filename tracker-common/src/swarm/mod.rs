@@ -1,0 +1,235 @@
+//! The swarm store of one worker: its shard of the torrents and their peers.
+//!
+//! Single-threaded by design (each worker owns its shard), so nothing here locks.
+//! Time is the caller's: `now` is seconds on a monotonic clock, which keeps expiry
+//! testable.
+
+mod peers;
+mod rng;
+#[cfg(test)]
+mod tests;
+mod torrent;
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::fmt;
+
+use ahash::RandomState;
+
+use self::rng::WyRand;
+use self::torrent::{Torrent, Visit};
+use crate::types::{Announce, AnnounceEvent, InfoHash, PeerEntry, ScrapeStats};
+
+/// What the store accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreLimits {
+    /// A peer expires this long after its last announce.
+    pub peer_timeout_secs: u32,
+    /// Announces that would create a torrent beyond this many are refused.
+    pub max_torrents: usize,
+    /// A new peer beyond this many in one torrent is answered but not stored.
+    /// Counts are u32, so at most `u32::MAX` is used.
+    pub max_peers_per_torrent: usize,
+}
+
+/// Why an announce was not served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnnounceRefused {
+    /// The store holds `max_torrents` and the announce would create another one;
+    /// torrents already stored are still served.
+    TorrentLimit,
+}
+
+impl fmt::Display for AnnounceRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AnnounceRefused::TorrentLimit => f.write_str("tracker is full: torrent limit reached"),
+        }
+    }
+}
+
+impl std::error::Error for AnnounceRefused {}
+
+/// The counts of one swarm, of both families together.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SwarmCounts {
+    pub seeders: u32,
+    pub leechers: u32,
+}
+
+/// Peer counts of a whole store, or of what one clean step removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeerTotals {
+    pub seeders: usize,
+    pub leechers: usize,
+}
+
+impl PeerTotals {
+    /// Replaces one swarm's `before` counts with its `after` counts.
+    fn replace(&mut self, before: SwarmCounts, after: SwarmCounts) {
+        self.seeders = self.seeders - before.seeders as usize + after.seeders as usize;
+        self.leechers = self.leechers - before.leechers as usize + after.leechers as usize;
+    }
+}
+
+/// What `SwarmStore::clean_segment` removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CleanReport {
+    pub torrents: usize,
+    pub peers: PeerTotals,
+}
+
+type Segment = HashMap<InfoHash, Torrent, RandomState>;
+
+/// Torrents and their peers, split into `SEGMENTS` hash maps.
+///
+/// Segments bound the work of one step: the cleaner walks one segment at a time
+/// and yields between them, and a map that grows rehashes only its segment, so no
+/// request waits behind a pass over the whole shard.
+///
+/// Memory (64-bit, measured with glibc malloc): a torrent costs a 72-byte map slot
+/// (20-byte info-hash, 48-byte `Torrent`, padding) plus a control byte, over a load
+/// factor of 7/16 to 7/8, so 80 to 170 bytes and about 115 on average. An IPv4
+/// peer costs 32 bytes in its swarm's `Vec` (capacity grows 1, 2, 4, ... so at most
+/// twice that, and a malloc header per swarm); an IPv6 peer 44, and the first one
+/// in a swarm adds a 32-byte boxed half. A swarm above 32 peers of a family also
+/// indexes them: about 12 (IPv4) or 24 (IPv6) bytes per peer over the map's load
+/// factor. A million torrents holding two million IPv4 peers, one or two each,
+/// take about 190 MB in all.
+pub struct SwarmStore {
+    segments: Box<[Segment]>,
+    /// Random odd multipliers choosing segments (see `segment_of`).
+    segment_keys: [u64; 3],
+    limits: StoreLimits,
+    rng: WyRand,
+    torrents: usize,
+    peers: PeerTotals,
+}
+
+impl SwarmStore {
+    /// 256 segments: at a million torrents per worker, one clean step walks about
+    /// 4,000 torrents.
+    pub const SEGMENTS: usize = 1 << Self::SEGMENT_BITS;
+    const SEGMENT_BITS: u32 = 8;
+
+    /// `rng_seed` seeds peer selection. The hash keys come from ahash's runtime
+    /// randomness, not from the seed, so they cannot be predicted from the config.
+    pub fn new(mut limits: StoreLimits, rng_seed: u64) -> Self {
+        limits.max_peers_per_torrent = limits.max_peers_per_torrent.min(u32::MAX as usize);
+        let keys = RandomState::new();
+        SwarmStore {
+            segments: (0..Self::SEGMENTS).map(|_| Segment::default()).collect(),
+            segment_keys: [0u8, 1, 2].map(|i| keys.hash_one(i) | 1),
+            limits,
+            rng: WyRand::new(rng_seed),
+            torrents: 0,
+            peers: PeerTotals::default(),
+        }
+    }
+
+    /// The segment of `info_hash`: the top bits of a sum of its three 64-bit words
+    /// (the last zero-padded), each times a secret random odd key. This
+    /// multiply-shift hash is universal: for any two hashes, the chance over the keys
+    /// that they share a segment is at most 2/`SEGMENTS`. Clients choose
+    /// info-hashes, so raw bytes would let them pile torrents into one segment (by
+    /// varying bytes the segment ignores, say); without the keys they cannot. It is
+    /// unrelated to `shard::owner_of` (a fixed mix of all 20 bytes), so one worker's
+    /// torrents spread over all its segments.
+    fn segment_of(&self, info_hash: &InfoHash) -> usize {
+        let mut bytes = [0; 24];
+        bytes[..20].copy_from_slice(&info_hash.0);
+        let sum = bytes
+            .chunks_exact(8)
+            .zip(self.segment_keys)
+            .map(|(word, key)| {
+                u64::from_le_bytes(word.try_into().expect("8 bytes")).wrapping_mul(key)
+            })
+            .fold(0, u64::wrapping_add);
+        (sum >> (64 - Self::SEGMENT_BITS)) as usize
+    }
+
+    /// Records the announce: stores or refreshes the peer, or removes it on
+    /// `stopped`. Unless it stopped, writes to `peers` (cleared first) up to
+    /// `req.numwant` live peers of the requester's address family, never the
+    /// requester; a seeder is given leechers only. Returns the swarm's counts after
+    /// the update, of both families.
+    pub fn announce(
+        &mut self,
+        req: &Announce,
+        now: u32,
+        peers: &mut Vec<PeerEntry>,
+    ) -> Result<SwarmCounts, AnnounceRefused> {
+        peers.clear();
+        let segment = self.segment_of(&req.info_hash);
+        let torrent = match self.segments[segment].entry(req.info_hash) {
+            Entry::Occupied(entry) => entry.into_mut(),
+            // Nothing to remove, and no torrent to create for it.
+            Entry::Vacant(_) if req.event == AnnounceEvent::Stopped => {
+                return Ok(SwarmCounts::default())
+            }
+            Entry::Vacant(_) if self.torrents >= self.limits.max_torrents => {
+                return Err(AnnounceRefused::TorrentLimit)
+            }
+            Entry::Vacant(entry) => {
+                self.torrents += 1;
+                entry.insert(Torrent::default())
+            }
+        };
+        let before = torrent.counts();
+        let visit = Visit {
+            req,
+            now,
+            expiry: now.saturating_add(self.limits.peer_timeout_secs),
+            room: ((before.seeders + before.leechers) as usize) < self.limits.max_peers_per_torrent,
+        };
+        torrent.announce(&visit, &mut self.rng, peers);
+        let after = torrent.counts();
+        self.peers.replace(before, after);
+        Ok(after)
+    }
+
+    /// The counts of a torrent; zeros for one not stored.
+    pub fn scrape(&self, info_hash: &InfoHash) -> ScrapeStats {
+        self.segments[self.segment_of(info_hash)]
+            .get(info_hash)
+            .map(Torrent::scrape)
+            .unwrap_or_default()
+    }
+
+    /// Drops the peers of segment `segment` (0..`SEGMENTS`) that expired by `now`,
+    /// and its torrents left without peers. Such a torrent's completed count is
+    /// lost with it (until state is persisted).
+    pub fn clean_segment(&mut self, segment: usize, now: u32) -> CleanReport {
+        let mut removed = CleanReport::default();
+        let map = &mut self.segments[segment];
+        map.retain(|_, torrent| {
+            let before = torrent.counts();
+            torrent.drop_expired(now);
+            let after = torrent.counts();
+            removed.peers.seeders += (before.seeders - after.seeders) as usize;
+            removed.peers.leechers += (before.leechers - after.leechers) as usize;
+            let keep = !torrent.is_empty();
+            removed.torrents += usize::from(!keep);
+            keep
+        });
+        // The map never shrinks by itself; give memory back after a large drop only,
+        // so a segment does not shrink and regrow on every pass.
+        if map.len() <= map.capacity() / 4 {
+            map.shrink_to_fit();
+        }
+        self.torrents -= removed.torrents;
+        self.peers.seeders -= removed.peers.seeders;
+        self.peers.leechers -= removed.peers.leechers;
+        removed
+    }
+
+    pub fn torrent_count(&self) -> usize {
+        self.torrents
+    }
+
+    /// Stored peers of all torrents, kept up to date on every change (expired peers
+    /// count until their segment is cleaned).
+    pub fn peer_count(&self) -> PeerTotals {
+        self.peers
+    }
+}

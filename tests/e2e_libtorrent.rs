@@ -1,0 +1,129 @@
+//! End to end with a real BitTorrent client: a libtorrent seeder and leecher
+//! (tests/e2e/swarm.py) that find each other only through the real tracker
+//! binary complete a download.
+//!
+//! Needs Debian's python3-libtorrent for /usr/bin/python3:
+//! `apt-get install python3-libtorrent`. Without it this test fails (it never
+//! passes silently).
+
+mod support;
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::Tracker;
+
+const PYTHON: &str = "/usr/bin/python3";
+/// The script's own limit; the process is killed a while after that.
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(90);
+const KILL_AFTER: Duration = Duration::from_secs(120);
+
+/// Fails the test unless /usr/bin/python3 can import libtorrent.
+fn require_libtorrent() {
+    let out = Command::new(PYTHON)
+        .args(["-c", "import libtorrent; print(libtorrent.__version__)"])
+        .stdin(Stdio::null())
+        .output();
+    match out {
+        Ok(out) if out.status.success() => {
+            eprintln!(
+                "libtorrent {} ({PYTHON})",
+                String::from_utf8_lossy(&out.stdout).trim()
+            );
+        }
+        Ok(out) => panic!(
+            "{PYTHON} cannot import libtorrent; run `apt-get install python3-libtorrent`\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => {
+            panic!("cannot run {PYTHON} ({e}); run `apt-get install python3 python3-libtorrent`")
+        }
+    }
+}
+
+/// Runs tests/e2e/swarm.py with these arguments; returns (success, output).
+fn run_swarm(args: &[String]) -> (bool, String) {
+    let script = support::repo_root().join("tests/e2e/swarm.py");
+    let mut child = Command::new(PYTHON)
+        .arg(&script)
+        .args(args)
+        .arg("--timeout")
+        .arg(SCRIPT_TIMEOUT.as_secs().to_string())
+        .current_dir(support::repo_root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {PYTHON} {}: {e}", script.display()));
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if start.elapsed() > KILL_AFTER {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut output = out_reader.join().unwrap();
+    let err = err_reader.join().unwrap();
+    if !err.is_empty() {
+        output.push_str("--- stderr ---\n");
+        output.push_str(&err);
+    }
+    match status {
+        Some(status) => {
+            output.push_str(&format!(
+                "--- swarm.py exited with {status} after {:.1}s ---\n",
+                start.elapsed().as_secs_f64()
+            ));
+            (status.success(), output)
+        }
+        None => {
+            output.push_str(&format!(
+                "--- swarm.py killed after {}s ---\n",
+                KILL_AFTER.as_secs()
+            ));
+            (false, output)
+        }
+    }
+}
+
+#[test]
+fn udp_tracker_swarm_completes_a_download() {
+    require_libtorrent();
+    let mut tracker = Tracker::builder().udp(None).start();
+    let url = format!("udp://{}/announce", tracker.udp[0]);
+    let (ok, output) = run_swarm(&["--tracker".into(), url]);
+    let still_running = tracker.is_running();
+    assert!(
+        ok,
+        "the libtorrent swarm did not complete through {} \
+         (tracker {}; set TRACKER_TEST_LOG=1 for its log):\n{output}",
+        tracker.udp[0],
+        if still_running {
+            "still running"
+        } else {
+            "EXITED"
+        },
+    );
+    assert!(
+        still_running,
+        "the tracker exited during the swarm:\n{output}"
+    );
+    println!("{output}");
+}

@@ -1,0 +1,563 @@
+//! The UDP tracker end to end: the real binary, two or more workers, real
+//! sockets on loopback, spoken to with our own codec.
+
+mod support;
+
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+use support::Tracker;
+use tracker_common::shard::owner_of;
+use tracker_common::types::{AnnounceEvent, InfoHash, PeerId, ScrapeStats};
+use tracker_udp::codec::{
+    write_scrape_request, AnnounceOptions, AnnounceRequest, ConnectRequest, ConnectionId, IpFamily,
+    Request, Response, TransactionId,
+};
+
+/// A BEP 15 client bound to one loopback address.
+struct Client {
+    sock: UdpSocket,
+    target: SocketAddr,
+    connection_id: ConnectionId,
+    next_txid: i32,
+}
+
+#[derive(Debug)]
+struct Announced {
+    interval: u32,
+    seeders: u32,
+    leechers: u32,
+    peers: Vec<SocketAddr>,
+}
+
+impl Client {
+    fn new(bind: &str, target: SocketAddr) -> Client {
+        let sock = UdpSocket::bind(bind).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let mut client = Client {
+            sock,
+            target,
+            connection_id: ConnectionId(0),
+            next_txid: 1,
+        };
+        client.connect();
+        client
+    }
+
+    fn family(&self) -> IpFamily {
+        IpFamily::of(self.target.ip())
+    }
+
+    fn txid(&mut self) -> TransactionId {
+        self.next_txid += 1;
+        TransactionId(self.next_txid)
+    }
+
+    fn exchange(&mut self, packet: &[u8]) -> Vec<u8> {
+        self.sock.send_to(packet, self.target).unwrap();
+        let mut buf = vec![0u8; 4096];
+        let (n, from) = self.sock.recv_from(&mut buf).expect("an answer");
+        assert_eq!(from, self.target, "answer from another address");
+        buf.truncate(n);
+        buf
+    }
+
+    fn connect(&mut self) {
+        let txid = self.txid();
+        let mut out = Vec::new();
+        Request::Connect(ConnectRequest {
+            transaction_id: txid,
+        })
+        .write(&mut out);
+        let answer = self.exchange(&out);
+        assert_eq!(answer.len(), 16);
+        match Response::parse(&answer, self.family()).unwrap() {
+            Response::Connect {
+                transaction_id,
+                connection_id,
+            } => {
+                assert_eq!(transaction_id, txid);
+                self.connection_id = connection_id;
+            }
+            other => panic!("expected connect answer, got {other:?}"),
+        }
+    }
+
+    fn announce_packet(
+        &mut self,
+        info_hash: InfoHash,
+        port: u16,
+        event: AnnounceEvent,
+        left: u64,
+        numwant: i32,
+    ) -> (TransactionId, Vec<u8>) {
+        let txid = self.txid();
+        let mut peer_id = [b'-'; 20];
+        peer_id[..2].copy_from_slice(&port.to_be_bytes());
+        let mut out = Vec::new();
+        Request::Announce(AnnounceRequest {
+            connection_id: self.connection_id,
+            transaction_id: txid,
+            info_hash,
+            peer_id: PeerId(peer_id),
+            downloaded: 0,
+            left,
+            uploaded: 0,
+            event,
+            ip_address: 0,
+            key: 0,
+            num_want: numwant,
+            port,
+            options: AnnounceOptions::EMPTY,
+        })
+        .write(&mut out);
+        (txid, out)
+    }
+
+    fn announce(
+        &mut self,
+        info_hash: InfoHash,
+        port: u16,
+        event: AnnounceEvent,
+        left: u64,
+        numwant: i32,
+    ) -> Announced {
+        let (txid, packet) = self.announce_packet(info_hash, port, event, left, numwant);
+        let answer = self.exchange(&packet);
+        match Response::parse(&answer, self.family()).unwrap() {
+            Response::Announce {
+                transaction_id,
+                interval,
+                leechers,
+                seeders,
+                peers,
+            } => {
+                assert_eq!(transaction_id, txid);
+                Announced {
+                    interval,
+                    seeders,
+                    leechers,
+                    peers: peers.iter().collect(),
+                }
+            }
+            other => panic!("expected announce answer, got {other:?}"),
+        }
+    }
+
+    fn scrape(&mut self, hashes: &[InfoHash]) -> Vec<ScrapeStats> {
+        let txid = self.txid();
+        let mut out = Vec::new();
+        write_scrape_request(&mut out, self.connection_id, txid, hashes);
+        let answer = self.exchange(&out);
+        match Response::parse(&answer, self.family()).unwrap() {
+            Response::Scrape {
+                transaction_id,
+                stats,
+            } => {
+                assert_eq!(transaction_id, txid);
+                stats.iter().collect()
+            }
+            other => panic!("expected scrape answer, got {other:?}"),
+        }
+    }
+
+    /// Sends a packet and returns the answer, if one comes within `wait`.
+    fn try_exchange(&mut self, packet: &[u8], wait: Duration) -> Option<Vec<u8>> {
+        self.sock.set_read_timeout(Some(wait)).unwrap();
+        self.sock.send_to(packet, self.target).unwrap();
+        let mut buf = vec![0u8; 4096];
+        let got = self
+            .sock
+            .recv_from(&mut buf)
+            .ok()
+            .map(|(n, _)| buf[..n].to_vec());
+        self.sock
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
+        got
+    }
+}
+
+/// An info-hash owned by worker `owner` of `workers`, distinct per `seed`.
+fn hash_owned_by(owner: usize, workers: usize, seed: u32) -> InfoHash {
+    (0u32..)
+        .map(|i| {
+            let mut h = [0u8; 20];
+            h[..4].copy_from_slice(&seed.to_be_bytes());
+            h[4..8].copy_from_slice(&i.to_be_bytes());
+            InfoHash(h)
+        })
+        .find(|h| owner_of(h, workers) == owner)
+        .unwrap()
+}
+
+fn v4(ip: &str, port: u16) -> SocketAddr {
+    SocketAddr::new(ip.parse::<IpAddr>().unwrap(), port)
+}
+
+#[test]
+fn announces_on_every_shard_return_the_other_peers_and_exact_counts() {
+    let tracker = Tracker::builder().udp(None).start();
+    let target = tracker.udp[0];
+    for owner in 0..2 {
+        let hash = hash_owned_by(owner, 2, 1);
+        let mut seeder = Client::new("127.0.0.2:0", target);
+        let mut leecher = Client::new("127.0.0.3:0", target);
+        let first = seeder.announce(hash, 5001, AnnounceEvent::Started, 0, -1);
+        assert_eq!((first.seeders, first.leechers), (1, 0));
+        assert!(
+            first.peers.is_empty(),
+            "the requester is never in its own list"
+        );
+        assert_eq!(first.interval, 1800);
+        let second = leecher.announce(hash, 5002, AnnounceEvent::Started, 1000, -1);
+        assert_eq!((second.seeders, second.leechers), (1, 1));
+        assert_eq!(second.peers, vec![v4("127.0.0.2", 5001)]);
+        let again = seeder.announce(hash, 5001, AnnounceEvent::None, 0, -1);
+        assert_eq!(again.peers, vec![v4("127.0.0.3", 5002)]);
+        assert_eq!(
+            (again.seeders, again.leechers),
+            (1, 1),
+            "a re-announce is not a new peer"
+        );
+    }
+}
+
+#[test]
+fn numwant_is_honoured() {
+    let tracker = Tracker::builder().udp(None).start();
+    let hash = InfoHash([9; 20]);
+    let mut client = Client::new("127.0.0.1:0", tracker.udp[0]);
+    for port in 6000..6010 {
+        client.announce(hash, port, AnnounceEvent::Started, 1, 0);
+    }
+    let asked3 = client.announce(hash, 7000, AnnounceEvent::Started, 1, 3);
+    assert_eq!(asked3.peers.len(), 3);
+    assert!(!asked3.peers.contains(&v4("127.0.0.1", 7000)));
+    let asked0 = client.announce(hash, 7000, AnnounceEvent::None, 1, 0);
+    assert!(asked0.peers.is_empty());
+    let default = client.announce(hash, 7000, AnnounceEvent::None, 1, -1);
+    assert_eq!(
+        default.peers.len(),
+        10,
+        "every other peer, never the requester"
+    );
+    let mut unique = default.peers.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 10);
+    assert_eq!((default.seeders, default.leechers), (0, 11));
+}
+
+#[test]
+fn ipv6_peers_are_served_over_ipv6_and_kept_apart_from_ipv4() {
+    let port = support::free_port();
+    let tracker = Tracker::builder()
+        .udp(Some(v4("127.0.0.1", port)))
+        .udp(Some(SocketAddr::new("::1".parse().unwrap(), port)))
+        .start();
+    let hash = InfoHash([6; 20]);
+    let mut a4 = Client::new("127.0.0.1:0", tracker.udp[0]);
+    let mut a6 = Client::new("[::1]:0", tracker.udp[1]);
+    let mut b6 = Client::new("[::1]:0", tracker.udp[1]);
+    a4.announce(hash, 4004, AnnounceEvent::Started, 1, -1);
+    a6.announce(hash, 6006, AnnounceEvent::Started, 1, -1);
+    let seen = b6.announce(hash, 6007, AnnounceEvent::Started, 0, -1);
+    assert_eq!(
+        seen.peers,
+        vec!["[::1]:6006".parse::<SocketAddr>().unwrap()]
+    );
+    assert_eq!(
+        (seen.seeders, seen.leechers),
+        (1, 2),
+        "counts cover both families"
+    );
+    let seen4 = a4.announce(hash, 4004, AnnounceEvent::None, 1, -1);
+    assert!(seen4.peers.is_empty(), "no IPv6 peer in an IPv4 answer");
+}
+
+#[test]
+fn scrape_keeps_request_order_across_shards() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "3", "--no-pin"])
+        .udp(None)
+        .start();
+    let mut client = Client::new("127.0.0.1:0", tracker.udp[0]);
+    // Hashes alternating between the three owners, each with i seeders.
+    let hashes: Vec<InfoHash> = (0..30u32)
+        .map(|i| hash_owned_by(i as usize % 3, 3, 100 + i))
+        .collect();
+    for (i, hash) in hashes.iter().enumerate() {
+        for p in 0..(i % 4) as u16 {
+            client.announce(*hash, 8000 + p, AnnounceEvent::Started, 0, 0);
+        }
+        client.announce(*hash, 9000, AnnounceEvent::Started, 5, 0);
+    }
+    let unknown = InfoHash([0xee; 20]);
+    let mut asked = hashes.clone();
+    asked.insert(7, unknown);
+    let stats = client.scrape(&asked);
+    assert_eq!(stats.len(), asked.len());
+    for (hash, stat) in asked.iter().zip(&stats) {
+        match hashes.iter().position(|h| h == hash) {
+            Some(i) => assert_eq!(
+                (stat.seeders, stat.leechers),
+                ((i % 4) as u32, 1),
+                "hash {i}"
+            ),
+            None => assert_eq!(*stat, ScrapeStats::default()),
+        }
+    }
+}
+
+#[test]
+fn stopped_removes_the_peer_and_completed_is_counted_once() {
+    let tracker = Tracker::builder().udp(None).start();
+    let mut client = Client::new("127.0.0.1:0", tracker.udp[0]);
+    for owner in 0..2 {
+        let hash = hash_owned_by(owner, 2, 7);
+        client.announce(hash, 1111, AnnounceEvent::Started, 100, 0);
+        client.announce(hash, 2222, AnnounceEvent::Started, 100, 0);
+        let done = client.announce(hash, 1111, AnnounceEvent::Completed, 0, 0);
+        assert_eq!((done.seeders, done.leechers), (1, 1));
+        client.announce(hash, 1111, AnnounceEvent::Completed, 0, 0);
+        assert_eq!(
+            client.scrape(&[hash])[0],
+            ScrapeStats {
+                seeders: 1,
+                completed: 1,
+                leechers: 1
+            }
+        );
+        let gone = client.announce(hash, 2222, AnnounceEvent::Stopped, 100, -1);
+        assert_eq!((gone.seeders, gone.leechers), (1, 0));
+        assert_eq!(
+            client.scrape(&[hash])[0],
+            ScrapeStats {
+                seeders: 1,
+                completed: 1,
+                leechers: 0
+            }
+        );
+        let left = client.announce(hash, 3333, AnnounceEvent::Started, 100, -1);
+        assert_eq!(left.peers, vec![v4("127.0.0.1", 1111)]);
+    }
+}
+
+#[test]
+fn peers_expire() {
+    let tracker = Tracker::builder()
+        .config("[swarm]\npeer_timeout_secs = 2\ncleanup_interval_secs = 1\n")
+        .udp(None)
+        .start();
+    let mut client = Client::new("127.0.0.1:0", tracker.udp[0]);
+    let hash = InfoHash([3; 20]);
+    client.announce(hash, 1234, AnnounceEvent::Started, 0, 0);
+    assert_eq!(client.scrape(&[hash])[0].seeders, 1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client.scrape(&[hash])[0].seeders != 0 {
+        assert!(Instant::now() < deadline, "peer never expired");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let fresh = client.announce(hash, 999, AnnounceEvent::Started, 1, -1);
+    assert!(fresh.peers.is_empty(), "an expired peer is not handed out");
+}
+
+#[test]
+fn bad_connection_ids_get_no_answer() {
+    let tracker = Tracker::builder().udp(None).start();
+    let mut client = Client::new("127.0.0.1:0", tracker.udp[0]);
+    client.connection_id = ConnectionId(0x1234_5678);
+    let (_, packet) =
+        client.announce_packet(InfoHash([1; 20]), 1000, AnnounceEvent::Started, 0, -1);
+    assert_eq!(
+        client.try_exchange(&packet, Duration::from_millis(500)),
+        None
+    );
+    let mut scrape = Vec::new();
+    write_scrape_request(
+        &mut scrape,
+        client.connection_id,
+        TransactionId(5),
+        &[InfoHash([1; 20])],
+    );
+    assert_eq!(
+        client.try_exchange(&scrape, Duration::from_millis(300)),
+        None
+    );
+    // Malformed with a bad id: no answer either.
+    assert_eq!(
+        client.try_exchange(&packet[..50], Duration::from_millis(300)),
+        None
+    );
+    // Nothing was stored.
+    client.connect();
+    assert_eq!(
+        client.scrape(&[InfoHash([1; 20])])[0],
+        ScrapeStats::default()
+    );
+}
+
+#[test]
+fn garbage_gets_errors_only_with_a_valid_id_and_the_tracker_keeps_answering() {
+    let tracker = Tracker::builder().udp(None).start();
+    let mut client = Client::new("127.0.0.1:0", tracker.udp[0]);
+    // Random junk of every length, from the client's own socket.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for len in 0..1500usize {
+        let junk: Vec<u8> = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        client.sock.send_to(&junk, client.target).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    // Drain whatever came back: only well-formed error or connect answers.
+    client
+        .sock
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    while let Ok((n, _)) = client.sock.recv_from(&mut buf) {
+        let action = i32::from_be_bytes(buf[..4].try_into().unwrap());
+        assert!(
+            action == 3 || action == 0,
+            "unexpected action {action} in {n} bytes"
+        );
+    }
+    // A malformed announce with a valid connection id gets an error (action 3).
+    client
+        .sock
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let (txid, packet) =
+        client.announce_packet(InfoHash([2; 20]), 1000, AnnounceEvent::Started, 0, -1);
+    let answer = client.exchange(&packet[..60]);
+    match Response::parse(&answer, IpFamily::V4).unwrap() {
+        Response::Error {
+            transaction_id,
+            message,
+        } => {
+            assert_eq!(transaction_id, txid);
+            assert!(!message.is_empty());
+        }
+        other => panic!("expected an error, got {other:?}"),
+    }
+    // A bad event value, with a valid id, also.
+    let (_, mut bad_event) =
+        client.announce_packet(InfoHash([2; 20]), 1000, AnnounceEvent::Started, 0, -1);
+    bad_event[80..84].copy_from_slice(&9i32.to_be_bytes());
+    assert_eq!(&client.exchange(&bad_event)[..4], &3i32.to_be_bytes());
+    // And the tracker still works, on every shard.
+    for owner in 0..2 {
+        let hash = hash_owned_by(owner, 2, 55);
+        assert_eq!(
+            client
+                .announce(hash, 4242, AnnounceEvent::Started, 0, -1)
+                .seeders,
+            1
+        );
+    }
+}
+
+#[test]
+fn announces_with_bep41_options_are_accepted() {
+    let tracker = Tracker::builder().udp(None).start();
+    let mut client = Client::new("127.0.0.1:0", tracker.udp[0]);
+    let (txid, mut packet) =
+        client.announce_packet(InfoHash([4; 20]), 1000, AnnounceEvent::Started, 0, -1);
+    packet.extend_from_slice(&[0x2, 9]);
+    packet.extend_from_slice(b"/announce");
+    packet.extend_from_slice(&[0x1, 0x2, 4]);
+    packet.extend_from_slice(b"?a=b");
+    packet.push(0x0);
+    let answer = client.exchange(&packet);
+    assert!(matches!(
+        Response::parse(&answer, IpFamily::V4).unwrap(),
+        Response::Announce { transaction_id, seeders: 1, .. } if transaction_id == txid
+    ));
+}
+
+#[test]
+fn pinned_and_unpinned_both_serve() {
+    let cpus = support::online_cpus();
+    let workers = cpus.min(2).to_string();
+    for pin in ["--pin", "--no-pin"] {
+        let tracker = Tracker::builder()
+            .runtime_args(&["--workers", &workers, pin])
+            .udp(None)
+            .start();
+        let mut client = Client::new("127.0.0.1:0", tracker.udp[0]);
+        assert_eq!(
+            client
+                .announce(InfoHash([8; 20]), 80, AnnounceEvent::Started, 0, -1)
+                .seeders,
+            1
+        );
+    }
+}
+
+#[test]
+fn pinning_that_cannot_be_honoured_is_a_start_up_error() {
+    let too_many = (support::online_cpus() + 1).to_string();
+    let (code, err) = Tracker::builder()
+        .runtime_args(&["--workers", &too_many, "--pin"])
+        .udp(None)
+        .spawn()
+        .wait_exit(Duration::from_secs(10));
+    assert_ne!(code, Some(0));
+    assert!(err.contains("pinned workers need"), "{err}");
+    let (code, err) = Tracker::builder()
+        .runtime_args(&["--cpus", "4000", "--pin"])
+        .udp(None)
+        .spawn()
+        .wait_exit(Duration::from_secs(10));
+    assert_ne!(code, Some(0));
+    assert!(err.contains("CPU 4000"), "{err}");
+}
+
+#[test]
+fn bad_config_is_a_clear_error_naming_the_key() {
+    let (code, err) = Tracker::builder()
+        .config("[udp]\nlisten_on = []\n")
+        .udp(None)
+        .spawn()
+        .wait_exit(Duration::from_secs(10));
+    assert_eq!(code, Some(2));
+    assert!(err.contains("listen_on") && err.contains(".toml"), "{err}");
+    let (code, err) = Tracker::builder()
+        .config("[swarm]\npeer_timeout_secs = -5\n")
+        .udp(None)
+        .spawn()
+        .wait_exit(Duration::from_secs(10));
+    assert_eq!(code, Some(2));
+    assert!(err.contains("peer_timeout_secs"), "{err}");
+}
+
+#[test]
+fn a_port_in_use_is_a_clear_error() {
+    let holder = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = holder.local_addr().unwrap();
+    let (code, err) = Tracker::builder()
+        .udp(Some(addr))
+        .spawn()
+        .wait_exit(Duration::from_secs(10));
+    assert_ne!(code, Some(0));
+    assert!(err.contains("in use"), "{err}");
+}
+
+#[test]
+fn print_config_is_the_commented_default() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tracker"))
+        .arg("--print-config")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("[udp]") && text.contains("# "));
+    let parsed: tracker_common::config::Config = toml::from_str(&text).unwrap();
+    assert_eq!(parsed, tracker_common::config::Config::default());
+}

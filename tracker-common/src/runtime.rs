@@ -1,0 +1,277 @@
+//! One glommio executor per worker: CPU choice and placement, and the rule that
+//! the process exits as soon as any worker dies.
+
+use glommio::{CpuSet, LocalExecutorBuilder, Placement};
+use std::collections::BTreeSet;
+use std::future::Future;
+
+use std::sync::mpsc;
+
+/// Registered I/O memory per executor. glommio reserves 10 MiB by default for
+/// storage I/O, which we never do; the small floor keeps every worker within a
+/// tight RLIMIT_MEMLOCK (8 MiB on some hosts, and 64 KiB per worker is glommio's
+/// own minimum).
+const IO_MEMORY: usize = 64 << 10;
+
+/// Where each worker runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorkerPlacement {
+    /// On this one CPU only.
+    Pinned(usize),
+    /// Anywhere among these CPUs, moved by the kernel as it likes.
+    Unpinned(Vec<usize>),
+}
+
+/// Parses a CPU list such as `0-3,6` (the format of /sys and taskset).
+pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
+    let mut cpus = BTreeSet::new();
+    for part in text.split(',').map(str::trim) {
+        let num = |s: &str| {
+            s.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("`{s}` in CPU list `{text}` is not a CPU number"))
+        };
+        match part.split_once('-') {
+            Some((lo, hi)) => {
+                let (lo, hi) = (num(lo)?, num(hi)?);
+                if lo > hi {
+                    return Err(format!(
+                        "range `{part}` in CPU list `{text}` runs backwards"
+                    ));
+                }
+                cpus.extend(lo..=hi);
+            }
+            None => {
+                cpus.insert(num(part)?);
+            }
+        }
+    }
+    Ok(cpus.into_iter().collect())
+}
+
+/// The CPUs this process may run on (its affinity mask: a container's or
+/// taskset's limits included), in ascending order.
+pub fn allowed_cpus() -> Result<Vec<usize>, String> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most its size.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    if rc != 0 {
+        return Err(format!(
+            "sched_getaffinity failed: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok((0..libc::CPU_SETSIZE as usize)
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect())
+}
+
+/// Decides where `workers` workers run. `workers == 0` means one per CPU.
+/// `requested` is the `--cpus` list, if given, and must be a subset of
+/// `allowed`; pinning needs a CPU of its own for every worker.
+pub fn plan_workers(
+    workers: usize,
+    requested: Option<&[usize]>,
+    allowed: &[usize],
+    pin: bool,
+) -> Result<Vec<WorkerPlacement>, String> {
+    let cpus: Vec<usize> = match requested {
+        Some(list) => {
+            if let Some(bad) = list.iter().find(|c| !allowed.contains(c)) {
+                return Err(format!(
+                    "CPU {bad} is not available to this process (available: {})",
+                    format_cpu_list(allowed)
+                ));
+            }
+            list.to_vec()
+        }
+        None => allowed.to_vec(),
+    };
+    if cpus.is_empty() {
+        return Err("no CPU to run on".into());
+    }
+    let workers = if workers == 0 { cpus.len() } else { workers };
+    if pin {
+        if workers > cpus.len() {
+            return Err(format!(
+                "{workers} pinned workers need {workers} CPUs, but only {} are listed ({}); \
+                 list more CPUs, use fewer workers, or run with --no-pin",
+                cpus.len(),
+                format_cpu_list(&cpus)
+            ));
+        }
+        Ok(cpus[..workers]
+            .iter()
+            .map(|&c| WorkerPlacement::Pinned(c))
+            .collect())
+    } else {
+        Ok(vec![WorkerPlacement::Unpinned(cpus); workers])
+    }
+}
+
+/// Formats CPUs back into the compact list form (`0-3,6`).
+pub fn format_cpu_list(cpus: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let start = cpus[i];
+        while i + 1 < cpus.len() && cpus[i + 1] == cpus[i] + 1 {
+            i += 1;
+        }
+        out.push(if cpus[i] == start {
+            start.to_string()
+        } else {
+            format!("{start}-{}", cpus[i])
+        });
+        i += 1;
+    }
+    out.join(",")
+}
+
+/// Runs one executor per placement, each running `worker(index)`, and returns
+/// when the first of them ends: any end is a failure (workers serve until the
+/// process stops), reported with the worker and the reason so that the process
+/// exits rather than limping on with a shard missing.
+pub fn run_workers<F, Fut>(placements: Vec<WorkerPlacement>, worker: F) -> Result<(), String>
+where
+    F: Fn(usize) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<(), String>> + 'static,
+{
+    let (done_tx, done_rx) = mpsc::channel::<(usize, Result<(), String>)>();
+    for (index, placement) in placements.into_iter().enumerate() {
+        let glommio_placement = match &placement {
+            WorkerPlacement::Pinned(cpu) => Placement::Fixed(*cpu),
+            WorkerPlacement::Unpinned(cpus) => {
+                let set = CpuSet::online()
+                    .map_err(|e| format!("cannot read the CPU topology: {e}"))?
+                    .filter(|loc| cpus.contains(&loc.cpu));
+                Placement::Fenced(set)
+            }
+        };
+        let worker = worker.clone();
+        let handle = LocalExecutorBuilder::new(glommio_placement)
+            .name(&format!("worker-{index}"))
+            .io_memory(IO_MEMORY)
+            .spawn(move || worker(index))
+            .map_err(|e| format!("cannot start worker {index} ({placement:?}): {e}"))?;
+        let done_tx = done_tx.clone();
+        std::thread::Builder::new()
+            .name(format!("watch-{index}"))
+            .spawn(move || {
+                let result = match handle.join() {
+                    Ok(result) => result,
+                    Err(glommio::GlommioError::BuilderError(
+                        glommio::BuilderErrorKind::ThreadPanic(payload),
+                    )) => Err(format!("panicked: {}", panic_text(&payload))),
+                    Err(e) => Err(e.to_string()),
+                };
+                let _ = done_tx.send((index, result));
+            })
+            .map_err(|e| format!("cannot start a watcher thread: {e}"))?;
+    }
+    drop(done_tx);
+    match done_rx.recv() {
+        Ok((index, Ok(()))) => Err(format!("worker {index} stopped unexpectedly")),
+        Ok((index, Err(reason))) => Err(format!("worker {index} failed: {reason}")),
+        Err(_) => Err("no worker was started".into()),
+    }
+}
+
+/// Waits for the first of `tasks` to end and returns its result (never ends if
+/// `tasks` is empty).
+pub async fn first_to_end<T>(mut tasks: Vec<glommio::Task<T>>) -> T {
+    futures_lite::future::poll_fn(|cx| {
+        for task in tasks.iter_mut() {
+            if let std::task::Poll::Ready(result) = std::pin::Pin::new(task).poll(cx) {
+                return std::task::Poll::Ready(result);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+fn panic_text(payload: &Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_parse_and_format() {
+        assert_eq!(parse_cpu_list("0-3,6").unwrap(), vec![0, 1, 2, 3, 6]);
+        assert_eq!(parse_cpu_list("5, 1").unwrap(), vec![1, 5]);
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("a").is_err());
+        assert!(parse_cpu_list("").is_err());
+        assert_eq!(format_cpu_list(&[0, 1, 2, 3, 6, 8, 9]), "0-3,6,8-9");
+    }
+
+    #[test]
+    fn plans_pinned_and_unpinned() {
+        let allowed = [0, 1, 2, 3];
+        assert_eq!(
+            plan_workers(0, None, &allowed, true).unwrap(),
+            (0..4).map(WorkerPlacement::Pinned).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            plan_workers(2, Some(&[2, 3]), &allowed, true).unwrap(),
+            vec![WorkerPlacement::Pinned(2), WorkerPlacement::Pinned(3)]
+        );
+        assert_eq!(
+            plan_workers(3, Some(&[1]), &allowed, false).unwrap(),
+            vec![WorkerPlacement::Unpinned(vec![1]); 3]
+        );
+    }
+
+    #[test]
+    fn refuses_what_pinning_cannot_honour() {
+        let allowed = [0, 1];
+        let err = plan_workers(3, None, &allowed, true).unwrap_err();
+        assert!(err.contains("3 pinned workers"), "{err}");
+        let err = plan_workers(1, Some(&[7]), &allowed, true).unwrap_err();
+        assert!(err.contains("CPU 7"), "{err}");
+    }
+
+    #[test]
+    fn this_process_has_cpus() {
+        assert!(!allowed_cpus().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_failing_worker_is_reported() {
+        let placements = vec![WorkerPlacement::Unpinned(allowed_cpus().unwrap()); 2];
+        let err = run_workers(placements, |index| async move {
+            if index == 1 {
+                return Err("boom".to_string());
+            }
+            glommio::timer::sleep(std::time::Duration::from_secs(3600)).await;
+            Ok(())
+        })
+        .unwrap_err();
+        assert_eq!(err, "worker 1 failed: boom");
+    }
+
+    #[test]
+    fn a_panicking_worker_is_reported() {
+        let placements = vec![WorkerPlacement::Unpinned(allowed_cpus().unwrap()); 2];
+        let err = run_workers(placements, |index| async move {
+            if index == 0 {
+                panic!("lost a shard");
+            }
+            glommio::timer::sleep(std::time::Duration::from_secs(3600)).await;
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(
+            err.contains("worker 0") && err.contains("lost a shard"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,277 @@
+//! The peers of one address family of one swarm: a plain `Vec` searched linearly
+//! while small, the same `Vec` plus a hash index from address to position once large.
+//! Either way the peers stay contiguous, so an answer is copied from a run of memory.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::mem;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use ahash::RandomState;
+
+use crate::types::{PeerEntry, PeerId};
+
+/// A swarm half is indexed once it grows past this many peers (a linear scan of 32
+/// entries is a few cache lines and beats hashing)...
+const LARGE: usize = 32;
+/// ...and goes back to a plain `Vec` below this many, so a swarm hovering around
+/// `LARGE` does not build and drop its index over and over.
+const SMALL: usize = 16;
+
+/// The IP address type of one half.
+pub(super) trait PeerIp: Copy + Eq + Hash + Into<IpAddr> {}
+
+impl PeerIp for Ipv4Addr {}
+impl PeerIp for Ipv6Addr {}
+
+/// A stored peer: 32 bytes with an IPv4 address, 44 with an IPv6 one. Whether it
+/// seeds is not stored here but given by its position (see `Half`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Peer<I> {
+    pub ip: I,
+    pub port: u16,
+    /// When it expires: `now` of its last announce plus the peer time-out.
+    pub expiry: u32,
+    pub peer_id: PeerId,
+}
+
+impl<I: PeerIp> Peer<I> {
+    /// Peers are keyed by the address they announced, not by peer id, so no client
+    /// can replace another's entry.
+    fn key(&self) -> (I, u16) {
+        (self.ip, self.port)
+    }
+
+    pub fn entry(&self) -> PeerEntry {
+        PeerEntry {
+            ip: self.ip.into(),
+            port: self.port,
+            peer_id: self.peer_id,
+        }
+    }
+}
+
+/// 24 bytes inline (the `Box` fits beside the `Vec`'s niche).
+pub(super) enum Peers<I> {
+    Small(Vec<Peer<I>>),
+    Large(Box<Indexed<I>>),
+}
+
+pub(super) struct Indexed<I> {
+    peers: Vec<Peer<I>>,
+    /// Address to position in `peers`; u32 keeps an IPv4 slot at 12 bytes.
+    index: HashMap<(I, u16), u32, RandomState>,
+}
+
+impl<I> Default for Peers<I> {
+    fn default() -> Self {
+        Peers::Small(Vec::new())
+    }
+}
+
+impl<I: PeerIp> Peers<I> {
+    pub fn as_slice(&self) -> &[Peer<I>] {
+        match self {
+            Peers::Small(peers) => peers,
+            Peers::Large(large) => &large.peers,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    /// The position of the peer at (`ip`, `port`).
+    pub fn find(&self, ip: I, port: u16) -> Option<usize> {
+        match self {
+            Peers::Small(peers) => peers.iter().position(|p| p.key() == (ip, port)),
+            Peers::Large(large) => large.index.get(&(ip, port)).map(|&i| i as usize),
+        }
+    }
+
+    /// Records a re-announce of the peer at `i` (its address, the key, stays).
+    pub fn refresh(&mut self, i: usize, peer_id: PeerId, expiry: u32) {
+        let peer = match self {
+            Peers::Small(peers) => &mut peers[i],
+            Peers::Large(large) => &mut large.peers[i],
+        };
+        peer.peer_id = peer_id;
+        peer.expiry = expiry;
+    }
+
+    pub fn swap(&mut self, a: usize, b: usize) {
+        match self {
+            _ if a == b => {}
+            Peers::Small(peers) => peers.swap(a, b),
+            Peers::Large(large) => {
+                large.peers.swap(a, b);
+                for i in [a, b] {
+                    large.index.insert(large.peers[i].key(), i as u32);
+                }
+            }
+        }
+    }
+
+    /// Appends a peer not yet stored.
+    pub fn push(&mut self, peer: Peer<I>) {
+        match self {
+            Peers::Small(peers) if peers.len() < LARGE => {
+                // Grow 1, 2, 4, ... rather than from Vec's first step of 4: most
+                // swarms hold one or two peers.
+                if peers.len() == peers.capacity() {
+                    peers.reserve_exact(peers.len().max(1));
+                }
+                peers.push(peer);
+            }
+            Peers::Small(peers) => {
+                let mut peers = mem::take(peers);
+                peers.push(peer);
+                let index = peers.iter().enumerate().map(|(i, p)| (p.key(), i as u32));
+                let index = index.collect();
+                *self = Peers::Large(Box::new(Indexed { peers, index }));
+            }
+            Peers::Large(large) => {
+                large.index.insert(peer.key(), large.peers.len() as u32);
+                large.peers.push(peer);
+            }
+        }
+    }
+
+    /// Removes the peer at `i`, moving the last one into its place.
+    pub fn swap_remove(&mut self, i: usize) {
+        match self {
+            Peers::Small(peers) => {
+                peers.swap_remove(i);
+            }
+            Peers::Large(large) => {
+                let gone = large.peers.swap_remove(i);
+                large.index.remove(&gone.key());
+                if let Some(moved) = large.peers.get(i) {
+                    large.index.insert(moved.key(), i as u32);
+                }
+                if large.peers.len() < SMALL {
+                    let mut peers = mem::take(&mut large.peers);
+                    peers.shrink_to_fit();
+                    *self = Peers::Small(peers);
+                }
+            }
+        }
+    }
+
+    /// Gives back memory once at most a quarter of it is used. Called by the
+    /// cleaner rather than on removal, so that a swarm shrinking and regrowing does
+    /// not reallocate on every announce.
+    pub fn compact(&mut self) {
+        fn shrink<T>(v: &mut Vec<T>) -> bool {
+            let shrink = v.len() <= v.capacity() / 4;
+            if shrink {
+                v.shrink_to_fit();
+            }
+            shrink
+        }
+        match self {
+            Peers::Small(peers) => {
+                shrink(peers);
+            }
+            Peers::Large(large) => {
+                if shrink(&mut large.peers) {
+                    large.index.shrink_to_fit();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(n: u16) -> Peer<Ipv4Addr> {
+        Peer {
+            ip: Ipv4Addr::new(10, 0, 0, 1),
+            port: n,
+            expiry: u32::from(n),
+            peer_id: PeerId([n as u8; 20]),
+        }
+    }
+
+    /// Every stored peer is found at its position, whichever form the map has.
+    fn assert_consistent(peers: &Peers<Ipv4Addr>) {
+        for (i, p) in peers.as_slice().iter().enumerate() {
+            assert_eq!(peers.find(p.ip, p.port), Some(i));
+        }
+        if let Peers::Large(large) = peers {
+            assert_eq!(large.index.len(), large.peers.len());
+        }
+    }
+
+    #[test]
+    fn sizes_stay_small() {
+        assert_eq!(mem::size_of::<Peer<Ipv4Addr>>(), 32);
+        assert_eq!(mem::size_of::<Peer<Ipv6Addr>>(), 44);
+        assert_eq!(mem::size_of::<Peers<Ipv4Addr>>(), 24);
+    }
+
+    #[test]
+    fn small_grows_one_step_at_a_time() {
+        let mut peers = Peers::default();
+        peers.push(peer(1));
+        let Peers::Small(v) = &peers else { panic!() };
+        assert_eq!(v.capacity(), 1);
+        peers.push(peer(2));
+        let Peers::Small(v) = &peers else { panic!() };
+        assert_eq!(v.capacity(), 2);
+    }
+
+    #[test]
+    fn grows_into_index_and_back_with_hysteresis_keeping_every_peer() {
+        let mut peers = Peers::default();
+        let mut model: Vec<u16> = (0..=LARGE as u16).collect();
+        for &n in &model[..LARGE] {
+            peers.push(peer(n));
+        }
+        assert!(matches!(peers, Peers::Small(_)));
+        peers.push(peer(LARGE as u16));
+        assert!(matches!(peers, Peers::Large(_)));
+        assert_consistent(&peers);
+
+        // Remove from the front so that moved peers must be re-indexed.
+        while model.len() >= SMALL {
+            assert!(matches!(peers, Peers::Large(_)));
+            peers.swap_remove(0);
+            model.swap_remove(0);
+            assert_consistent(&peers);
+        }
+        assert!(matches!(peers, Peers::Small(_)));
+        let ports: Vec<u16> = peers.as_slice().iter().map(|p| p.port).collect();
+        assert_eq!(ports, model);
+    }
+
+    #[test]
+    fn swap_and_refresh_keep_the_index() {
+        let mut peers = Peers::default();
+        for n in 0..40 {
+            peers.push(peer(n));
+        }
+        peers.swap(3, 30);
+        peers.refresh(3, PeerId([9; 20]), 99);
+        assert_consistent(&peers);
+        assert_eq!(peers.as_slice()[3].port, 30);
+        assert_eq!(peers.as_slice()[3].expiry, 99);
+        assert_eq!(peers.find(Ipv4Addr::new(10, 0, 0, 1), 40), None);
+    }
+
+    #[test]
+    fn compact_gives_back_unused_capacity() {
+        let mut peers = Peers::default();
+        for n in 0..16 {
+            peers.push(peer(n));
+        }
+        for _ in 0..12 {
+            peers.swap_remove(0);
+        }
+        peers.compact();
+        let Peers::Small(v) = &peers else { panic!() };
+        assert_eq!(v.capacity(), 4);
+    }
+}

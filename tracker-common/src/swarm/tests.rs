@@ -1,0 +1,740 @@
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::types::PeerId;
+
+const TIMEOUT: u32 = 100;
+
+fn limits(max_torrents: usize, max_peers_per_torrent: usize) -> StoreLimits {
+    StoreLimits {
+        peer_timeout_secs: TIMEOUT,
+        max_torrents,
+        max_peers_per_torrent,
+    }
+}
+
+fn store() -> SwarmStore {
+    SwarmStore::new(limits(1000, 1000), 42)
+}
+
+fn hash(n: u8) -> InfoHash {
+    InfoHash([n; 20])
+}
+
+fn v4(n: u8) -> SocketAddr {
+    (Ipv4Addr::new(10, 0, 0, n), 6881).into()
+}
+
+fn v6(n: u8) -> SocketAddr {
+    (Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, n.into()), 6881).into()
+}
+
+/// A leecher's `started` on torrent 1 asking for plenty of peers.
+fn ann(peer_addr: SocketAddr) -> Announce {
+    Announce {
+        info_hash: hash(1),
+        peer_id: PeerId([peer_addr.ip().is_ipv6() as u8; 20]),
+        peer_addr,
+        event: AnnounceEvent::Started,
+        left: 1,
+        numwant: 1000,
+    }
+}
+
+fn seeder(peer_addr: SocketAddr) -> Announce {
+    Announce {
+        left: 0,
+        ..ann(peer_addr)
+    }
+}
+
+fn with_event(event: AnnounceEvent, req: Announce) -> Announce {
+    Announce { event, ..req }
+}
+
+/// Announces at `now`; returns the counts and the addresses handed out.
+fn go(store: &mut SwarmStore, req: Announce, now: u32) -> (SwarmCounts, Vec<SocketAddr>) {
+    let mut peers = vec![];
+    let counts = store.announce(&req, now, &mut peers).expect("not refused");
+    let addrs = peers
+        .iter()
+        .map(|p| SocketAddr::new(p.ip, p.port))
+        .collect();
+    (counts, addrs)
+}
+
+fn counts(seeders: u32, leechers: u32) -> SwarmCounts {
+    SwarmCounts { seeders, leechers }
+}
+
+fn clean_all(store: &mut SwarmStore, now: u32) -> CleanReport {
+    let mut total = CleanReport::default();
+    for segment in 0..SwarmStore::SEGMENTS {
+        let r = store.clean_segment(segment, now);
+        total.torrents += r.torrents;
+        total.peers.seeders += r.peers.seeders;
+        total.peers.leechers += r.peers.leechers;
+    }
+    total
+}
+
+#[test]
+fn counts_follow_joins_upgrades_reannounces_and_leaves() {
+    let mut s = store();
+    assert_eq!(go(&mut s, ann(v4(1)), 0).0, counts(0, 1));
+    assert_eq!(go(&mut s, ann(v4(2)), 0).0, counts(0, 2));
+    assert_eq!(go(&mut s, seeder(v4(3)), 0).0, counts(1, 2));
+    // Re-announcing changes nothing; becoming a seeder and back moves one count.
+    assert_eq!(
+        go(&mut s, with_event(AnnounceEvent::None, ann(v4(1))), 1).0,
+        counts(1, 2)
+    );
+    assert_eq!(go(&mut s, seeder(v4(1)), 2).0, counts(2, 1));
+    assert_eq!(go(&mut s, seeder(v4(1)), 3).0, counts(2, 1));
+    assert_eq!(go(&mut s, ann(v4(3)), 3).0, counts(1, 2));
+    // Leaving, as seeder and as leecher.
+    assert_eq!(
+        go(&mut s, with_event(AnnounceEvent::Stopped, seeder(v4(1))), 4).0,
+        counts(0, 2)
+    );
+    assert_eq!(
+        go(&mut s, with_event(AnnounceEvent::Stopped, ann(v4(2))), 4).0,
+        counts(0, 1)
+    );
+
+    let stats = s.scrape(&hash(1));
+    assert_eq!((stats.seeders, stats.leechers), (0, 1));
+    assert_eq!(
+        s.peer_count(),
+        PeerTotals {
+            seeders: 0,
+            leechers: 1
+        }
+    );
+    assert_eq!(s.torrent_count(), 1);
+    assert_eq!(s.scrape(&hash(9)), ScrapeStats::default());
+}
+
+#[test]
+fn peers_are_keyed_by_address_not_peer_id() {
+    let mut s = store();
+    go(&mut s, ann(v4(1)), 0);
+    // Another address with the same peer id is another peer...
+    assert_eq!(go(&mut s, ann(v4(2)), 0).0, counts(0, 2));
+    // ...and the same address with a new peer id replaces the old entry.
+    let renamed = Announce {
+        peer_id: PeerId([7; 20]),
+        ..ann(v4(1))
+    };
+    assert_eq!(go(&mut s, renamed, 0).0, counts(0, 2));
+    let mut peers = vec![];
+    s.announce(&ann(v4(2)), 0, &mut peers).unwrap();
+    assert_eq!(peers[0].peer_id, PeerId([7; 20]));
+}
+
+#[test]
+fn completed_counts_once_per_peer_becoming_a_seeder() {
+    let mut s = store();
+    let completed = |r: Announce| with_event(AnnounceEvent::Completed, r);
+    go(&mut s, ann(v4(1)), 0);
+    go(&mut s, completed(seeder(v4(1))), 0);
+    go(&mut s, completed(seeder(v4(1))), 0);
+    assert_eq!(s.scrape(&hash(1)).completed, 1);
+    // A peer first seen with `completed` counts; one still leeching does too.
+    go(&mut s, completed(seeder(v4(2))), 0);
+    go(&mut s, completed(ann(v4(3))), 0);
+    assert_eq!(s.scrape(&hash(1)).completed, 3);
+    // Stopping does not undo it.
+    go(&mut s, with_event(AnnounceEvent::Stopped, seeder(v4(1))), 0);
+    assert_eq!(
+        s.scrape(&hash(1)),
+        ScrapeStats {
+            seeders: 1,
+            completed: 3,
+            leechers: 1
+        }
+    );
+}
+
+#[test]
+fn stopped_removes_without_answering_or_creating() {
+    let mut s = store();
+    let stop = |r: Announce| with_event(AnnounceEvent::Stopped, r);
+    assert_eq!(go(&mut s, stop(ann(v4(1))), 0), (counts(0, 0), vec![]));
+    assert_eq!(s.torrent_count(), 0);
+
+    go(&mut s, ann(v4(1)), 0);
+    go(&mut s, ann(v4(2)), 0);
+    // An unknown peer stopping changes nothing and gets no peers.
+    assert_eq!(go(&mut s, stop(ann(v4(3))), 0), (counts(0, 2), vec![]));
+    assert_eq!(go(&mut s, stop(ann(v6(3))), 0), (counts(0, 2), vec![]));
+    assert_eq!(go(&mut s, stop(ann(v4(2))), 0), (counts(0, 1), vec![]));
+    assert_eq!(
+        s.peer_count(),
+        PeerTotals {
+            seeders: 0,
+            leechers: 1
+        }
+    );
+}
+
+#[test]
+fn numwant_is_honoured_and_the_requester_left_out() {
+    let mut s = store();
+    for n in 1..=10 {
+        go(&mut s, ann(v4(n)), 0);
+    }
+    for numwant in [0, 1, 3, 9, 10, 1000] {
+        let (_, peers) = go(
+            &mut s,
+            Announce {
+                numwant,
+                ..ann(v4(1))
+            },
+            0,
+        );
+        assert_eq!(peers.len(), (numwant as usize).min(9));
+        assert!(!peers.contains(&v4(1)));
+        assert_eq!(peers.iter().collect::<BTreeSet<_>>().len(), peers.len());
+    }
+    // A peer that is not stored (here: a new one) gets all ten.
+    let limited = SwarmStore::new(limits(10, 10), 1);
+    let mut s = limited;
+    for n in 1..=11 {
+        go(&mut s, ann(v4(n)), 0);
+    }
+    assert_eq!(go(&mut s, ann(v4(11)), 0).1.len(), 10);
+}
+
+#[test]
+fn selection_varies_between_announces() {
+    let mut s = store();
+    for n in 1..=50 {
+        go(&mut s, ann(v4(n)), 0);
+    }
+    let answers: BTreeSet<Vec<SocketAddr>> = (0..20)
+        .map(|_| {
+            go(
+                &mut s,
+                Announce {
+                    numwant: 5,
+                    ..ann(v4(1))
+                },
+                0,
+            )
+            .1
+        })
+        .collect();
+    assert!(answers.len() > 10, "{answers:?}");
+}
+
+#[test]
+fn families_are_kept_apart_but_counted_together() {
+    let mut s = store();
+    go(&mut s, ann(v4(1)), 0);
+    go(&mut s, seeder(v4(2)), 0);
+    go(&mut s, ann(v6(1)), 0);
+    let (c, peers) = go(&mut s, ann(v6(2)), 0);
+    assert_eq!(c, counts(1, 3));
+    assert_eq!(peers, vec![v6(1)]);
+    let (_, mut peers) = go(&mut s, ann(v4(3)), 0);
+    peers.sort();
+    assert_eq!(peers, vec![v4(1), v4(2)]);
+    assert_eq!(
+        s.peer_count(),
+        PeerTotals {
+            seeders: 1,
+            leechers: 4
+        }
+    );
+}
+
+#[test]
+fn seeders_are_given_only_leechers() {
+    let mut s = store();
+    for n in 1..=5 {
+        go(&mut s, seeder(v4(n)), 0);
+    }
+    go(&mut s, ann(v4(6)), 0);
+    go(&mut s, ann(v4(7)), 0);
+    let (_, mut peers) = go(&mut s, seeder(v4(1)), 0);
+    peers.sort();
+    assert_eq!(peers, vec![v4(6), v4(7)]);
+    // A leecher gets both kinds.
+    assert_eq!(go(&mut s, ann(v4(6)), 0).1.len(), 6);
+}
+
+#[test]
+fn expired_peers_are_not_handed_out_and_cleaning_drops_them() {
+    let mut s = store();
+    go(&mut s, seeder(v4(1)), 0);
+    go(&mut s, ann(v4(2)), 50);
+    go(&mut s, ann(v6(1)), 0);
+    assert_eq!(go(&mut s, ann(v4(3)), TIMEOUT - 1).1.len(), 2);
+    // v4(1) expires at TIMEOUT; it still counts until cleaned.
+    let (c, peers) = go(&mut s, ann(v4(3)), TIMEOUT);
+    assert_eq!((c, peers), (counts(1, 3), vec![v4(2)]));
+
+    let report = clean_all(&mut s, TIMEOUT);
+    assert_eq!(report.torrents, 0);
+    assert_eq!(
+        report.peers,
+        PeerTotals {
+            seeders: 1,
+            leechers: 1
+        }
+    );
+    assert_eq!(s.scrape(&hash(1)).leechers, 2);
+    assert_eq!(
+        s.peer_count(),
+        PeerTotals {
+            seeders: 0,
+            leechers: 2
+        }
+    );
+
+    // A re-announce keeps a peer alive; an empty torrent goes.
+    go(&mut s, ann(v4(2)), 140);
+    assert_eq!(clean_all(&mut s, 200).peers.leechers, 1);
+    let report = clean_all(&mut s, 240);
+    assert_eq!(report.torrents, 1);
+    assert_eq!(
+        (s.torrent_count(), s.peer_count()),
+        (0, PeerTotals::default())
+    );
+    assert_eq!(s.scrape(&hash(1)), ScrapeStats::default());
+}
+
+#[test]
+fn an_expired_peer_announcing_again_is_refreshed_in_place() {
+    let mut s = store();
+    go(&mut s, ann(v4(1)), 0);
+    go(&mut s, ann(v4(2)), 0);
+    assert_eq!(go(&mut s, ann(v4(1)), TIMEOUT + 5), (counts(0, 2), vec![]));
+    assert_eq!(clean_all(&mut s, TIMEOUT + 5).peers.leechers, 1);
+    assert_eq!(s.scrape(&hash(1)).leechers, 1);
+}
+
+#[test]
+fn cleaning_touches_only_its_segment() {
+    let mut s = store();
+    let a = hash(0);
+    let b = (1..=255)
+        .map(hash)
+        .find(|b| s.segment_of(b) != s.segment_of(&a))
+        .expect("two segments");
+    go(
+        &mut s,
+        Announce {
+            info_hash: a,
+            ..ann(v4(1))
+        },
+        0,
+    );
+    go(
+        &mut s,
+        Announce {
+            info_hash: b,
+            ..ann(v4(1))
+        },
+        0,
+    );
+    let report = s.clean_segment(s.segment_of(&a), TIMEOUT);
+    assert_eq!(report.torrents, 1);
+    assert_eq!(s.scrape(&a), ScrapeStats::default());
+    assert_eq!(s.scrape(&b).leechers, 1);
+}
+
+#[test]
+fn segments_spread_hashes_differing_in_any_two_bytes() {
+    let s = store();
+    for (x, y) in [(0, 1), (7, 8), (18, 19)] {
+        let mut used = vec![0usize; SwarmStore::SEGMENTS];
+        for i in 0..=255u8 {
+            for j in 0..16u8 {
+                let mut h = [0; 20];
+                (h[x], h[y]) = (i, j);
+                used[s.segment_of(&InfoHash(h))] += 1;
+            }
+        }
+        // 4096 hashes, 16 per segment on average: none may be crowded.
+        assert!(used.iter().all(|&n| n < 64), "bytes {x}, {y}: {used:?}");
+    }
+}
+
+#[test]
+fn torrent_limit_refuses_new_torrents_only() {
+    let mut s = SwarmStore::new(limits(2, 10), 1);
+    go(&mut s, ann(v4(1)), 0);
+    go(
+        &mut s,
+        Announce {
+            info_hash: hash(2),
+            ..ann(v4(1))
+        },
+        0,
+    );
+    let third = Announce {
+        info_hash: hash(3),
+        ..ann(v4(1))
+    };
+    let mut peers = vec![PeerEntry {
+        ip: v4(9).ip(),
+        port: 1,
+        peer_id: PeerId::default(),
+    }];
+    assert_eq!(
+        s.announce(&third, 0, &mut peers),
+        Err(AnnounceRefused::TorrentLimit)
+    );
+    assert!(peers.is_empty());
+    assert_eq!(go(&mut s, ann(v4(2)), 0).0, counts(0, 2));
+    assert_eq!(s.torrent_count(), 2);
+    // Room again once a torrent is cleaned away.
+    clean_all(&mut s, TIMEOUT);
+    assert_eq!(go(&mut s, third, TIMEOUT).0, counts(0, 1));
+}
+
+#[test]
+fn peer_limit_answers_new_peers_without_storing_them() {
+    let mut s = SwarmStore::new(limits(10, 2), 1);
+    go(&mut s, ann(v4(1)), 0);
+    go(&mut s, ann(v4(2)), 0);
+    let (c, mut peers) = go(&mut s, ann(v4(3)), 0);
+    peers.sort();
+    assert_eq!((c, peers), (counts(0, 2), vec![v4(1), v4(2)]));
+    assert_eq!(go(&mut s, ann(v6(1)), 0), (counts(0, 2), vec![]));
+    // Stored peers still update.
+    assert_eq!(go(&mut s, seeder(v4(1)), 0).0, counts(1, 1));
+    assert_eq!(
+        s.peer_count(),
+        PeerTotals {
+            seeders: 1,
+            leechers: 1
+        }
+    );
+}
+
+#[test]
+fn growing_past_the_index_threshold_and_back_keeps_every_peer_and_count() {
+    let mut s = store();
+    let addr = |n: u8| if n % 2 == 1 { v6(n) } else { v4(n) };
+    let check = |s: &mut SwarmStore, alive: &BTreeSet<u8>| {
+        let seeders = alive.iter().filter(|&&n| n % 3 == 0).count() as u32;
+        let all: BTreeSet<SocketAddr> = alive.iter().map(|&n| addr(n)).collect();
+        let asker = Announce {
+            event: AnnounceEvent::None,
+            ..ann(v4(255))
+        };
+        let (c, v4s) = go(s, asker, 0);
+        let (_, v6s) = go(
+            s,
+            Announce {
+                peer_addr: v6(255),
+                ..asker
+            },
+            0,
+        );
+        go(s, with_event(AnnounceEvent::Stopped, asker), 0);
+        go(
+            s,
+            with_event(
+                AnnounceEvent::Stopped,
+                Announce {
+                    peer_addr: v6(255),
+                    ..asker
+                },
+            ),
+            0,
+        );
+        assert_eq!(c, counts(seeders, alive.len() as u32 - seeders + 1));
+        assert_eq!(
+            v4s.iter().chain(&v6s).copied().collect::<BTreeSet<_>>(),
+            all
+        );
+    };
+    let mut alive = BTreeSet::new();
+    for n in 0..200 {
+        let req = if n % 3 == 0 {
+            seeder(addr(n))
+        } else {
+            ann(addr(n))
+        };
+        go(&mut s, req, 0);
+        alive.insert(n);
+        check(&mut s, &alive);
+    }
+    // Leave in an order that mixes seeders and leechers and both families.
+    for n in (0..200)
+        .rev()
+        .step_by(7)
+        .chain((0..200).step_by(2))
+        .chain(0..198)
+    {
+        if alive.remove(&n) {
+            let req = if n % 3 == 0 {
+                seeder(addr(n))
+            } else {
+                ann(addr(n))
+            };
+            go(&mut s, with_event(AnnounceEvent::Stopped, req), 0);
+            check(&mut s, &alive);
+        }
+    }
+    assert!(alive.is_empty());
+}
+
+/// The reference model: the rules written as plainly as possible.
+mod model {
+    use super::*;
+
+    #[derive(Clone, Copy, Debug)]
+    pub struct Peer {
+        pub peer_id: PeerId,
+        pub seeder: bool,
+        pub expiry: u32,
+    }
+
+    #[derive(Default)]
+    pub struct Torrent {
+        pub peers: BTreeMap<SocketAddr, Peer>,
+        pub completed: u32,
+    }
+
+    impl Torrent {
+        pub fn counts(&self) -> SwarmCounts {
+            let seeders = self.peers.values().filter(|p| p.seeder).count() as u32;
+            counts(seeders, self.peers.len() as u32 - seeders)
+        }
+    }
+
+    pub struct Model {
+        pub limits: StoreLimits,
+        pub torrents: BTreeMap<InfoHash, Torrent>,
+    }
+
+    impl Model {
+        pub fn announce(
+            &mut self,
+            req: &Announce,
+            now: u32,
+        ) -> Result<SwarmCounts, AnnounceRefused> {
+            let stopped = req.event == AnnounceEvent::Stopped;
+            if !self.torrents.contains_key(&req.info_hash) {
+                if stopped {
+                    return Ok(SwarmCounts::default());
+                }
+                if self.torrents.len() >= self.limits.max_torrents {
+                    return Err(AnnounceRefused::TorrentLimit);
+                }
+            }
+            let t = self.torrents.entry(req.info_hash).or_default();
+            let old = t.peers.get(&req.peer_addr).copied();
+            if stopped {
+                t.peers.remove(&req.peer_addr);
+            } else {
+                if req.event == AnnounceEvent::Completed && !old.is_some_and(|p| p.seeder) {
+                    t.completed += 1;
+                }
+                if old.is_some() || t.peers.len() < self.limits.max_peers_per_torrent {
+                    let peer = Peer {
+                        peer_id: req.peer_id,
+                        seeder: req.left == 0,
+                        expiry: now + self.limits.peer_timeout_secs,
+                    };
+                    t.peers.insert(req.peer_addr, peer);
+                }
+            }
+            Ok(t.counts())
+        }
+
+        pub fn clean(&mut self, now: u32, mut in_segment: impl FnMut(&InfoHash) -> bool) {
+            self.torrents.retain(|h, t| {
+                if in_segment(h) {
+                    t.peers.retain(|_, p| p.expiry > now);
+                    !t.peers.is_empty()
+                } else {
+                    true
+                }
+            });
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Announce(Announce),
+    Wait(u32),
+    /// Clean the segment holding this torrent.
+    Clean(InfoHash),
+}
+
+/// Address `i`: odd ones IPv6; pairs share an IP with different ports.
+fn address(i: u8) -> SocketAddr {
+    let (ip, port) = (i / 4, 6881 + u16::from(i / 2 % 2));
+    if i % 2 == 1 {
+        (Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, ip.into()), port).into()
+    } else {
+        (Ipv4Addr::new(10, 0, 0, ip), port).into()
+    }
+}
+
+fn ops(hashes: u8, addresses: u8, stop_weight: u32) -> impl Strategy<Value = Vec<Op>> {
+    let event = prop_oneof![
+        4 => Just(AnnounceEvent::None),
+        2 => Just(AnnounceEvent::Started),
+        2 => Just(AnnounceEvent::Completed),
+        stop_weight => Just(AnnounceEvent::Stopped),
+    ];
+    let announce = (0..hashes, 0..addresses, event, 0..3u64, 0..12u32, 0..3u8).prop_map(
+        |(h, a, event, left, numwant, id)| {
+            Op::Announce(Announce {
+                info_hash: hash(h),
+                peer_id: PeerId([id; 20]),
+                peer_addr: address(a),
+                event,
+                left,
+                numwant,
+            })
+        },
+    );
+    let op = prop_oneof![
+        100 => announce,
+        10 => (0..40u32).prop_map(Op::Wait),
+        // Long enough, now and then, for a whole swarm to expire.
+        1 => (0..1000u32).prop_map(Op::Wait),
+        5 => (0..hashes).prop_map(|h| Op::Clean(hash(h))),
+    ];
+    proptest::collection::vec(op, 1..600)
+}
+
+/// Runs `ops` on a store and on the model, checking each answer and, after each
+/// step, every count.
+fn check_against_model(limits: StoreLimits, hashes: u8, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let mut store = SwarmStore::new(limits, 3);
+    let mut model = model::Model {
+        limits,
+        torrents: BTreeMap::new(),
+    };
+    let mut now = 0;
+    let mut peers = vec![];
+    for op in ops {
+        match op {
+            Op::Announce(req) => {
+                let got = store.announce(&req, now, &mut peers);
+                prop_assert_eq!(got, model.announce(&req, now));
+                let addrs: BTreeSet<SocketAddr> = peers
+                    .iter()
+                    .map(|p| SocketAddr::new(p.ip, p.port))
+                    .collect();
+                prop_assert_eq!(addrs.len(), peers.len(), "duplicates");
+                let Some(t) = model.torrents.get(&req.info_hash) else {
+                    prop_assert!(peers.is_empty());
+                    continue;
+                };
+                let wanted_seeders = req.left != 0;
+                let eligible = t
+                    .peers
+                    .iter()
+                    .filter(|(a, p)| {
+                        a.is_ipv4() == req.peer_addr.is_ipv4()
+                            && **a != req.peer_addr
+                            && p.expiry > now
+                            && (wanted_seeders || !p.seeder)
+                    })
+                    .count();
+                let expected = if req.event == AnnounceEvent::Stopped {
+                    0
+                } else {
+                    eligible
+                };
+                prop_assert_eq!(peers.len(), expected.min(req.numwant as usize));
+                for p in &peers {
+                    let addr = SocketAddr::new(p.ip, p.port);
+                    let stored = t.peers.get(&addr);
+                    prop_assert!(stored.is_some(), "{} not stored", addr);
+                    let stored = stored.unwrap();
+                    prop_assert_eq!(addr.is_ipv4(), req.peer_addr.is_ipv4());
+                    prop_assert_ne!(addr, req.peer_addr);
+                    prop_assert!(stored.expiry > now);
+                    prop_assert!(wanted_seeders || !stored.seeder);
+                    prop_assert_eq!(stored.peer_id, p.peer_id);
+                }
+            }
+            Op::Wait(secs) => now += secs,
+            Op::Clean(h) => {
+                let segment = store.segment_of(&h);
+                store.clean_segment(segment, now);
+                model.clean(now, |o| store.segment_of(o) == segment);
+            }
+        }
+        prop_assert_eq!(store.torrent_count(), model.torrents.len());
+        let mut totals = PeerTotals::default();
+        for h in (0..hashes).map(hash) {
+            let expected = model
+                .torrents
+                .get(&h)
+                .map_or_else(ScrapeStats::default, |t| {
+                    let c = t.counts();
+                    ScrapeStats {
+                        seeders: c.seeders,
+                        completed: t.completed,
+                        leechers: c.leechers,
+                    }
+                });
+            prop_assert_eq!(store.scrape(&h), expected);
+            totals.seeders += expected.seeders as usize;
+            totals.leechers += expected.leechers as usize;
+        }
+        prop_assert_eq!(store.peer_count(), totals);
+    }
+    Ok(())
+}
+
+proptest! {
+    /// Small swarms under both limits.
+    #[test]
+    fn small_swarms_match_the_model(ops in ops(3, 8, 2)) {
+        let limits = StoreLimits { peer_timeout_secs: 60, max_torrents: 2, max_peers_per_torrent: 5 };
+        check_against_model(limits, 3, ops)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Swarms that grow past the index threshold in both families and shrink back.
+    #[test]
+    fn large_swarms_match_the_model(ops in ops(1, 160, 1)) {
+        let limits = StoreLimits { peer_timeout_secs: 300, max_torrents: 10, max_peers_per_torrent: 1000 };
+        check_against_model(limits, 1, ops)?;
+    }
+}
+
+#[test]
+#[ignore]
+fn tmp_memory() {
+    fn rss() -> usize {
+        let s = std::fs::read_to_string("/proc/self/statm").unwrap();
+        s.split_whitespace().nth(1).unwrap().parse::<usize>().unwrap() * 4096
+    }
+    let cfg: Vec<u32> = std::env::var("CFG").unwrap().split(',').map(|x| x.parse().unwrap()).collect();
+    let (torrents, per, v6) = (cfg[0], cfg[1], cfg[2] == 1);
+        let base = rss();
+        let mut s = SwarmStore::new(limits(usize::MAX, 1000), 1);
+        let mut out = vec![];
+        for t in 0..torrents {
+            let mut h = [0u8; 20];
+            h[..4].copy_from_slice(&t.to_le_bytes());
+            h[4..8].copy_from_slice(&t.wrapping_mul(2654435761).to_le_bytes());
+            for p in 0..per {
+                let addr: SocketAddr = if v6 && p == 1 { (Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, (t >> 16) as u16, t as u16), 1).into() } else { (Ipv4Addr::from(t), p as u16).into() };
+                let req = Announce { info_hash: InfoHash(h), ..ann(addr) };
+                s.announce(&req, 0, &mut out).unwrap();
+            }
+        }
+        let used = rss() - base;
+        eprintln!("{torrents} torrents x {per} peers (v6 second: {v6}): {} MB, {} B/torrent", used / 1_000_000, used / torrents as usize);
+}

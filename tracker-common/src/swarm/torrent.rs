@@ -1,0 +1,243 @@
+//! One swarm: its IPv4 and IPv6 halves, each partitioned into seeders and leechers,
+//! and its completed count.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::peers::{Peer, PeerIp, Peers};
+use super::rng::WyRand;
+use super::SwarmCounts;
+use crate::types::{Announce, AnnounceEvent, PeerEntry, ScrapeStats};
+
+/// One announce as a swarm half sees it.
+pub(super) struct Visit<'a> {
+    pub req: &'a Announce,
+    pub now: u32,
+    /// The expiry to store for the announcing peer.
+    pub expiry: u32,
+    /// Whether the swarm may take a peer it does not hold yet.
+    pub room: bool,
+}
+
+/// The peers of one address family. Seeders are kept before leechers, so the
+/// seeder count is also the boundary, and a seeder's answer is a run of leechers.
+struct Half<I> {
+    peers: Peers<I>,
+    seeders: u32,
+}
+
+impl<I> Default for Half<I> {
+    fn default() -> Self {
+        Half {
+            peers: Peers::default(),
+            seeders: 0,
+        }
+    }
+}
+
+impl<I: PeerIp> Half<I> {
+    fn counts(&self) -> SwarmCounts {
+        SwarmCounts {
+            seeders: self.seeders,
+            leechers: self.peers.len() as u32 - self.seeders,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.peers.as_slice().is_empty()
+    }
+
+    fn is_seeder(&self, i: usize) -> bool {
+        i < self.seeders as usize
+    }
+
+    /// Stores a new peer; returns its position.
+    fn insert(&mut self, peer: Peer<I>, seeder: bool) -> usize {
+        self.peers.push(peer);
+        let last = self.peers.len() - 1;
+        self.set_seeder(last, seeder)
+    }
+
+    fn remove(&mut self, mut i: usize) {
+        if self.is_seeder(i) {
+            // Move it to the end of the seeders, where it becomes the first leecher.
+            i = self.set_seeder(i, false);
+        }
+        self.peers.swap_remove(i);
+    }
+
+    /// Moves the peer at `i` across the seeder/leecher boundary if `seeder` says it
+    /// is on the wrong side; returns its position.
+    fn set_seeder(&mut self, i: usize, seeder: bool) -> usize {
+        let boundary = self.seeders as usize;
+        match (self.is_seeder(i), seeder) {
+            (false, true) => {
+                self.peers.swap(i, boundary);
+                self.seeders += 1;
+                boundary
+            }
+            (true, false) => {
+                self.seeders -= 1;
+                self.peers.swap(i, boundary - 1);
+                boundary - 1
+            }
+            _ => i,
+        }
+    }
+
+    /// Applies `visit.req` from the peer at `ip` and the request's port, and unless it
+    /// stopped, writes the answer's peers to `out`. Returns whether it completes a
+    /// download: event `completed` from a peer not already stored as a seeder.
+    fn announce(
+        &mut self,
+        ip: I,
+        visit: &Visit,
+        rng: &mut WyRand,
+        out: &mut Vec<PeerEntry>,
+    ) -> bool {
+        let req = visit.req;
+        let found = self.peers.find(ip, req.peer_addr.port());
+        if req.event == AnnounceEvent::Stopped {
+            if let Some(i) = found {
+                self.remove(i);
+            }
+            return false;
+        }
+        let completes =
+            req.event == AnnounceEvent::Completed && !found.is_some_and(|i| self.is_seeder(i));
+        let seeder = req.left == 0;
+        let requester = match found {
+            Some(i) => {
+                let i = self.set_seeder(i, seeder);
+                self.peers.refresh(i, req.peer_id, visit.expiry);
+                Some(i)
+            }
+            None if visit.room => {
+                let peer = Peer {
+                    ip,
+                    port: req.peer_addr.port(),
+                    expiry: visit.expiry,
+                    peer_id: req.peer_id,
+                };
+                Some(self.insert(peer, seeder))
+            }
+            None => None,
+        };
+        self.select(requester, seeder, req.numwant, visit.now, rng, out);
+        completes
+    }
+
+    /// Writes up to `numwant` live peers other than the one at `requester` to `out`:
+    /// a run through the peers from a random start, wrapping around, which reads
+    /// memory in order. A seeder gets only leechers; it has no use for seeders.
+    fn select(
+        &self,
+        requester: Option<usize>,
+        for_seeder: bool,
+        numwant: u32,
+        now: u32,
+        rng: &mut WyRand,
+        out: &mut Vec<PeerEntry>,
+    ) {
+        let first = if for_seeder { self.seeders as usize } else { 0 };
+        let pool = &self.peers.as_slice()[first..];
+        if pool.is_empty() {
+            return;
+        }
+        let start = rng.below(pool.len());
+        let run = (start..pool.len()).chain(0..start);
+        let picked = run
+            .filter(|&i| Some(first + i) != requester && pool[i].expiry > now)
+            .take(numwant as usize);
+        out.extend(picked.map(|i| pool[i].entry()));
+    }
+
+    /// Drops the peers that expired by `now`.
+    fn drop_expired(&mut self, now: u32) {
+        let mut i = 0;
+        // `remove` fills position `i` from behind it, so `i` only advances past a
+        // live peer and every peer is looked at once.
+        while i < self.peers.len() {
+            if self.peers.as_slice()[i].expiry <= now {
+                self.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        self.peers.compact();
+    }
+}
+
+/// One torrent's state: 48 bytes, plus its peers on the heap (see `SwarmStore`).
+#[derive(Default)]
+pub(super) struct Torrent {
+    v4: Half<Ipv4Addr>,
+    /// Created on the first IPv6 peer and dropped when the half empties: most
+    /// swarms never hold one.
+    v6: Option<Box<Half<Ipv6Addr>>>,
+    /// `completed` events counted (see `Half::announce`).
+    completed: u32,
+}
+
+impl Torrent {
+    /// The counts of both halves together.
+    pub fn counts(&self) -> SwarmCounts {
+        let v4 = self.v4.counts();
+        let v6 = self.v6.as_ref().map(|h| h.counts()).unwrap_or_default();
+        SwarmCounts {
+            seeders: v4.seeders + v6.seeders,
+            leechers: v4.leechers + v6.leechers,
+        }
+    }
+
+    pub fn scrape(&self) -> ScrapeStats {
+        let SwarmCounts { seeders, leechers } = self.counts();
+        ScrapeStats {
+            seeders,
+            completed: self.completed,
+            leechers,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.counts() == SwarmCounts::default()
+    }
+
+    /// Applies an announce to the half of the peer's family; the answer's peers go to
+    /// `out`.
+    pub fn announce(&mut self, visit: &Visit, rng: &mut WyRand, out: &mut Vec<PeerEntry>) {
+        let completes = match visit.req.peer_addr.ip() {
+            IpAddr::V4(ip) => self.v4.announce(ip, visit, rng, out),
+            IpAddr::V6(ip) => match &mut self.v6 {
+                Some(v6) => v6.announce(ip, visit, rng, out),
+                None if visit.room && visit.req.event != AnnounceEvent::Stopped => {
+                    let v6 = self.v6.insert(Box::default());
+                    v6.announce(ip, visit, rng, out)
+                }
+                // No IPv6 peer to update or hand out, and none to store.
+                None => visit.req.event == AnnounceEvent::Completed,
+            },
+        };
+        self.completed = self.completed.saturating_add(u32::from(completes));
+    }
+
+    /// Drops expired peers, and the IPv6 half if that empties it.
+    pub fn drop_expired(&mut self, now: u32) {
+        self.v4.drop_expired(now);
+        if let Some(v6) = &mut self.v6 {
+            v6.drop_expired(now);
+            if v6.is_empty() {
+                self.v6 = None;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn torrent_entry_is_48_bytes() {
+        assert_eq!(std::mem::size_of::<Torrent>(), 48);
+    }
+}

@@ -1,0 +1,293 @@
+//! The per-worker UDP loop: receive a batch, answer what this shard owns at
+//! once, hand the rest to their owners, send the batch.
+
+use crate::codec::{
+    write_announce_response, write_connect_response, write_error_response, write_scrape_response,
+    IpFamily, Request, TransactionId,
+};
+use crate::cookie::ConnectionCookies;
+use crate::socket::{canonical_ip, send_one, LocalAddr, RecvBatch, SendBatch};
+use std::cell::RefCell;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
+use std::rc::Rc;
+use tracing::{debug, warn};
+use tracker_common::clock;
+use tracker_common::mesh::Shard;
+use tracker_common::stats::Counter;
+use tracker_common::swarm::AnnounceRefused;
+use tracker_common::types::{Announce, InfoHash, PeerEntry, ScrapeStats};
+
+/// What the UDP front end needs to know from the config.
+#[derive(Clone, Debug)]
+pub struct UdpSettings {
+    pub announce_interval_secs: u32,
+    pub default_numwant: u32,
+    pub max_numwant: u32,
+    pub max_scrape_hashes: usize,
+}
+
+/// Per-worker UDP counters.
+#[derive(Default, Debug)]
+pub struct UdpStats {
+    pub connects: Counter,
+    pub announces: Counter,
+    pub scrapes: Counter,
+    pub responses: Counter,
+    pub errors_sent: Counter,
+    pub bytes_in: Counter,
+    pub bytes_out: Counter,
+    /// Announces and scrapes whose connection id was not one we issued (or has
+    /// expired): dropped without an answer.
+    pub bad_connection_id: Counter,
+    /// Packets that did not parse (answered with an error only when their
+    /// connection id was valid).
+    pub malformed: Counter,
+    /// Announces refused because the worker holds its maximum of torrents.
+    pub refused: Counter,
+    /// Requests for other shards dropped because too many await answers.
+    pub dropped_overloaded: Counter,
+    pub send_errors: Counter,
+}
+
+/// A worker's UDP service: shared by its sockets and by the tasks that wait for
+/// answers from other workers.
+pub struct UdpService {
+    shard: Rc<Shard>,
+    cookies: ConnectionCookies,
+    settings: UdpSettings,
+    pub stats: UdpStats,
+    peers: RefCell<Vec<PeerEntry>>,
+}
+
+impl UdpService {
+    pub fn new(shard: Rc<Shard>, cookies: ConnectionCookies, settings: UdpSettings) -> Rc<Self> {
+        Rc::new(UdpService {
+            shard,
+            cookies,
+            settings,
+            stats: UdpStats::default(),
+            peers: RefCell::new(Vec::new()),
+        })
+    }
+
+    /// Serves one socket until it fails. The socket must be non-blocking (see
+    /// `socket::bind_reuseport`).
+    pub async fn serve(self: Rc<Self>, socket: std::net::UdpSocket) -> Result<(), String> {
+        let local = socket.local_addr().map_err(|e| e.to_string())?;
+        // glommio parks the executor on the socket (an io_uring poll) when the
+        // queue is empty; the batches themselves are plain recvmmsg/sendmmsg.
+        // SAFETY: the fd comes from a socket we own and hand over whole.
+        let parker = unsafe { glommio::net::UdpSocket::from_raw_fd(socket.into_raw_fd()) };
+        let fd = parker.as_raw_fd();
+        let mut rx = RecvBatch::default();
+        let mut tx = SendBatch::default();
+        let mut peek = [0u8; 1];
+        loop {
+            match rx.recv(fd) {
+                Ok(n) => {
+                    for i in 0..n {
+                        if let Some(packet) = rx.get(i) {
+                            self.stats.bytes_in.add(packet.data.len() as u64);
+                            if !packet.truncated {
+                                self.handle(packet.data, packet.from, packet.to, fd, &mut tx);
+                            } else {
+                                self.stats.malformed.inc();
+                            }
+                        }
+                    }
+                    self.flush(fd, &mut tx);
+                    glommio::yield_if_needed().await;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if let Err(e) = parker.peek_from(&mut peek).await {
+                        debug!("udp {local}: waiting for packets: {e}");
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // ICMP errors surface here on some kernels; they concern one
+                    // earlier send, not the socket.
+                    warn!("udp {local}: receive failed: {e}");
+                    glommio::yield_if_needed().await;
+                }
+            }
+        }
+    }
+
+    fn flush(&self, fd: RawFd, tx: &mut SendBatch) {
+        if tx.is_empty() {
+            return;
+        }
+        let (sent, bytes, failed) = tx.flush(fd);
+        self.stats.responses.add(sent as u64);
+        self.stats.bytes_out.add(bytes as u64);
+        self.stats.send_errors.add(failed as u64);
+    }
+
+    /// Answers one datagram: into `tx` when this worker can answer now, or from
+    /// a task once the owning worker has answered.
+    fn handle(
+        self: &Rc<Self>,
+        data: &[u8],
+        from: SocketAddr,
+        to: Option<LocalAddr>,
+        fd: RawFd,
+        tx: &mut SendBatch,
+    ) {
+        if tx.is_full() {
+            self.flush(fd, tx);
+        }
+        let ip = canonical_ip(from.ip());
+        let now = clock::unix_secs();
+        match Request::parse(data) {
+            Ok(Request::Connect(req)) => {
+                self.stats.connects.inc();
+                let id = self.cookies.issue(ip, now);
+                write_connect_response(tx.push(from, to), req.transaction_id, id);
+            }
+            Ok(Request::Announce(req)) => {
+                if !self.cookies.is_valid(req.connection_id, ip, now) {
+                    self.stats.bad_connection_id.inc();
+                    return;
+                }
+                self.stats.announces.inc();
+                let txid = req.transaction_id;
+                if req.port == 0 {
+                    self.stats.malformed.inc();
+                    write_error_response(tx.push(from, to), txid, b"invalid port");
+                    return;
+                }
+                let family = IpFamily::of(ip);
+                let numwant = match req.num_want {
+                    n if n < 0 => self.settings.default_numwant,
+                    n => n as u32,
+                }
+                .min(self.settings.max_numwant)
+                .min(family.max_peers() as u32);
+                let announce = Announce {
+                    info_hash: req.info_hash,
+                    peer_id: req.peer_id,
+                    peer_addr: SocketAddr::new(ip, req.port),
+                    event: req.event,
+                    left: req.left,
+                    numwant,
+                };
+                if self.shard.is_local(&announce.info_hash) {
+                    let mut peers = self.peers.borrow_mut();
+                    let answer = self.shard.announce_local(&announce, &mut peers);
+                    self.write_announce(
+                        tx.push(from, to),
+                        txid,
+                        family,
+                        answer.map(|c| (c.seeders, c.leechers)),
+                        &peers,
+                    );
+                } else {
+                    let this = self.clone();
+                    glommio::spawn_local(async move {
+                        let mut out = Vec::new();
+                        match this.shard.announce(announce).await {
+                            Ok(answer) => {
+                                let counts = answer
+                                    .as_ref()
+                                    .map(|a| (a.seeders, a.leechers))
+                                    .map_err(|e| *e);
+                                let peers = answer.as_ref().map_or(&[][..], |a| &a.peers);
+                                this.write_announce(&mut out, txid, family, counts, peers);
+                            }
+                            Err(_) => {
+                                this.stats.dropped_overloaded.inc();
+                                return;
+                            }
+                        }
+                        this.send_now(fd, &out, from, to);
+                    })
+                    .detach();
+                }
+            }
+            Ok(Request::Scrape(req)) => {
+                if !self.cookies.is_valid(req.connection_id, ip, now) {
+                    self.stats.bad_connection_id.inc();
+                    return;
+                }
+                self.stats.scrapes.inc();
+                let txid = req.transaction_id;
+                if req.info_hashes.len() > self.settings.max_scrape_hashes {
+                    self.stats.malformed.inc();
+                    write_error_response(tx.push(from, to), txid, b"too many info-hashes");
+                    return;
+                }
+                if req.info_hashes.iter().all(|h| self.shard.is_local(&h)) {
+                    let stats = req.info_hashes.iter().map(|h| self.shard.scrape_local(&h));
+                    write_scrape_response(tx.push(from, to), txid, stats);
+                } else {
+                    let hashes: Vec<InfoHash> = req.info_hashes.iter().collect();
+                    let this = self.clone();
+                    glommio::spawn_local(async move {
+                        let mut stats: Vec<ScrapeStats> = Vec::new();
+                        if this.shard.scrape(&hashes, &mut stats).await.is_err() {
+                            this.stats.dropped_overloaded.inc();
+                            return;
+                        }
+                        let mut out = Vec::new();
+                        write_scrape_response(&mut out, txid, stats.iter().copied());
+                        this.send_now(fd, &out, from, to);
+                    })
+                    .detach();
+                }
+            }
+            Err(err) => {
+                self.stats.malformed.inc();
+                // Only a client that proved its address (a valid connection id)
+                // gets an answer, so forged sources cannot aim us at anyone.
+                let (Some(id), Some(txid)) = (err.connection_id, err.transaction_id) else {
+                    return;
+                };
+                if self.cookies.is_valid(id, ip, now) {
+                    self.stats.errors_sent.inc();
+                    write_error_response(tx.push(from, to), txid, err.message().as_bytes());
+                }
+            }
+        }
+    }
+
+    fn write_announce(
+        &self,
+        out: &mut Vec<u8>,
+        txid: TransactionId,
+        family: IpFamily,
+        counts: Result<(u32, u32), AnnounceRefused>,
+        peers: &[PeerEntry],
+    ) {
+        match counts {
+            Ok((seeders, leechers)) => {
+                write_announce_response(
+                    out,
+                    txid,
+                    self.settings.announce_interval_secs,
+                    leechers,
+                    seeders,
+                    family,
+                    peers,
+                );
+            }
+            Err(AnnounceRefused::TorrentLimit) => {
+                self.stats.refused.inc();
+                self.stats.errors_sent.inc();
+                write_error_response(out, txid, b"tracker is full: torrent not stored");
+            }
+        }
+    }
+
+    fn send_now(&self, fd: RawFd, data: &[u8], to: SocketAddr, from: Option<LocalAddr>) {
+        match send_one(fd, data, to, from) {
+            Ok(n) => {
+                self.stats.responses.inc();
+                self.stats.bytes_out.add(n as u64);
+            }
+            Err(_) => self.stats.send_errors.inc(),
+        }
+    }
+}
