@@ -14,7 +14,7 @@ use tracker_common::mesh::{Meshes, Shard};
 use tracker_common::runtime::{self, WorkerPlacement};
 use tracker_common::swarm::{StoreLimits, SwarmStore};
 use tracker_udp::cookie::ConnectionCookies;
-use tracker_udp::server::{UdpService, UdpSettings};
+use tracker_udp::server::UdpService;
 
 /// A thread-per-core BitTorrent tracker (UDP BEP 15) on io_uring.
 #[derive(Parser, Debug)]
@@ -170,13 +170,12 @@ async fn worker(
     let period = Duration::from_secs(config.swarm.cleanup_interval_secs.into());
     glommio::spawn_local(shard.clone().clean_forever(period)).detach();
 
-    let settings = UdpSettings {
-        announce_interval_secs: config.swarm.announce_interval_secs,
-        default_numwant: config.swarm.default_numwant,
-        max_numwant: config.swarm.max_numwant,
-        max_scrape_hashes: config.udp.max_scrape_hashes,
-    };
-    let udp = UdpService::new(shard, ConnectionCookies::new(secret), settings);
+    let udp = UdpService::new(
+        shard,
+        ConnectionCookies::new(secret),
+        config.swarm.clone(),
+        &config.udp,
+    );
     let servers = udp_sockets
         .into_iter()
         .map(|socket| glommio::spawn_local(Rc::clone(&udp).serve(socket)))
@@ -234,6 +233,14 @@ fn log_start(config: &Config, placements: &[WorkerPlacement], udp: &[Vec<std::ne
         None => String::new(),
     };
     info!("starting {} workers, {placement}", placements.len());
+    match runtime::memlock_limit() {
+        Some(limit) => info!(
+            "locked-memory limit {} KiB: glommio needs about {} KiB per worker",
+            limit >> 10,
+            runtime::MEMLOCK_PER_WORKER >> 10
+        ),
+        None => info!("locked-memory limit: unlimited"),
+    }
     for socket in udp.first().into_iter().flatten() {
         if let Ok(addr) = socket.local_addr() {
             info!("serving UDP tracker on udp://{addr}/announce");

@@ -81,6 +81,18 @@ pub struct UdpConfig {
     pub recv_buffer_bytes: usize,
 }
 
+impl SwarmConfig {
+    /// Peers to return for a request that asked for `requested` (`None`: the
+    /// client did not say), within `swarm.max_numwant` and the protocol's own
+    /// cap.
+    pub fn numwant(&self, requested: Option<u32>, protocol_cap: u32) -> u32 {
+        requested
+            .unwrap_or(self.default_numwant)
+            .min(self.max_numwant)
+            .min(protocol_cap)
+    }
+}
+
 impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {

@@ -13,6 +13,25 @@ use std::sync::mpsc;
 /// own minimum).
 const IO_MEMORY: usize = 64 << 10;
 
+/// Locked memory one worker needs: its registered I/O buffer (the rings
+/// themselves are charged to the memory cgroup since Linux 5.12).
+pub const MEMLOCK_PER_WORKER: u64 = IO_MEMORY as u64;
+
+/// The soft RLIMIT_MEMLOCK in bytes, or `None` when unlimited.
+pub fn memlock_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) } != 0
+        || limit.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    Some(limit.rlim_cur)
+}
+
 /// Where each worker runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WorkerPlacement {

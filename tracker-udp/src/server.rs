@@ -14,19 +14,11 @@ use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
 use std::rc::Rc;
 use tracing::{debug, warn};
 use tracker_common::clock;
+use tracker_common::config::{SwarmConfig, UdpConfig};
 use tracker_common::mesh::Shard;
 use tracker_common::stats::Counter;
 use tracker_common::swarm::AnnounceRefused;
 use tracker_common::types::{Announce, InfoHash, PeerEntry, ScrapeStats};
-
-/// What the UDP front end needs to know from the config.
-#[derive(Clone, Debug)]
-pub struct UdpSettings {
-    pub announce_interval_secs: u32,
-    pub default_numwant: u32,
-    pub max_numwant: u32,
-    pub max_scrape_hashes: usize,
-}
 
 /// Per-worker UDP counters.
 #[derive(Default, Debug)]
@@ -56,17 +48,24 @@ pub struct UdpStats {
 pub struct UdpService {
     shard: Rc<Shard>,
     cookies: ConnectionCookies,
-    settings: UdpSettings,
+    swarm: SwarmConfig,
+    max_scrape_hashes: usize,
     pub stats: UdpStats,
     peers: RefCell<Vec<PeerEntry>>,
 }
 
 impl UdpService {
-    pub fn new(shard: Rc<Shard>, cookies: ConnectionCookies, settings: UdpSettings) -> Rc<Self> {
+    pub fn new(
+        shard: Rc<Shard>,
+        cookies: ConnectionCookies,
+        swarm: SwarmConfig,
+        udp: &UdpConfig,
+    ) -> Rc<Self> {
         Rc::new(UdpService {
             shard,
             cookies,
-            settings,
+            swarm,
+            max_scrape_hashes: udp.max_scrape_hashes,
             stats: UdpStats::default(),
             peers: RefCell::new(Vec::new()),
         })
@@ -160,12 +159,9 @@ impl UdpService {
                     return;
                 }
                 let family = IpFamily::of(ip);
-                let numwant = match req.num_want {
-                    n if n < 0 => self.settings.default_numwant,
-                    n => n as u32,
-                }
-                .min(self.settings.max_numwant)
-                .min(family.max_peers() as u32);
+                // Negative asks for the default (BEP 15 says -1).
+                let requested = u32::try_from(req.num_want).ok();
+                let numwant = self.swarm.numwant(requested, family.max_peers() as u32);
                 let announce = Announce {
                     info_hash: req.info_hash,
                     peer_id: req.peer_id,
@@ -214,7 +210,7 @@ impl UdpService {
                 }
                 self.stats.scrapes.inc();
                 let txid = req.transaction_id;
-                if req.info_hashes.len() > self.settings.max_scrape_hashes {
+                if req.info_hashes.len() > self.max_scrape_hashes {
                     self.stats.malformed.inc();
                     write_error_response(tx.push(from, to), txid, b"too many info-hashes");
                     return;
@@ -266,7 +262,7 @@ impl UdpService {
                 write_announce_response(
                     out,
                     txid,
-                    self.settings.announce_interval_secs,
+                    self.swarm.announce_interval_secs,
                     leechers,
                     seeders,
                     family,

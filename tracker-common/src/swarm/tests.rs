@@ -712,29 +712,3 @@ proptest! {
         check_against_model(limits, 1, ops)?;
     }
 }
-
-#[test]
-#[ignore]
-fn tmp_memory() {
-    fn rss() -> usize {
-        let s = std::fs::read_to_string("/proc/self/statm").unwrap();
-        s.split_whitespace().nth(1).unwrap().parse::<usize>().unwrap() * 4096
-    }
-    let cfg: Vec<u32> = std::env::var("CFG").unwrap().split(',').map(|x| x.parse().unwrap()).collect();
-    let (torrents, per, v6) = (cfg[0], cfg[1], cfg[2] == 1);
-        let base = rss();
-        let mut s = SwarmStore::new(limits(usize::MAX, 1000), 1);
-        let mut out = vec![];
-        for t in 0..torrents {
-            let mut h = [0u8; 20];
-            h[..4].copy_from_slice(&t.to_le_bytes());
-            h[4..8].copy_from_slice(&t.wrapping_mul(2654435761).to_le_bytes());
-            for p in 0..per {
-                let addr: SocketAddr = if v6 && p == 1 { (Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, (t >> 16) as u16, t as u16), 1).into() } else { (Ipv4Addr::from(t), p as u16).into() };
-                let req = Announce { info_hash: InfoHash(h), ..ann(addr) };
-                s.announce(&req, 0, &mut out).unwrap();
-            }
-        }
-        let used = rss() - base;
-        eprintln!("{torrents} torrents x {per} peers (v6 second: {v6}): {} MB, {} B/torrent", used / 1_000_000, used / torrents as usize);
-}
