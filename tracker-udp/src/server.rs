@@ -97,7 +97,10 @@ impl UdpService {
                         }
                     }
                     self.flush(fd, &mut tx);
-                    glommio::yield_if_needed().await;
+                    // Let the mesh tasks run after every batch: other workers'
+                    // requests wait on this executor, and glommio's own
+                    // preemption check would let them wait up to 100 ms.
+                    futures_lite::future::yield_now().await;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if let Err(e) = parker.peek_from(&mut peek).await {

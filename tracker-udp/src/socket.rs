@@ -180,16 +180,27 @@ pub struct SendBatch {
     bufs: Vec<Vec<u8>>,
     dests: Vec<(SocketAddr, Option<LocalAddr>)>,
     len: usize,
+    names: Box<[libc::sockaddr_storage; BATCH]>,
+    cmsgs: Box<[CmsgBuf; BATCH]>,
+    iovs: Box<[libc::iovec; BATCH]>,
+    hdrs: Box<[libc::mmsghdr; BATCH]>,
 }
 
 impl Default for SendBatch {
     fn default() -> Self {
-        SendBatch {
-            bufs: (0..BATCH)
-                .map(|_| Vec::with_capacity(MAX_DATAGRAM))
-                .collect(),
-            dests: Vec::with_capacity(BATCH),
-            len: 0,
+        // SAFETY: these libc structs are plain data for which all-zero is valid.
+        unsafe {
+            SendBatch {
+                bufs: (0..BATCH)
+                    .map(|_| Vec::with_capacity(MAX_DATAGRAM))
+                    .collect(),
+                dests: Vec::with_capacity(BATCH),
+                len: 0,
+                names: Box::new(zeroed()),
+                cmsgs: Box::new([CmsgBuf([0; CMSG_BUF]); BATCH]),
+                iovs: Box::new(zeroed()),
+                hdrs: Box::new(zeroed()),
+            }
         }
     }
 }
@@ -226,11 +237,11 @@ impl SendBatch {
     /// datagram the kernel refuses (full buffer, unreachable) is dropped, as
     /// UDP may.
     pub fn flush(&mut self, fd: RawFd) -> (usize, usize, usize) {
-        let mut names: [libc::sockaddr_storage; BATCH] = unsafe { zeroed() };
-        let mut cmsgs = [CmsgBuf([0; CMSG_BUF]); BATCH];
-        let mut iovs: [libc::iovec; BATCH] = unsafe { zeroed() };
-        let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
         let n = self.len;
+        let names = &mut *self.names;
+        let cmsgs = &mut *self.cmsgs;
+        let iovs = &mut *self.iovs;
+        let hdrs = &mut *self.hdrs;
         for i in 0..n {
             let (to, from) = self.dests[i];
             let namelen = std_to_sockaddr(to, &mut names[i]);
@@ -243,6 +254,8 @@ impl SendBatch {
             hdr.msg_namelen = namelen;
             hdr.msg_iov = &mut iovs[i];
             hdr.msg_iovlen = 1;
+            hdr.msg_control = std::ptr::null_mut();
+            hdr.msg_controllen = 0;
             if let Some(from) = from {
                 hdr.msg_control = cmsgs[i].0.as_mut_ptr().cast();
                 hdr.msg_controllen = write_pktinfo(hdr, from) as _;
@@ -426,13 +439,8 @@ fn std_to_sockaddr(addr: SocketAddr, storage: &mut libc::sockaddr_storage) -> li
     }
 }
 
-/// The IP a peer is known by: IPv4-mapped IPv6 addresses become plain IPv4.
-pub fn canonical_ip(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
+/// Shared with the HTTP front end, so both key peers alike.
+pub use tracker_common::types::canonical_ip;
 
 #[cfg(test)]
 mod tests {
