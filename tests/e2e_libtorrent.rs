@@ -103,12 +103,21 @@ fn run_swarm(args: &[String]) -> (bool, String) {
     }
 }
 
-#[test]
-fn udp_tracker_swarm_completes_a_download() {
+/// Starts a tracker on one UDP port and runs swarm.py through it with `extra`
+/// arguments. The script's forced re-announce is off: the leecher must be
+/// given its peer by the tracker's answers to the client's own announces.
+fn swarm_through_udp_tracker(extra: &[&str]) {
     require_libtorrent();
     let mut tracker = Tracker::builder().udp(None).start();
     let url = format!("udp://{}/announce", tracker.udp[0]);
-    let (ok, output) = run_swarm(&["--tracker".into(), url]);
+    let mut args = vec![
+        "--tracker".to_string(),
+        url,
+        "--reannounce-after".into(),
+        "0".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let (ok, output) = run_swarm(&args);
     let still_running = tracker.is_running();
     assert!(
         ok,
@@ -126,4 +135,18 @@ fn udp_tracker_swarm_completes_a_download() {
         "the tracker exited during the swarm:\n{output}"
     );
     println!("{output}");
+}
+
+/// The seeder announces first; the leecher's first announce returns it.
+#[test]
+fn udp_tracker_swarm_completes_a_download() {
+    swarm_through_udp_tracker(&[]);
+}
+
+/// The leecher announces first and hears of nobody; the seeder's announce must
+/// return the leecher, and the seeder connects to it. A hybrid v1+v2 torrent,
+/// so the client announces both the v1 and the truncated v2 info-hash.
+#[test]
+fn udp_tracker_tells_a_late_seeder_about_the_leecher() {
+    swarm_through_udp_tracker(&["--leecher-first", "--torrent-version", "hybrid"]);
 }

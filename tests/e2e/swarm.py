@@ -94,6 +94,12 @@ def parse_args():
         help="if the leecher has had no peer for this long, ask it to announce "
         "again (ignoring the tracker's min interval); 0 disables (default 5)",
     )
+    p.add_argument(
+        "--leecher-first",
+        action="store_true",
+        help="start the leecher first (its first announce finds no peer; the "
+        "seeder then learns of it from the tracker)",
+    )
     args = p.parse_args()
     if len(args.tracker) > 2:
         p.error("--tracker may be given at most twice (seeder, leecher)")
@@ -214,7 +220,7 @@ class Client:
         self.h = handle
         self.last_tracker_error = None
         self.tracker_replies = 0
-        self.peers_seen = set()
+        self.connections = []
 
     def drain(self):
         for a in self.ses.pop_alerts():
@@ -232,6 +238,8 @@ class Client:
             elif isinstance(a, (lt.scrape_reply_alert, lt.scrape_failed_alert)):
                 log(f"{self.label}: {a.message()}")
             elif isinstance(a, (lt.peer_connect_alert, lt.peer_disconnected_alert)):
+                if isinstance(a, lt.peer_connect_alert):
+                    self.connections.append(a.message())
                 log(f"{self.label}: {kind}: {a.message()}")
             elif isinstance(
                 a,
@@ -262,11 +270,10 @@ class Client:
                 (lt.peer_info.pex, "pex"),
                 (lt.peer_info.lsd, "lsd"),
                 (lt.peer_info.resume_data, "resume"),
-                (lt.peer_info.incoming, "incoming"),
             ):
                 if p.source & flag:
                     src.append(name)
-            self.peers_seen.add((p.ip, "+".join(src) or "?"))
+            src.append("out" if p.flags & lt.peer_info.outgoing_connection else "in")
             peers.append(f"{p.ip[0]}:{p.ip[1]}({'+'.join(src) or '?'})")
         return (
             f"{self.label}: state={s.state} progress={s.progress * 100:5.1f}% "
@@ -290,6 +297,35 @@ def add_torrent(ses, ti, save_path):
         & ~lt.torrent_flags.paused
     ) | lt.torrent_flags.disable_dht | lt.torrent_flags.disable_lsd | lt.torrent_flags.disable_pex
     return ses.add_torrent(atp)
+
+
+def start_client(label, ses, ti, save_dir, deadline, need_seeding, others=()):
+    """Adds the torrent and waits for the first tracker reply (and, for the
+    seeder, for its check to find the whole file)."""
+    c = Client(label, ses, add_torrent(ses, ti, save_dir))
+    last_print = 0.0
+    while True:
+        c.drain()
+        for o in others:
+            o.drain()
+        s = c.status()
+        if (s.is_seeding or not need_seeding) and c.tracker_replies > 0:
+            break
+        if time.monotonic() > deadline:
+            raise Failure(
+                (
+                    f"timeout: the {label} never got a tracker reply"
+                    if s.is_seeding or not need_seeding
+                    else f"timeout: the {label} did not finish checking ({s.state})"
+                )
+                + f"; last tracker error: {c.last_tracker_error or 'none'}"
+            )
+        if time.monotonic() - last_print >= 1.0:
+            log(c.describe())
+            last_print = time.monotonic()
+        time.sleep(0.05)
+    log(c.describe())
+    return c
 
 
 def run(args, tmp):
@@ -326,31 +362,25 @@ def run(args, tmp):
     if sport == lport:
         raise Failure(f"both sessions listen on port {sport}")
 
-    # The seeder first, with a full check of its copy; it announces once it
-    # knows it has everything, so a leecher that arrives later finds it.
-    seeder = Client("seeder", seeder_ses, add_torrent(seeder_ses, ti_seed, seed_dir))
+    # One client first, until the tracker has answered it; then the other. By
+    # default the seeder (full check of its copy, then announce), so the
+    # leecher's first announce returns it; with --leecher-first the leecher's
+    # first announce finds nobody and the seeder must learn of the leecher
+    # from the tracker and connect to it.
+    if args.leecher_first:
+        leecher = start_client(
+            "leecher", leecher_ses, ti_leech, leech_dir, deadline, need_seeding=False
+        )
+        seeder = start_client(
+            "seeder", seeder_ses, ti_seed, seed_dir, deadline, need_seeding=True,
+            others=(leecher,),
+        )
+    else:
+        seeder = start_client(
+            "seeder", seeder_ses, ti_seed, seed_dir, deadline, need_seeding=True
+        )
+        leecher = Client("leecher", leecher_ses, add_torrent(leecher_ses, ti_leech, leech_dir))
     last_print = 0.0
-    while True:
-        seeder.drain()
-        s = seeder.status()
-        if s.is_seeding and seeder.tracker_replies > 0:
-            break
-        if time.monotonic() > deadline:
-            raise Failure(
-                (
-                    "timeout: the seeder never got a tracker reply"
-                    if s.is_seeding
-                    else f"timeout: the seeder did not finish checking ({s.state})"
-                )
-                + f"; last tracker error: {seeder.last_tracker_error or 'none'}"
-            )
-        if time.monotonic() - last_print >= 1.0:
-            log(seeder.describe())
-            last_print = time.monotonic()
-        time.sleep(0.1)
-    log(seeder.describe())
-
-    leecher = Client("leecher", leecher_ses, add_torrent(leecher_ses, ti_leech, leech_dir))
     clients = (seeder, leecher)
     no_peer_since = time.monotonic()
     reannounces = 0
@@ -401,7 +431,9 @@ def run(args, tmp):
     with open(src, "rb") as a, open(got_path, "rb") as b:
         if a.read() != b.read():
             raise Failure("downloaded file's bytes differ from the original")
-    log(f"leecher peers seen: {sorted(leecher.peers_seen)}")
+    for c in clients:
+        for conn in c.connections:
+            log(f"{c.label} connection: {conn}")
     log(
         f"OK: leecher downloaded {args.size} bytes (sha256 {got}) in "
         f"{time.monotonic() - START:.2f}s; {leecher.tracker_replies} leecher tracker "
