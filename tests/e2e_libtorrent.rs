@@ -150,3 +150,57 @@ fn udp_tracker_swarm_completes_a_download() {
 fn udp_tracker_tells_a_late_seeder_about_the_leecher() {
     swarm_through_udp_tracker(&["--leecher-first", "--torrent-version", "hybrid"]);
 }
+
+/// Starts a tracker serving UDP and HTTPS (on a test certificate the client is
+/// told to accept) and runs swarm.py with the seeder announcing to `seeder`'s
+/// URL and the leecher to `leecher`'s: both must land in one swarm.
+fn swarm_through_https_tracker(seeder: &str, leecher: &str, extra: &[&str]) {
+    require_libtorrent();
+    let mut tracker = Tracker::builder().udp(None).https(None).start();
+    let url = |scheme: &str| match scheme {
+        "udp" => format!("udp://{}/announce", tracker.udp[0]),
+        "https" => format!("https://{}/announce", tracker.https[0]),
+        other => panic!("no {other} listener"),
+    };
+    let mut args = vec![
+        "--tracker".to_string(),
+        url(seeder),
+        "--tracker".into(),
+        url(leecher),
+        "--insecure".into(),
+        "--reannounce-after".into(),
+        "0".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let (ok, output) = run_swarm(&args);
+    let still_running = tracker.is_running();
+    assert!(
+        ok,
+        "the libtorrent swarm did not complete (seeder on {seeder}, leecher on {leecher}; \
+         tracker {}; set TRACKER_TEST_LOG=1 for its log):\n{output}",
+        if still_running {
+            "still running"
+        } else {
+            "EXITED"
+        },
+    );
+    assert!(
+        still_running,
+        "the tracker exited during the swarm:\n{output}"
+    );
+    println!("{output}");
+}
+
+/// A seeder on udp:// and a leecher on https:// of the same tracker find each
+/// other: one swarm behind both protocols.
+#[test]
+fn https_leecher_finds_a_udp_seeder() {
+    swarm_through_https_tracker("udp", "https", &[]);
+}
+
+/// Both on https://, the leecher first: the seeder's HTTPS announce must
+/// return the leecher.
+#[test]
+fn https_tracker_tells_a_late_seeder_about_the_leecher() {
+    swarm_through_https_tracker("https", "https", &["--leecher-first"]);
+}

@@ -1,8 +1,8 @@
 //! Starting the real `tracker` binary for integration tests.
 #![allow(dead_code)] // each test file uses its own part of this module
 
-use std::io::Write;
-use std::net::{SocketAddr, UdpSocket};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,7 +12,73 @@ pub struct Tracker {
     child: Child,
     /// The UDP addresses it serves, in the order they were given.
     pub udp: Vec<SocketAddr>,
-    _config: Option<tempfile_path::TempPath>,
+    /// The plain HTTP addresses it serves, in the order they were given.
+    pub http: Vec<SocketAddr>,
+    /// The HTTPS addresses it serves, in the order they were given.
+    pub https: Vec<SocketAddr>,
+    /// The certificate HTTPS serves (with `https`), and the files it came from.
+    pub tls: Option<TlsFiles>,
+    _config: tempfile_path::TempPath,
+}
+
+/// A test certificate for localhost, 127.0.0.1 and ::1, signed by its own key.
+#[derive(Clone)]
+pub struct TestCert {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl TestCert {
+    pub fn new() -> TestCert {
+        let names = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+        let certified = rcgen::generate_simple_self_signed(names).expect("rcgen");
+        TestCert {
+            cert_pem: certified.cert.pem(),
+            key_pem: certified.key_pair.serialize_pem(),
+        }
+    }
+
+    /// A rustls client configuration that trusts this certificate only.
+    pub fn client_config(&self) -> std::sync::Arc<rustls::ClientConfig> {
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        let cert = rustls::pki_types::CertificateDer::from_pem_slice(self.cert_pem.as_bytes())
+            .expect("certificate PEM");
+        roots.add(cert).expect("a usable root");
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        std::sync::Arc::new(config)
+    }
+}
+
+/// A certificate and key written to files the tracker reads (and rereads on
+/// SIGHUP).
+pub struct TlsFiles {
+    pub cert: TestCert,
+    pub cert_file: tempfile_path::TempPath,
+    pub key_file: tempfile_path::TempPath,
+}
+
+impl TlsFiles {
+    fn write(cert: TestCert) -> TlsFiles {
+        let files = TlsFiles {
+            cert,
+            cert_file: tempfile_path::TempPath::new("tracker-test-cert", "pem"),
+            key_file: tempfile_path::TempPath::new("tracker-test-key", "pem"),
+        };
+        files.replace(&files.cert.cert_pem, &files.cert.key_pem);
+        files
+    }
+
+    /// Overwrites the files (for a reload).
+    pub fn replace(&self, cert_pem: &str, key_pem: &str) {
+        std::fs::write(&self.cert_file.0, cert_pem).unwrap();
+        std::fs::write(&self.key_file.0, key_pem).unwrap();
+    }
 }
 
 /// A port on loopback that was free a moment ago (UDP and TCP).
@@ -29,6 +95,9 @@ pub fn free_port() -> u16 {
 pub struct TrackerBuilder {
     args: Vec<String>,
     udp: Vec<SocketAddr>,
+    http: Vec<SocketAddr>,
+    https: Vec<SocketAddr>,
+    cert: Option<TestCert>,
     config: Option<String>,
 }
 
@@ -37,6 +106,9 @@ impl Tracker {
         TrackerBuilder {
             args: vec!["--workers".into(), "2".into(), "--no-pin".into()],
             udp: Vec::new(),
+            http: Vec::new(),
+            https: Vec::new(),
+            cert: None,
             config: None,
         }
     }
@@ -87,7 +159,30 @@ impl TrackerBuilder {
         self
     }
 
-    /// TOML written to a file and passed with `-c`.
+    /// Serve plain HTTP on this address (a free port on 127.0.0.1 if `None`).
+    pub fn http(mut self, addr: Option<SocketAddr>) -> Self {
+        let addr = addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], free_port())));
+        self.http.push(addr);
+        self
+    }
+
+    /// Serve HTTPS on this address (a free port on 127.0.0.1 if `None`), with
+    /// the certificate of `.tls_cert` or else a new test certificate.
+    pub fn https(mut self, addr: Option<SocketAddr>) -> Self {
+        let addr = addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], free_port())));
+        self.https.push(addr);
+        self
+    }
+
+    /// The certificate for HTTPS.
+    pub fn tls_cert(mut self, cert: TestCert) -> Self {
+        self.cert = Some(cert);
+        self
+    }
+
+    /// TOML written to a file and passed with `-c`. Protocols that the test
+    /// does not ask for are turned off in it (so that no test binds the
+    /// default ports), unless it names their addresses itself.
     pub fn config(mut self, toml: &str) -> Self {
         self.config = Some(toml.into());
         self
@@ -97,18 +192,35 @@ impl TrackerBuilder {
     pub fn spawn(self) -> Tracker {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tracker"));
         cmd.args(&self.args);
-        for addr in &self.udp {
-            cmd.arg("--udp").arg(addr.to_string());
+        for (flag, addrs) in [
+            ("--udp", &self.udp),
+            ("--http", &self.http),
+            ("--https", &self.https),
+        ] {
+            for addr in addrs {
+                cmd.arg(flag).arg(addr.to_string());
+            }
         }
-        let config = self.config.map(|text| {
-            let path = tempfile_path::TempPath::new("tracker-test", "toml");
-            std::fs::File::create(&path.0)
-                .unwrap()
-                .write_all(text.as_bytes())
-                .unwrap();
-            cmd.arg("-c").arg(&path.0);
-            path
+        let tls = (!self.https.is_empty()).then(|| {
+            let files = TlsFiles::write(self.cert.unwrap_or_else(TestCert::new));
+            cmd.arg("--tls-cert").arg(&files.cert_file.0);
+            cmd.arg("--tls-key").arg(&files.key_file.0);
+            files
         });
+        let text = config_turning_off(
+            self.config.as_deref().unwrap_or(""),
+            [
+                ("udp", "listen", self.udp.is_empty()),
+                ("http", "listen", self.http.is_empty()),
+                ("http", "https_listen", self.https.is_empty()),
+            ],
+        );
+        let config = tempfile_path::TempPath::new("tracker-test", "toml");
+        std::fs::File::create(&config.0)
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        cmd.arg("-c").arg(&config.0);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -119,11 +231,15 @@ impl TrackerBuilder {
         Tracker {
             child,
             udp: self.udp,
+            http: self.http,
+            https: self.https,
+            tls,
             _config: config,
         }
     }
 
-    /// Starts the tracker and waits until every UDP address answers a connect.
+    /// Starts the tracker and waits until every UDP address answers a connect
+    /// and every HTTP and HTTPS address answers on a connection.
     pub fn start(self) -> Tracker {
         let mut tracker = self.spawn();
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -152,8 +268,80 @@ impl TrackerBuilder {
                 }
             }
         }
+        // A connection answered by a worker: plain HTTP answers a request;
+        // HTTPS ends the handshake on bytes that are not TLS. Either shows the
+        // listener is served, not merely bound.
+        let tcp = tracker
+            .http
+            .iter()
+            .map(|a| (*a, &b"GET /x HTTP/1.1\r\n\r\n"[..]));
+        let tls = tracker
+            .https
+            .iter()
+            .map(|a| (*a, &b"\x00\x00\x00\x00\x00\r\n\r\n"[..]));
+        for (addr, probe) in tcp.chain(tls).collect::<Vec<_>>() {
+            loop {
+                assert!(tracker.is_running(), "tracker exited during start-up");
+                assert!(
+                    Instant::now() < deadline,
+                    "tracker did not answer on {addr}"
+                );
+                if probe_tcp(addr, probe) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         tracker
     }
+}
+
+/// True when a connection to `addr` that sends `probe` gets an answer or is
+/// closed by the other side within a short time.
+fn probe_tcp(addr: SocketAddr, probe: &[u8]) -> bool {
+    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+        return false;
+    };
+    stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    if stream.write_all(probe).is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 64];
+    match stream.read(&mut buf) {
+        // Bytes or an orderly close: either way a worker took the connection.
+        Ok(_n) => true,
+        // A reset is an answer too (a TLS listener may close on junk at once).
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+/// `text` (a TOML config) with `table.key = []` added for each entry whose
+/// flag is set, unless the table already has that key.
+fn config_turning_off<const N: usize>(text: &str, off: [(&str, &str, bool); N]) -> String {
+    let mut config: toml::Table = match text.parse() {
+        Ok(config) => config,
+        // A test of bad config files gets its file as written.
+        Err(_) => return text.to_string(),
+    };
+    for (table, key, turn_off) in off {
+        if !turn_off {
+            continue;
+        }
+        let entry = config
+            .entry(table)
+            .or_insert_with(|| toml::Value::Table(Default::default()));
+        if let toml::Value::Table(table) = entry {
+            table
+                .entry(key)
+                .or_insert_with(|| toml::Value::Array(Vec::new()));
+        }
+    }
+    toml::to_string(&config).unwrap()
 }
 
 impl Drop for Tracker {

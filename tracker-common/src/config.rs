@@ -14,6 +14,7 @@ pub struct Config {
     pub log: LogConfig,
     pub swarm: SwarmConfig,
     pub udp: UdpConfig,
+    pub http: HttpConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -81,6 +82,69 @@ pub struct UdpConfig {
     pub recv_buffer_bytes: usize,
 }
 
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Addresses to serve the plain HTTP tracker on; every worker binds each of
+    /// them with SO_REUSEPORT. An empty list turns plain HTTP off.
+    pub listen: Vec<SocketAddr>,
+    /// Addresses to serve the HTTPS tracker on, like `listen`. An empty list
+    /// turns HTTPS off.
+    pub https_listen: Vec<SocketAddr>,
+    /// PEM file with the certificate chain for HTTPS, leaf first. Empty (with
+    /// `tls_key_file` empty too) serves a self-signed certificate made at start.
+    pub tls_cert_file: String,
+    /// PEM file with the private key of the certificate (PKCS#8, PKCS#1 or
+    /// SEC1). Both files are read again on SIGHUP.
+    pub tls_key_file: String,
+    /// Open connections each worker serves at most (HTTP and HTTPS together);
+    /// further ones are closed at once.
+    pub max_connections_per_worker: usize,
+    /// Seconds a connection may take to deliver a whole request head, counted
+    /// from the end of the previous answer (or from the connection's start), and
+    /// to take an answer; past it the connection is closed. This bounds slow and
+    /// silent clients.
+    pub idle_timeout_secs: u32,
+    /// Seconds a TLS handshake may take before the connection is closed.
+    pub tls_handshake_timeout_secs: u32,
+    /// The largest request head (request line and headers) accepted, in bytes;
+    /// a larger one is answered with 431. A scrape of N fully percent-encoded
+    /// info-hashes needs about 71·N bytes.
+    pub max_request_head_bytes: usize,
+    /// Requests served on one connection before the tracker closes it (the last
+    /// answer says `Connection: close`).
+    pub max_requests_per_connection: usize,
+    /// The most info-hashes in one scrape; more get a failure reason.
+    pub max_scrape_hashes: usize,
+    /// A header set by a trusted reverse proxy (such as X-Forwarded-For) that
+    /// holds the client's address, used instead of the connection's. Requests
+    /// without it get a failure reason. Empty: use the connection's address.
+    pub real_ip_header: String,
+    /// Answer a scrape without info_hash with the counts of every torrent
+    /// (BEP 48 "full scrape"), up to `full_scrape_max_torrents`.
+    pub full_scrape: bool,
+    /// The most torrents listed in one full scrape.
+    pub full_scrape_max_torrents: usize,
+}
+
+impl HttpConfig {
+    /// The certificate and key files, when both are configured (validated).
+    pub fn tls_files(&self) -> Option<(&Path, &Path)> {
+        if self.tls_cert_file.is_empty() {
+            return None;
+        }
+        Some((
+            Path::new(&self.tls_cert_file),
+            Path::new(&self.tls_key_file),
+        ))
+    }
+
+    /// The real-IP header's name, when one is configured.
+    pub fn real_ip_header(&self) -> Option<&str> {
+        Some(self.real_ip_header.as_str()).filter(|name| !name.is_empty())
+    }
+}
+
 impl SwarmConfig {
     /// Peers to return for a request that asked for `requested` (`None`: the
     /// client did not say), within `swarm.max_numwant` and the protocol's own
@@ -137,6 +201,32 @@ impl Default for UdpConfig {
             connection_secret: String::new(),
             max_scrape_hashes: 74,
             recv_buffer_bytes: 4 << 20,
+        }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            listen: vec![
+                "0.0.0.0:6969".parse().expect("literal"),
+                "[::]:6969".parse().expect("literal"),
+            ],
+            https_listen: vec![
+                "0.0.0.0:6970".parse().expect("literal"),
+                "[::]:6970".parse().expect("literal"),
+            ],
+            tls_cert_file: String::new(),
+            tls_key_file: String::new(),
+            max_connections_per_worker: 8192,
+            idle_timeout_secs: 30,
+            tls_handshake_timeout_secs: 10,
+            max_request_head_bytes: 16 << 10,
+            max_requests_per_connection: 1000,
+            max_scrape_hashes: 128,
+            real_ip_header: String::new(),
+            full_scrape: false,
+            full_scrape_max_torrents: 1000,
         }
     }
 }
@@ -223,6 +313,49 @@ impl Config {
                 "must be 1 to 74 (what fits one datagram)",
             ));
         }
+        let h = &self.http;
+        positive(
+            "http.max_connections_per_worker",
+            h.max_connections_per_worker,
+        )?;
+        positive("http.idle_timeout_secs", h.idle_timeout_secs as usize)?;
+        positive(
+            "http.tls_handshake_timeout_secs",
+            h.tls_handshake_timeout_secs as usize,
+        )?;
+        if !(MIN_REQUEST_HEAD_BYTES..=MAX_REQUEST_HEAD_BYTES).contains(&h.max_request_head_bytes) {
+            return Err(ConfigError::key(
+                "http.max_request_head_bytes",
+                format!("must be {MIN_REQUEST_HEAD_BYTES} to {MAX_REQUEST_HEAD_BYTES}"),
+            ));
+        }
+        positive(
+            "http.max_requests_per_connection",
+            h.max_requests_per_connection,
+        )?;
+        positive("http.max_scrape_hashes", h.max_scrape_hashes)?;
+        positive("http.full_scrape_max_torrents", h.full_scrape_max_torrents)?;
+        match (h.tls_cert_file.is_empty(), h.tls_key_file.is_empty()) {
+            (true, false) => {
+                return Err(ConfigError::key(
+                    "http.tls_cert_file",
+                    "is needed with http.tls_key_file",
+                ))
+            }
+            (false, true) => {
+                return Err(ConfigError::key(
+                    "http.tls_key_file",
+                    "is needed with http.tls_cert_file",
+                ))
+            }
+            _ => {}
+        }
+        if !h.real_ip_header.bytes().all(is_header_name_byte) {
+            return Err(ConfigError::key(
+                "http.real_ip_header",
+                format!("`{}` is not an HTTP header name", h.real_ip_header),
+            ));
+        }
         Ok(())
     }
 
@@ -230,6 +363,16 @@ impl Config {
     pub fn udp_secret(&self) -> Option<[u8; 16]> {
         parse_secret(&self.udp.connection_secret).ok()
     }
+}
+
+/// Bounds of `http.max_request_head_bytes`: a request line with a few headers,
+/// and a size past which a connection's buffer is a liability.
+const MIN_REQUEST_HEAD_BYTES: usize = 512;
+const MAX_REQUEST_HEAD_BYTES: usize = 1 << 20;
+
+/// A `tchar` of RFC 9110: what a header name is made of.
+fn is_header_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 fn positive(key: &str, value: usize) -> Result<(), ConfigError> {
@@ -317,6 +460,49 @@ max_scrape_hashes = {max_scrape_hashes}
 # Receive buffer asked for on each socket, in bytes; the kernel caps it at
 # net.core.rmem_max (see deploy/sysctl).
 recv_buffer_bytes = {recv_buffer_bytes}
+
+[http]
+# Addresses to serve the plain HTTP tracker (BEP 3, 7, 23, 48) on; every worker
+# binds each of them with SO_REUSEPORT. An empty list turns plain HTTP off.
+listen = {http_listen}
+# Addresses to serve the HTTPS tracker on, like `listen`. An empty list turns
+# HTTPS off.
+https_listen = {https_listen}
+# PEM file with the certificate chain for HTTPS, leaf first. Empty (and
+# tls_key_file empty) serves a self-signed certificate made at every start.
+tls_cert_file = "{tls_cert_file}"
+# PEM file with the certificate's private key (PKCS#8, PKCS#1 or SEC1). Both
+# files are read again on SIGHUP: new connections get the new certificate, and
+# a bad one is logged and the old one kept.
+tls_key_file = "{tls_key_file}"
+# Open connections each worker serves at most (HTTP and HTTPS together);
+# further ones are closed at once.
+max_connections_per_worker = {max_connections_per_worker}
+# Seconds a connection may take to deliver a whole request head (counted from
+# its start or from the previous answer) and to take an answer; then it is
+# closed, so slow or silent clients cannot hold a worker.
+idle_timeout_secs = {idle_timeout_secs}
+# Seconds a TLS handshake may take before the connection is closed.
+tls_handshake_timeout_secs = {tls_handshake_timeout_secs}
+# The largest request head (request line and headers) accepted, in bytes
+# ({min_head} to {max_head}); larger ones get 431. A scrape of N fully
+# percent-encoded info-hashes needs about 71 * N bytes.
+max_request_head_bytes = {max_request_head_bytes}
+# Requests served on one keep-alive connection before the tracker closes it.
+max_requests_per_connection = {max_requests_per_connection}
+# The most info-hashes in one scrape; more get a failure reason.
+max_scrape_hashes = {http_max_scrape_hashes}
+# A header set by a trusted reverse proxy (such as "X-Forwarded-For") holding
+# the client's address, used instead of the connection's; its right-most
+# address counts. Requests without it get a failure reason. Empty: use the
+# connection's address. Set it only behind a proxy, or clients choose their
+# address.
+real_ip_header = "{real_ip_header}"
+# Answer a scrape without info_hash with the counts of every torrent (a "full
+# scrape"), up to full_scrape_max_torrents of them.
+full_scrape = {full_scrape}
+# The most torrents listed in one full scrape.
+full_scrape_max_torrents = {full_scrape_max_torrents}
 "#,
         workers = c.runtime.workers,
         cpus = c.runtime.cpus,
@@ -335,6 +521,21 @@ recv_buffer_bytes = {recv_buffer_bytes}
         connection_secret = c.udp.connection_secret,
         max_scrape_hashes = c.udp.max_scrape_hashes,
         recv_buffer_bytes = c.udp.recv_buffer_bytes,
+        http_listen = list(&c.http.listen),
+        https_listen = list(&c.http.https_listen),
+        tls_cert_file = c.http.tls_cert_file,
+        tls_key_file = c.http.tls_key_file,
+        max_connections_per_worker = c.http.max_connections_per_worker,
+        idle_timeout_secs = c.http.idle_timeout_secs,
+        tls_handshake_timeout_secs = c.http.tls_handshake_timeout_secs,
+        min_head = MIN_REQUEST_HEAD_BYTES,
+        max_head = MAX_REQUEST_HEAD_BYTES,
+        max_request_head_bytes = c.http.max_request_head_bytes,
+        max_requests_per_connection = c.http.max_requests_per_connection,
+        http_max_scrape_hashes = c.http.max_scrape_hashes,
+        real_ip_header = c.http.real_ip_header,
+        full_scrape = c.http.full_scrape,
+        full_scrape_max_torrents = c.http.full_scrape_max_torrents,
     )
 }
 
@@ -420,6 +621,53 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("udp.max_scrape_hashes"));
+        for (edit, key) in [
+            (
+                (|c: &mut Config| c.http.tls_key_file = "k.pem".into()) as fn(&mut Config),
+                "http.tls_cert_file",
+            ),
+            (
+                |c: &mut Config| c.http.tls_cert_file = "c.pem".into(),
+                "http.tls_key_file",
+            ),
+            (
+                |c: &mut Config| c.http.real_ip_header = "X Forwarded".into(),
+                "http.real_ip_header",
+            ),
+            (
+                |c: &mut Config| c.http.max_request_head_bytes = 100,
+                "http.max_request_head_bytes",
+            ),
+            (
+                |c: &mut Config| c.http.idle_timeout_secs = 0,
+                "http.idle_timeout_secs",
+            ),
+            (
+                |c: &mut Config| c.http.max_requests_per_connection = 0,
+                "http.max_requests_per_connection",
+            ),
+        ] {
+            let mut c = Config::default();
+            edit(&mut c);
+            let err = c.validate().unwrap_err().to_string();
+            assert!(err.contains(key), "{key}: {err}");
+        }
+    }
+
+    #[test]
+    fn http_helpers() {
+        let mut c = Config::default();
+        assert_eq!(c.http.tls_files(), None);
+        assert_eq!(c.http.real_ip_header(), None);
+        c.http.tls_cert_file = "c.pem".into();
+        c.http.tls_key_file = "k.pem".into();
+        c.http.real_ip_header = "X-Real-IP".into();
+        c.validate().unwrap();
+        assert_eq!(
+            c.http.tls_files(),
+            Some((Path::new("c.pem"), Path::new("k.pem")))
+        );
+        assert_eq!(c.http.real_ip_header(), Some("X-Real-IP"));
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod config;
 pub mod mesh;
 pub mod runtime;
 pub mod shard;
+pub mod signals;
 pub mod stats;
 pub mod swarm;
 pub mod types;

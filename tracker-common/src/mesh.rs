@@ -27,6 +27,8 @@ use std::time::Duration;
 pub enum ShardRequest {
     Announce(Announce),
     Scrape(Vec<InfoHash>),
+    /// Counts of up to this many of the owner's torrents (a full scrape).
+    ScrapeSome(usize),
 }
 
 /// What an owner answers.
@@ -35,6 +37,7 @@ pub enum ShardReply {
     Announce(Result<AnnounceAnswer, AnnounceRefused>),
     /// In the order of the request's hashes.
     Scrape(Vec<ScrapeStats>),
+    ScrapeSome(Vec<(InfoHash, ScrapeStats)>),
 }
 
 /// A message on a mesh: `token` names the waiting request on the worker that
@@ -224,7 +227,7 @@ impl Shard {
         }
         match self.ask(owner, ShardRequest::Announce(req)).await?.await? {
             ShardReply::Announce(answer) => Ok(answer),
-            ShardReply::Scrape(_) => unreachable!("owners answer in kind"),
+            _ => unreachable!("owners answer in kind"),
         }
     }
 
@@ -266,9 +269,33 @@ impl Shard {
                         out[pos] = stat;
                     }
                 }
-                ShardReply::Announce(_) => unreachable!("owners answer in kind"),
+                _ => unreachable!("owners answer in kind"),
             }
         }
+        Ok(())
+    }
+
+    /// Appends the counts of up to `max` torrents of all shards to `out` (a
+    /// bounded full scrape): each owner is asked for up to `max` of its own,
+    /// all at once, and the whole is cut to `max`.
+    pub async fn scrape_some(
+        &self,
+        max: usize,
+        out: &mut Vec<(InfoHash, ScrapeStats)>,
+    ) -> Result<(), RouteError> {
+        let start = out.len();
+        self.store.borrow().scrape_some(max, out);
+        let mut asked = Vec::new();
+        for owner in (0..self.workers).filter(|&owner| owner != self.index) {
+            asked.push(self.ask(owner, ShardRequest::ScrapeSome(max)).await?);
+        }
+        for reply in asked {
+            match reply.await? {
+                ShardReply::ScrapeSome(counts) => out.extend(counts),
+                _ => unreachable!("owners answer in kind"),
+            }
+        }
+        out.truncate(start + max);
         Ok(())
     }
 
@@ -350,6 +377,11 @@ impl Shard {
             ShardRequest::Scrape(hashes) => {
                 let store = self.store.borrow();
                 ShardReply::Scrape(hashes.iter().map(|h| store.scrape(h)).collect())
+            }
+            ShardRequest::ScrapeSome(max) => {
+                let mut counts = Vec::new();
+                self.store.borrow().scrape_some(max, &mut counts);
+                ShardReply::ScrapeSome(counts)
             }
         }
     }

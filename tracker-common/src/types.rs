@@ -4,6 +4,16 @@
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
+/// The IP a peer is known by: IPv4-mapped IPv6 addresses (what a dual-stack
+/// socket reports for an IPv4 client) become plain IPv4, so that a peer is the
+/// same peer whichever socket it came through.
+pub fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
 /// A torrent's 20-byte SHA-1 info-hash.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct InfoHash(pub [u8; 20]);
@@ -77,4 +87,18 @@ pub struct AnnounceAnswer {
     pub seeders: u32,
     pub leechers: u32,
     pub peers: Vec<PeerEntry>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapped_addresses_are_canonical() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(canonical_ip(ip("::ffff:1.2.3.4")), ip("1.2.3.4"));
+        assert_eq!(canonical_ip(ip("1.2.3.4")), ip("1.2.3.4"));
+        assert_eq!(canonical_ip(ip("::1")), ip("::1"));
+        assert_eq!(canonical_ip(ip("2001:db8::1")), ip("2001:db8::1"));
+    }
 }

@@ -1,7 +1,34 @@
 //! The UDP tracker protocol (BEP 15, with BEP 41 options): a pure codec,
 //! stateless connection ids, and the per-worker socket loop.
 
+// Everything a packet from the network reaches first: no panic that input can
+// cause, so no unwrap, expect, panic or unchecked indexing outside the tests
+// (`cargo clippy -p tracker-udp` enforces it; fuzz/ checks it at run time).
+#[cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::unreachable,
+        clippy::todo,
+        clippy::unimplemented
+    )
+)]
 pub mod codec;
+#[cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::unreachable,
+        clippy::todo,
+        clippy::unimplemented
+    )
+)]
 pub mod cookie;
 pub mod server;
 pub mod socket;

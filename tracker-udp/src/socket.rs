@@ -9,7 +9,7 @@
 
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
 
 /// Packets moved by one syscall.
@@ -252,6 +252,7 @@ impl SendBatch {
             let hdr = &mut hdrs[i].msg_hdr;
             hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
             hdr.msg_namelen = namelen;
+            if to.port() == 0 { hdr.msg_name = std::ptr::null_mut(); hdr.msg_namelen = 0; } // EXPERIMENT
             hdr.msg_iov = &mut iovs[i];
             hdr.msg_iovlen = 1;
             hdr.msg_control = std::ptr::null_mut();
@@ -511,6 +512,7 @@ mod tests {
 
     #[test]
     fn mapped_addresses_are_canonical() {
+        use std::net::IpAddr;
         let mapped: IpAddr = "::ffff:1.2.3.4".parse().unwrap();
         assert_eq!(canonical_ip(mapped), "1.2.3.4".parse::<IpAddr>().unwrap());
     }

@@ -318,6 +318,25 @@ fn segments_spread_hashes_differing_in_any_two_bytes() {
 }
 
 #[test]
+fn scrape_some_lists_at_most_max_torrents_with_their_counts() {
+    let mut store = store();
+    for n in 1..=10 {
+        go(&mut store, on_torrent(hash(n), seeder(v4(n))), 0);
+    }
+    let mut out = vec![(hash(99), ScrapeStats::default())];
+    store.scrape_some(4, &mut out);
+    assert_eq!(out.len(), 5, "appends, up to max");
+    for (info_hash, stats) in &out[1..] {
+        assert!((1..=10).contains(&info_hash.0[0]));
+        assert_eq!(*stats, store.scrape(info_hash));
+    }
+    out.clear();
+    store.scrape_some(100, &mut out);
+    let listed: BTreeSet<InfoHash> = out.iter().map(|(h, _)| *h).collect();
+    assert_eq!(listed, (1..=10).map(hash).collect());
+}
+
+#[test]
 fn torrent_limit_refuses_new_torrents_only() {
     let mut s = SwarmStore::new(limits(2, 10), 1);
     go(&mut s, ann(v4(1)), 0);

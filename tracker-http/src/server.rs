@@ -1,0 +1,706 @@
+//! The per-worker HTTP and HTTPS loops: accept on this worker's listeners, one
+//! task per connection, requests parsed with the pure codec from a bounded
+//! buffer and answered from this worker's shard or its owner's.
+//!
+//! A connection reads into one buffer and writes from another, both its own and
+//! reused for every request it carries, so a keep-alive connection answers
+//! without allocating once they have grown (forwarded announces and scrapes
+//! allocate on the mesh, as for UDP). Pipelined requests are answered in order,
+//! their answers written together once the buffer holds no further complete
+//! request.
+//!
+//! Slow or silent clients cannot hold a worker: each connection is its own
+//! task; a request head must arrive, and an answer be taken, within the idle
+//! timeout; a TLS handshake within its own timeout; and each worker serves a
+//! bounded number of connections.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{FromRawFd, IntoRawFd};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use futures_rustls::server::TlsStream;
+use futures_rustls::TlsAcceptor;
+use glommio::net::{TcpListener, TcpStream};
+use glommio::GlommioError;
+use rustls::ServerConfig;
+use tracing::{debug, warn};
+use tracker_common::config::{HttpConfig, SwarmConfig};
+use tracker_common::mesh::{RouteError, Shard};
+use tracker_common::signals::LocalCopy;
+use tracker_common::stats::Counter;
+use tracker_common::swarm::AnnounceRefused;
+use tracker_common::types::{canonical_ip, Announce, InfoHash, PeerEntry, ScrapeStats};
+
+use crate::request::{
+    parse_announce, parse_head, parse_scrape, AnnounceRequest, Connection, Endpoint, Parsed,
+    Request, RequestError,
+};
+use crate::response::{
+    write_announce, write_failure, write_response, write_scrape, AnnounceResponse,
+};
+use crate::tls::SharedTlsConfig;
+
+/// The first size of a connection's read buffer; it doubles up to
+/// `http.max_request_head_bytes` for clients that send long heads.
+const INITIAL_READ_BUFFER: usize = 2048;
+/// Answers to pipelined requests are gathered up to this many bytes before
+/// they are written.
+const WRITE_BATCH: usize = 64 << 10;
+/// How long a connection closed by the tracker keeps reading (and dropping)
+/// what the client still sends, so that the kernel does not answer that data
+/// with a reset that could destroy the last answer before the client read it.
+const LINGER: Duration = Duration::from_secs(1);
+/// Bytes read at most while lingering.
+const LINGER_BYTES: usize = 64 << 10;
+
+/// Per-worker HTTP and HTTPS counters.
+#[derive(Default, Debug)]
+pub struct HttpStats {
+    /// Connections accepted and served.
+    pub accepted: Counter,
+    /// Connections closed at once because the worker serves its maximum.
+    pub rejected: Counter,
+    pub accept_errors: Counter,
+    pub tls_handshakes: Counter,
+    pub tls_handshake_failures: Counter,
+    pub tls_handshake_timeouts: Counter,
+    /// Connections closed because a request head or the taking of an answer
+    /// took longer than the idle timeout.
+    pub idle_timeouts: Counter,
+    /// Complete request heads, whatever became of them.
+    pub requests: Counter,
+    pub announces: Counter,
+    pub scrapes: Counter,
+    pub full_scrapes: Counter,
+    /// Answers carrying a bencoded failure reason (any status).
+    pub failures: Counter,
+    pub not_found: Counter,
+    /// Request heads larger than `http.max_request_head_bytes`.
+    pub head_too_large: Counter,
+    /// Announces refused because the owner holds its maximum of torrents.
+    pub refused: Counter,
+    /// Requests for other shards refused because too many await answers.
+    pub overloaded: Counter,
+    pub bytes_in: Counter,
+    pub bytes_out: Counter,
+}
+
+/// A worker's HTTP service: shared by its HTTP and HTTPS listeners and by
+/// their connection tasks.
+pub struct HttpService {
+    shard: Rc<Shard>,
+    swarm: SwarmConfig,
+    config: HttpConfig,
+    idle_timeout: Duration,
+    handshake_timeout: Duration,
+    /// This worker's view of the TLS configuration (None without HTTPS).
+    tls: Option<RefCell<LocalCopy<ServerConfig>>>,
+    open: Cell<usize>,
+    /// Peers of a local announce: reused, never held across an await.
+    peers: RefCell<Vec<PeerEntry>>,
+    pub stats: HttpStats,
+}
+
+/// A connection's buffers and scratch space, reused for each of its requests.
+#[derive(Default)]
+struct ConnectionState {
+    /// Bytes received; `buf[start..end]` is not yet answered.
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// Answers not yet written.
+    out: Vec<u8>,
+    served: usize,
+    hashes: Vec<InfoHash>,
+    stats: Vec<ScrapeStats>,
+    files: Vec<(InfoHash, ScrapeStats)>,
+}
+
+impl ConnectionState {
+    /// Makes room after `end` in the read buffer: moves the unanswered part to
+    /// the front, or grows the buffer up to `max` bytes. False when the buffer
+    /// is one incomplete head of `max` bytes.
+    fn make_room(&mut self, max: usize) -> bool {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            return true;
+        }
+        if self.buf.len() >= max {
+            return false;
+        }
+        // Not `clamp`: the limit may be below the initial size.
+        let len = (self.buf.len() * 2).max(INITIAL_READ_BUFFER).min(max);
+        self.buf.resize(len, 0);
+        true
+    }
+}
+
+/// Why a connection ended, which decides whether to linger before closing.
+enum End {
+    /// The client closed, or the connection failed: nothing more to say.
+    Gone,
+    /// The tracker closed it after a last answer.
+    Closed,
+}
+
+/// A stream the server speaks HTTP over: plain TCP or TLS on TCP. The TCP
+/// stream underneath carries the timeouts.
+trait Transport: AsyncRead + AsyncWrite + Unpin {
+    fn tcp(&self) -> &TcpStream;
+}
+
+impl Transport for TcpStream {
+    fn tcp(&self) -> &TcpStream {
+        self
+    }
+}
+
+impl Transport for TlsStream<TcpStream> {
+    fn tcp(&self) -> &TcpStream {
+        self.get_ref().0
+    }
+}
+
+/// Counts a connection as open for as long as its task holds this.
+struct OpenConnection(Rc<HttpService>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.open.set(self.0.open.get() - 1);
+    }
+}
+
+impl HttpService {
+    /// `tls` is needed when any listener serves HTTPS.
+    pub fn new(
+        shard: Rc<Shard>,
+        swarm: SwarmConfig,
+        config: &HttpConfig,
+        tls: Option<SharedTlsConfig>,
+    ) -> Rc<Self> {
+        Rc::new(HttpService {
+            shard,
+            swarm,
+            idle_timeout: Duration::from_secs(config.idle_timeout_secs.into()),
+            handshake_timeout: Duration::from_secs(config.tls_handshake_timeout_secs.into()),
+            config: config.clone(),
+            tls: tls.map(|shared| RefCell::new(LocalCopy::new(shared))),
+            open: Cell::new(0),
+            peers: RefCell::new(Vec::new()),
+            stats: HttpStats::default(),
+        })
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.open.get()
+    }
+
+    /// Serves one listener (bound by [`bind_reuseport`]) until it fails for
+    /// good; `tls` makes it HTTPS.
+    pub async fn serve(
+        self: Rc<Self>,
+        listener: std::net::TcpListener,
+        tls: bool,
+    ) -> Result<(), String> {
+        let local = listener.local_addr().map_err(|e| e.to_string())?;
+        if tls && self.tls.is_none() {
+            return Err(format!("https {local}: no TLS configuration"));
+        }
+        // SAFETY: the fd comes from a listening socket we own and hand over whole.
+        let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
+        loop {
+            let stream = match listener.accept().await {
+                Ok(stream) => stream,
+                Err(e) => {
+                    self.stats.accept_errors.inc();
+                    self.accept_failed(local, e).await?;
+                    continue;
+                }
+            };
+            if self.open.get() >= self.config.max_connections_per_worker {
+                self.stats.rejected.inc();
+                continue;
+            }
+            self.stats.accepted.inc();
+            // The newest certificate, for new connections only; one relaxed
+            // load when nothing changed.
+            let acceptor = match (&self.tls, tls) {
+                (Some(config), true) => Some(TlsAcceptor::from(config.borrow_mut().get().clone())),
+                _ => None,
+            };
+            self.open.set(self.open.get() + 1);
+            let open = OpenConnection(self.clone());
+            glommio::spawn_local(async move {
+                open.0.connection(stream, acceptor).await;
+                drop(open);
+            })
+            .detach();
+            // An accept that finds a connection waiting returns at once: let
+            // the connections (and everything else) run between accepts.
+            futures_lite::future::yield_now().await;
+        }
+    }
+
+    /// Decides what a failed accept means: most failures concern one
+    /// connection or are passing shortages (out of file descriptors), after
+    /// which the loop pauses briefly rather than spin; a listener that is no
+    /// longer a listener ends the worker.
+    async fn accept_failed(&self, local: SocketAddr, e: GlommioError<()>) -> Result<(), String> {
+        let GlommioError::IoError(e) = e else {
+            return Err(format!("http {local}: accept failed: {e}"));
+        };
+        match e.raw_os_error() {
+            Some(libc::EBADF | libc::EINVAL | libc::ENOTSOCK | libc::EOPNOTSUPP) => {
+                Err(format!("http {local}: accept failed: {e}"))
+            }
+            Some(libc::ECONNABORTED | libc::EINTR | libc::EAGAIN) => Ok(()),
+            _ => {
+                warn!("http {local}: accept failed: {e}; pausing accepts for 100 ms");
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+                Ok(())
+            }
+        }
+    }
+
+    async fn connection(&self, stream: TcpStream, acceptor: Option<TlsAcceptor>) {
+        let Ok(peer) = stream.peer_addr() else {
+            return;
+        };
+        let peer_ip = canonical_ip(peer.ip());
+        // Each answer is written whole; do not let Nagle hold back its tail.
+        let _ = stream.set_nodelay(true);
+        let Some(acceptor) = acceptor else {
+            return self.serve_connection(stream, peer_ip).await;
+        };
+        let handshake = glommio::timer::timeout(self.handshake_timeout, async {
+            acceptor.accept(stream).await.map_err(GlommioError::from)
+        })
+        .await;
+        match handshake {
+            Ok(stream) => {
+                self.stats.tls_handshakes.inc();
+                self.serve_connection(stream, peer_ip).await;
+            }
+            Err(GlommioError::TimedOut(_)) => self.stats.tls_handshake_timeouts.inc(),
+            Err(e) => {
+                self.stats.tls_handshake_failures.inc();
+                debug!("https {peer}: handshake failed: {e}");
+            }
+        }
+    }
+
+    async fn serve_connection<S: Transport>(&self, mut stream: S, peer_ip: IpAddr) {
+        let mut state = ConnectionState::default();
+        let end = self.requests(&mut stream, peer_ip, &mut state).await;
+        if let End::Closed = end {
+            self.close(&mut stream, &mut state.buf).await;
+        }
+    }
+
+    /// Answers the requests of one connection until it ends.
+    async fn requests<S: Transport>(
+        &self,
+        stream: &mut S,
+        peer_ip: IpAddr,
+        c: &mut ConnectionState,
+    ) -> End {
+        let real_ip_header = self.config.real_ip_header();
+        let mut deadline = Instant::now() + self.idle_timeout;
+        loop {
+            // Answer every complete request already received, in order.
+            loop {
+                match parse_head(&c.buf[c.start..c.end], real_ip_header) {
+                    Ok(Parsed::Partial) => break,
+                    Ok(Parsed::Complete { request, consumed }) => {
+                        self.stats.requests.inc();
+                        c.served += 1;
+                        let last = c.served >= self.config.max_requests_per_connection
+                            || !request.connection.keep_alive();
+                        let connection = if last {
+                            Connection::Close
+                        } else {
+                            request.connection
+                        };
+                        let scratch = Scratch {
+                            out: &mut c.out,
+                            hashes: &mut c.hashes,
+                            stats: &mut c.stats,
+                            files: &mut c.files,
+                        };
+                        self.answer(&request, connection, peer_ip, scratch).await;
+                        c.start += consumed;
+                        if last {
+                            return match self.flush(stream, &mut c.out).await {
+                                Ok(()) => End::Closed,
+                                Err(()) => End::Gone,
+                            };
+                        }
+                        if c.out.len() >= WRITE_BATCH
+                            && self.flush(stream, &mut c.out).await.is_err()
+                        {
+                            return End::Gone;
+                        }
+                    }
+                    Err(error) => {
+                        // The position in the stream is lost: answer and close.
+                        self.stats.requests.inc();
+                        match error {
+                            RequestError::NotFound => self.stats.not_found.inc(),
+                            RequestError::HeadTooLarge => self.stats.head_too_large.inc(),
+                            _ => {}
+                        }
+                        self.fail(
+                            &mut c.out,
+                            error.status(),
+                            Connection::Close,
+                            error.reason(),
+                        );
+                        return match self.flush(stream, &mut c.out).await {
+                            Ok(()) => End::Closed,
+                            Err(()) => End::Gone,
+                        };
+                    }
+                }
+            }
+            if !c.out.is_empty() {
+                if self.flush(stream, &mut c.out).await.is_err() {
+                    return End::Gone;
+                }
+                // Idle from here: the client has its answers.
+                deadline = Instant::now() + self.idle_timeout;
+                // Reads and writes that find the socket ready return at once,
+                // so a client that keeps the pipeline full would never let the
+                // executor run anything else (other connections, other
+                // workers' requests on the mesh).
+                futures_lite::future::yield_now().await;
+            }
+            if c.start == c.end {
+                (c.start, c.end) = (0, 0);
+            }
+            if c.end == c.buf.len() && !c.make_room(self.config.max_request_head_bytes) {
+                self.stats.head_too_large.inc();
+                let error = RequestError::HeadTooLarge;
+                self.fail(
+                    &mut c.out,
+                    error.status(),
+                    Connection::Close,
+                    error.reason(),
+                );
+                return match self.flush(stream, &mut c.out).await {
+                    Ok(()) => End::Closed,
+                    Err(()) => End::Gone,
+                };
+            }
+            let Some(left) = deadline
+                .checked_duration_since(Instant::now())
+                .filter(|d| !d.is_zero())
+            else {
+                self.stats.idle_timeouts.inc();
+                return End::Gone;
+            };
+            let _ = stream.tcp().set_read_timeout(Some(left));
+            match stream.read(&mut c.buf[c.end..]).await {
+                Ok(0) => return End::Gone,
+                Ok(n) => {
+                    self.stats.bytes_in.add(n as u64);
+                    c.end += n;
+                }
+                Err(e) => {
+                    if e.kind() == io::ErrorKind::TimedOut {
+                        self.stats.idle_timeouts.inc();
+                    }
+                    return End::Gone;
+                }
+            }
+        }
+    }
+
+    /// Writes out all gathered answers; Err when the client is gone or too slow
+    /// to take them.
+    async fn flush<S: Transport>(&self, stream: &mut S, out: &mut Vec<u8>) -> Result<(), ()> {
+        let _ = stream.tcp().set_write_timeout(Some(self.idle_timeout));
+        let written = async {
+            stream.write_all(out).await?;
+            // TLS holds records until flushed; plain TCP flushes at once.
+            stream.flush().await
+        }
+        .await;
+        match written {
+            Ok(()) => {
+                self.stats.bytes_out.add(out.len() as u64);
+                out.clear();
+                Ok(())
+            }
+            Err(e) => {
+                if e.kind() == io::ErrorKind::TimedOut {
+                    self.stats.idle_timeouts.inc();
+                }
+                Err(())
+            }
+        }
+    }
+
+    /// Ends a connection the tracker chose to close: says so (TLS close_notify
+    /// and a TCP FIN), then reads and drops what the client still sends for a
+    /// moment, so that unread data does not make the kernel reset the
+    /// connection under the last answer.
+    async fn close<S: Transport>(&self, stream: &mut S, buf: &mut Vec<u8>) {
+        let _ = stream.tcp().set_write_timeout(Some(LINGER));
+        if stream.close().await.is_err() {
+            return;
+        }
+        if buf.is_empty() {
+            buf.resize(INITIAL_READ_BUFFER, 0);
+        }
+        let deadline = Instant::now() + LINGER;
+        let mut drained = 0;
+        while drained < LINGER_BYTES {
+            let Some(left) = deadline
+                .checked_duration_since(Instant::now())
+                .filter(|d| !d.is_zero())
+            else {
+                return;
+            };
+            let _ = stream.tcp().set_read_timeout(Some(left));
+            match stream.read(buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => drained += n,
+            }
+        }
+    }
+
+    /// Appends the answer to one request.
+    async fn answer(
+        &self,
+        request: &Request<'_>,
+        connection: Connection,
+        peer_ip: IpAddr,
+        s: Scratch<'_>,
+    ) {
+        match request.endpoint {
+            Endpoint::Announce => {
+                self.stats.announces.inc();
+                match parse_announce(request.query) {
+                    Ok(announce) => {
+                        let ip = request.real_ip.map_or(peer_ip, canonical_ip);
+                        self.announce(&announce, ip, connection, s.out).await;
+                    }
+                    Err(e) => self.fail(s.out, e.status(), connection, e.reason()),
+                }
+            }
+            Endpoint::Scrape => {
+                self.stats.scrapes.inc();
+                match parse_scrape(request.query, self.config.max_scrape_hashes, s.hashes) {
+                    Ok(()) => self.scrape(connection, s).await,
+                    Err(e) => self.fail(s.out, e.status(), connection, e.reason()),
+                }
+            }
+        }
+    }
+
+    async fn announce(
+        &self,
+        req: &AnnounceRequest<'_>,
+        ip: IpAddr,
+        connection: Connection,
+        out: &mut Vec<u8>,
+    ) {
+        // HTTP has no datagram to fit: only swarm.max_numwant caps it.
+        let numwant = self.swarm.numwant(req.numwant, u32::MAX);
+        let announce = Announce {
+            info_hash: req.info_hash,
+            peer_id: req.peer_id,
+            peer_addr: SocketAddr::new(ip, req.port),
+            event: req.event,
+            left: req.left,
+            numwant,
+        };
+        if self.shard.is_local(&announce.info_hash) {
+            let mut peers = self.peers.borrow_mut();
+            let counts = self
+                .shard
+                .announce_local(&announce, &mut peers)
+                .map(|c| (c.seeders, c.leechers));
+            self.write_announce(out, connection, req, counts, &peers);
+            return;
+        }
+        match self.shard.announce(announce).await {
+            Ok(answer) => {
+                let counts = answer
+                    .as_ref()
+                    .map(|a| (a.seeders, a.leechers))
+                    .map_err(|e| *e);
+                let peers = answer.as_ref().map_or(&[][..], |a| &a.peers);
+                self.write_announce(out, connection, req, counts, peers);
+            }
+            Err(e) => self.route_failed(out, connection, e),
+        }
+    }
+
+    fn write_announce(
+        &self,
+        out: &mut Vec<u8>,
+        connection: Connection,
+        req: &AnnounceRequest<'_>,
+        counts: Result<(u32, u32), AnnounceRefused>,
+        peers: &[PeerEntry],
+    ) {
+        match counts {
+            Ok((seeders, leechers)) => {
+                let answer = AnnounceResponse {
+                    interval: self.swarm.announce_interval_secs,
+                    min_interval: None,
+                    complete: seeders,
+                    incomplete: leechers,
+                    peers,
+                    compact: req.compact,
+                    no_peer_id: req.no_peer_id,
+                };
+                write_response(out, 200, connection, |body| write_announce(body, &answer));
+            }
+            Err(AnnounceRefused::TorrentLimit) => {
+                self.stats.refused.inc();
+                self.fail(out, 200, connection, "tracker is full: torrent not stored");
+            }
+        }
+    }
+
+    async fn scrape(&self, connection: Connection, s: Scratch<'_>) {
+        if s.hashes.is_empty() {
+            // A full scrape: the codec reads no info_hash as asking for one.
+            return self.full_scrape(connection, s).await;
+        }
+        s.files.clear();
+        if s.hashes.iter().all(|h| self.shard.is_local(h)) {
+            s.files
+                .extend(s.hashes.iter().map(|h| (*h, self.shard.scrape_local(h))));
+        } else {
+            if let Err(e) = self.shard.scrape(s.hashes, s.stats).await {
+                return self.route_failed(s.out, connection, e);
+            }
+            s.files
+                .extend(s.hashes.iter().copied().zip(s.stats.iter().copied()));
+        }
+        write_response(s.out, 200, connection, |body| write_scrape(body, s.files));
+    }
+
+    async fn full_scrape(&self, connection: Connection, s: Scratch<'_>) {
+        if !self.config.full_scrape {
+            return self.fail(
+                s.out,
+                200,
+                connection,
+                "full scrape is disabled: give info_hash",
+            );
+        }
+        self.stats.full_scrapes.inc();
+        s.files.clear();
+        if let Err(e) = self
+            .shard
+            .scrape_some(self.config.full_scrape_max_torrents, s.files)
+            .await
+        {
+            return self.route_failed(s.out, connection, e);
+        }
+        write_response(s.out, 200, connection, |body| write_scrape(body, s.files));
+    }
+
+    fn route_failed(&self, out: &mut Vec<u8>, connection: Connection, e: RouteError) {
+        self.stats.overloaded.inc();
+        let reason = match e {
+            RouteError::Overloaded => "tracker overloaded: try again later",
+            RouteError::OwnerGone => "tracker is stopping",
+        };
+        self.fail(out, 503, connection, reason);
+    }
+
+    fn fail(&self, out: &mut Vec<u8>, status: u16, connection: Connection, reason: &str) {
+        self.stats.failures.inc();
+        write_response(out, status, connection, |body| {
+            write_failure(body, reason.as_bytes())
+        });
+    }
+}
+
+/// The parts of a connection's state that one request's answer works in (all
+/// but the read buffer, which the request borrows).
+struct Scratch<'a> {
+    out: &'a mut Vec<u8>,
+    hashes: &'a mut Vec<InfoHash>,
+    stats: &'a mut Vec<ScrapeStats>,
+    files: &'a mut Vec<(InfoHash, ScrapeStats)>,
+}
+
+/// Binds a TCP listener that other workers can bind too (`SO_REUSEPORT`: the
+/// kernel spreads connections among them). IPv6 listeners are IPv6-only, so
+/// `[::]` and `0.0.0.0` can be served side by side. `SO_REUSEADDR` lets a
+/// restarted tracker bind while old connections linger in TIME_WAIT.
+pub fn bind_reuseport(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let domain = if addr.is_ipv4() {
+        Domain::IPV4
+    } else {
+        Domain::IPV6
+    };
+    let socket = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    // The kernel caps the backlog at net.core.somaxconn.
+    socket.listen(4096)?;
+    Ok(socket.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(buf: &[u8], start: usize) -> ConnectionState {
+        ConnectionState {
+            buf: buf.to_vec(),
+            start,
+            end: buf.len(),
+            ..ConnectionState::default()
+        }
+    }
+
+    #[test]
+    fn room_is_made_by_moving_then_by_growing_up_to_the_limit() {
+        let mut c = state(b"answeredGET /a", 8);
+        assert!(c.make_room(4096));
+        assert_eq!((&c.buf[..c.end], c.start), (&b"GET /a"[..], 0));
+        assert_eq!(c.buf.len(), 14, "moving does not grow");
+
+        let mut c = state(b"", 0);
+        assert!(c.make_room(4096));
+        assert_eq!(c.buf.len(), INITIAL_READ_BUFFER);
+        c.end = c.buf.len();
+        assert!(c.make_room(4096));
+        assert_eq!(c.buf.len(), 4096);
+        c.end = c.buf.len();
+        assert!(
+            !c.make_room(4096),
+            "a full buffer at the limit is a head too large"
+        );
+    }
+
+    #[test]
+    fn a_limit_below_the_initial_size_is_kept() {
+        let mut c = state(b"", 0);
+        assert!(c.make_room(512));
+        assert_eq!(c.buf.len(), 512);
+        c.end = 512;
+        assert!(!c.make_room(512));
+    }
+}
