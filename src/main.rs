@@ -419,6 +419,11 @@ impl LocalAddr for TcpListener {
     }
 }
 
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
 fn random_bytes<const N: usize>() -> Result<[u8; N], String> {
     use std::io::Read;
     let mut bytes = [0u8; N];
@@ -446,11 +451,20 @@ fn log_start(config: &Config, placements: &[WorkerPlacement], sockets: &[WorkerS
         None => String::new(),
     };
     info!("starting {} workers, {placement}", placements.len());
+    let workers = placements.len() as u64;
     match runtime::memlock_limit() {
-        Some(limit) => info!(
-            "locked-memory limit {} KiB: glommio needs about {} KiB per worker",
+        // io_uring does not charge root's registrations to the limit.
+        Some(limit) if limit < workers * runtime::MEMLOCK_PER_WORKER && !is_root() => warn!(
+            "locked-memory limit {} KiB is below the ~{} KiB that {workers} workers register; \
+             workers may fail to start: raise it (LimitMEMLOCK= in the systemd unit, \
+             memlock in limits.conf) or run fewer workers",
             limit >> 10,
-            runtime::MEMLOCK_PER_WORKER >> 10
+            (workers * runtime::MEMLOCK_PER_WORKER) >> 10
+        ),
+        Some(limit) => info!(
+            "locked-memory limit {} KiB, enough for {} workers",
+            limit >> 10,
+            limit / runtime::MEMLOCK_PER_WORKER
         ),
         None => info!("locked-memory limit: unlimited"),
     }

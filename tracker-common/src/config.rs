@@ -458,7 +458,7 @@ connection_secret = "{connection_secret}"
 # The most info-hashes in one scrape (at most 74 fit one answer datagram).
 max_scrape_hashes = {max_scrape_hashes}
 # Receive buffer asked for on each socket, in bytes; the kernel caps it at
-# net.core.rmem_max (see deploy/sysctl).
+# net.core.rmem_max (see deploy/sysctl.conf).
 recv_buffer_bytes = {recv_buffer_bytes}
 
 [http]
