@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs (Debian packages), then runs every test:
-# unit and property tests, integration tests against the real binary, and the
-# end-to-end test with a real BitTorrent client (libtorrent).
+# unit and property tests, integration tests against the real binary, the
+# end-to-end tests with a real BitTorrent client (libtorrent), the checks of
+# deploy/ (shellcheck, systemd-analyze verify), and every fuzz target for
+# FUZZ_SECONDS each (default 30; 0 skips them; fuzz/run.sh runs them longer).
+# Arguments are passed to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,3 +18,8 @@ if ((${#need[@]})); then
 fi
 
 cargo test --workspace "$@"
+deploy/verify
+fuzz_seconds=${FUZZ_SECONDS:-30}
+if [ "$fuzz_seconds" -gt 0 ]; then
+  fuzz/run.sh "$fuzz_seconds"
+fi

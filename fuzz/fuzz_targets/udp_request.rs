@@ -1,0 +1,41 @@
+//! A UDP request packet from anyone: `Request::parse` must never panic, and
+//! whatever it accepts must write back to the same bytes and parse back equal.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use tracker_udp::codec::{Request, ANNOUNCE_REQUEST_LEN, MAX_SCRAPE_INFO_HASHES};
+
+fuzz_target!(|data: &[u8]| {
+    let request = match Request::parse(data) {
+        Ok(request) => request,
+        Err(error) => {
+            // What the tracker does with a refused packet: read the ids it got
+            // and the message for the error response.
+            let _ = error.message();
+            assert_eq!(error.connection_id.is_some(), data.len() >= 8);
+            if error.transaction_id.is_some() {
+                assert!(data.len() >= 16);
+            }
+            return;
+        }
+    };
+    let mut out = Vec::new();
+    request.write(&mut out);
+    assert_eq!(Request::parse(&out), Ok(request), "re-parse differs");
+    match request {
+        // A connect may carry trailing bytes, which are dropped.
+        Request::Connect(_) => assert_eq!(out, data.get(..16).unwrap_or_default()),
+        Request::Announce(announce) => {
+            assert_eq!(out, data, "announce does not write back as read");
+            assert!(data.len() >= ANNOUNCE_REQUEST_LEN);
+            let url_len: usize = announce.url_data().map(<[u8]>::len).sum();
+            assert!(url_len <= announce.options.as_bytes().len());
+        }
+        Request::Scrape(scrape) => {
+            assert_eq!(out, data, "scrape does not write back as read");
+            let n = scrape.info_hashes.len();
+            assert!((1..=MAX_SCRAPE_INFO_HASHES).contains(&n));
+            assert_eq!(scrape.info_hashes.iter().count(), n);
+        }
+    }
+});
