@@ -1,1 +1,309 @@
-fn main() {}
+//! `load-test`: drives a BEP 15 (UDP) or HTTP(S) tracker on loopback with a
+//! realistic traffic model, checks every answer, and reports rates, errors,
+//! time-outs and latency. Wiring only; see the modules.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use load_test::config::{parse_weights, Config, EventWeights, HttpMix, UdpMix};
+use load_test::{compare, http, stats, udp};
+
+/// Load generator for BEP 15 (UDP) and HTTP(S) BitTorrent trackers, on loopback.
+#[derive(Parser, Debug)]
+#[command(name = "load-test", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Load a UDP tracker (BEP 15): connect, announce and scrape.
+    Udp(RunArgs),
+    /// Load an HTTP or HTTPS tracker over keep-alive connections.
+    Http(RunArgs),
+    /// Start a tracker at 1..N workers, pinned and unpinned, run the same load
+    /// against each, and write a Markdown table and an SVG plot.
+    Compare(CompareArgs),
+}
+
+#[derive(Args, Debug)]
+struct CompareArgs {
+    /// The tracker command. {tracker} (the `tracker` binary beside this one),
+    /// {addr} (of --target), {workers}, {cpus} (--tracker-cpus), {pin}
+    /// (--pin or --no-pin) and {config} (a file turning off the protocols not
+    /// under test) are filled in. Default: `{tracker} -c {config} --udp {addr}
+    /// --workers {workers} --cpus {cpus} {pin}` (--http or --https for URLs).
+    #[arg(long, value_name = "TEMPLATE")]
+    tracker_cmd: Option<String>,
+    /// CPUs for the tracker (default: those not in --cpus).
+    #[arg(long, value_name = "LIST")]
+    tracker_cpus: Option<String>,
+    /// Worker counts 1..=N (default: the number of tracker CPUs).
+    #[arg(long, value_name = "N")]
+    max_workers: Option<usize>,
+    /// Where the table (compare.md), the plot (compare.svg), each run's JSON
+    /// summary and the tracker logs go.
+    #[arg(long, value_name = "DIR", default_value = "compare")]
+    out: PathBuf,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// Every flag has a key of the same meaning in the `--config` file (see the
+/// README); flags win.
+#[derive(Args, Debug, Default)]
+struct RunArgs {
+    /// TOML file with any of the options below.
+    #[arg(short = 'c', long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// UDP: ADDR (127.0.0.1:6969); HTTP: URL (https://127.0.0.1:8443/announce).
+    /// Loopback only. [key: target]
+    #[arg(long, value_name = "ADDR|URL")]
+    target: Option<String>,
+    /// Seconds of load, fractions allowed (default 10). [key: duration_secs]
+    #[arg(long, value_name = "SECS")]
+    duration: Option<f64>,
+    /// Generator executors (default: one per CPU in --cpus, else 1). [key: workers]
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
+    /// CPUs for the generator, e.g. 1 or 2-3; keep them apart from the
+    /// tracker's. [key: cpus]
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<String>,
+    /// Open loop at this many requests per second in total (default: closed
+    /// loop). [key: rate]
+    #[arg(long, value_name = "REQ_PER_SEC")]
+    rate: Option<f64>,
+    /// Write the summary as JSON to this file. [key: json]
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Count a request unanswered after this long as a time-out (default
+    /// 1000). [key: timeout_ms]
+    #[arg(long, value_name = "MS")]
+    timeout_ms: Option<u64>,
+    /// Seed of the traffic model (default 1). [key: seed]
+    #[arg(long)]
+    seed: Option<u64>,
+    /// No progress line. [key: progress = false]
+    #[arg(long)]
+    quiet: bool,
+    /// Distinct torrents (default 1000000). [key: traffic.torrents]
+    #[arg(long, value_name = "N")]
+    torrents: Option<u64>,
+    /// Distinct peers (default 2000000). [key: traffic.peers]
+    #[arg(long, value_name = "N")]
+    peers: Option<u32>,
+    /// Popularity skew s: rank k drawn in proportion to 1/k^s (default 1.0;
+    /// 0 = uniform). [key: traffic.zipf_exponent]
+    #[arg(long, value_name = "S")]
+    zipf_exponent: Option<f64>,
+    /// Share of peers that seed (default 0.75). [key: traffic.seeder_probability]
+    #[arg(long, value_name = "P")]
+    seeder_probability: Option<f64>,
+    /// Peers asked for per announce, -1 for the tracker's default (default
+    /// 50). [key: traffic.numwant]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    numwant: Option<i32>,
+    /// A scrape asks for 1 to N info-hashes (default 10, at most 74).
+    /// [key: traffic.scrape_hashes]
+    #[arg(long, value_name = "N")]
+    scrape_hashes: Option<usize>,
+    /// Event weights NONE:STARTED:COMPLETED:STOPPED (default 85:7:1:7).
+    /// [key: traffic.events.*]
+    #[arg(long, value_name = "W:W:W:W")]
+    events: Option<String>,
+    /// Request weights: UDP CONNECT:ANNOUNCE:SCRAPE (default 50:50:1), HTTP
+    /// ANNOUNCE:SCRAPE (default 99:1). [key: udp.mix.*, http.mix.*]
+    #[arg(long, value_name = "W:W[:W]")]
+    mix: Option<String>,
+    /// UDP: sockets per worker, each on its own 127.x.y.z (default 8; raised
+    /// to give every peer its own address and port). [key: udp.sockets_per_worker]
+    #[arg(long, value_name = "N")]
+    sockets: Option<u32>,
+    /// UDP: requests in flight per socket (closed loop, default 16) or the most
+    /// allowed (open loop, default 1024). [key: udp.in_flight]
+    #[arg(long, value_name = "N")]
+    in_flight: Option<u32>,
+    /// HTTP: keep-alive connections per worker (default 32).
+    /// [key: http.connections_per_worker]
+    #[arg(long, value_name = "N")]
+    connections: Option<u32>,
+    /// HTTPS: do not check the certificate. [key: http.insecure]
+    #[arg(long)]
+    insecure: bool,
+    /// HTTPS: PEM file of CAs to trust (default: the system's). [key: http.ca]
+    #[arg(long, value_name = "FILE")]
+    ca: Option<PathBuf>,
+}
+
+impl RunArgs {
+    /// The config file (or defaults) with the flags on top.
+    fn config(&self, udp: bool) -> Result<Config, String> {
+        let mut c = match &self.config {
+            Some(path) => Config::load(path)?,
+            None => Config::default(),
+        };
+        set(&mut c.target, self.target.clone().map(Some));
+        set(&mut c.duration_secs, self.duration);
+        set(&mut c.workers, self.workers.map(Some));
+        set(&mut c.cpus, self.cpus.clone().map(Some));
+        set(&mut c.rate, self.rate.map(Some));
+        set(&mut c.json, self.json.clone().map(Some));
+        set(&mut c.timeout_ms, self.timeout_ms);
+        set(&mut c.seed, self.seed);
+        if self.quiet {
+            c.progress = false;
+        }
+        let t = &mut c.traffic;
+        set(&mut t.torrents, self.torrents);
+        set(&mut t.peers, self.peers);
+        set(&mut t.zipf_exponent, self.zipf_exponent);
+        set(&mut t.seeder_probability, self.seeder_probability);
+        set(&mut t.numwant, self.numwant);
+        set(&mut t.scrape_hashes, self.scrape_hashes);
+        if let Some(text) = &self.events {
+            let [none, started, completed, stopped] =
+                parse_weights(text).map_err(|e| format!("--events: {e}"))?;
+            t.events = EventWeights {
+                none,
+                started,
+                completed,
+                stopped,
+            };
+        }
+        if let Some(text) = &self.mix {
+            if udp {
+                let [connect, announce, scrape] =
+                    parse_weights(text).map_err(|e| format!("--mix: {e}"))?;
+                c.udp.mix = UdpMix {
+                    connect,
+                    announce,
+                    scrape,
+                };
+            } else {
+                let [announce, scrape] = parse_weights(text).map_err(|e| format!("--mix: {e}"))?;
+                c.http.mix = HttpMix { announce, scrape };
+            }
+        }
+        set(&mut c.udp.sockets_per_worker, self.sockets);
+        set(&mut c.udp.in_flight, self.in_flight.map(Some));
+        set(&mut c.http.connections_per_worker, self.connections);
+        if self.insecure {
+            c.http.insecure = true;
+        }
+        set(&mut c.http.ca, self.ca.clone().map(Some));
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+fn set<T>(slot: &mut T, value: Option<T>) {
+    if let Some(value) = value {
+        *slot = value;
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Udp(args) => args.config(true).and_then(|c| report(&c, udp::run(&c))),
+        Command::Http(args) => args.config(false).and_then(|c| report(&c, http::run(&c))),
+        Command::Compare(args) => compare(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("load-test: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn compare(args: &CompareArgs) -> Result<(), String> {
+    let udp = !args
+        .run
+        .target
+        .as_deref()
+        .is_some_and(|t| t.starts_with("http"));
+    let mut config = args.run.config(udp)?;
+    // One progress line per second over many runs is noise.
+    config.progress = false;
+    let options = compare::CompareOptions {
+        template: args.tracker_cmd.clone(),
+        tracker_cpus: args.tracker_cpus.clone(),
+        max_workers: args.max_workers,
+        out: args.out.clone(),
+    };
+    print!("{}", compare::run(&config, &options)?);
+    Ok(())
+}
+
+/// Prints the summary and writes the JSON file.
+fn report(config: &Config, summary: Result<stats::Summary, String>) -> Result<(), String> {
+    let summary = summary?;
+    print!("{}", summary.to_text());
+    if let Some(path) = &config.json {
+        std::fs::write(path, summary.to_json() + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> RunArgs {
+        let mut argv = vec!["load-test", "udp"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Udp(args) | Command::Http(args) => args,
+            Command::Compare(args) => args.run,
+        }
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let path = std::env::temp_dir().join(format!("load-test-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "target = \"127.0.0.1:1\"\nduration_secs = 3.0\n[traffic]\npeers = 10\ntorrents = 5\n",
+        )
+        .unwrap();
+        let args = parse(&[
+            "-c",
+            path.to_str().unwrap(),
+            "--target",
+            "127.0.0.1:2",
+            "--numwant",
+            "-1",
+            "--mix",
+            "1:2:3",
+            "--events",
+            "4:3:2:1",
+            "--in-flight",
+            "7",
+            "--quiet",
+        ]);
+        let c = args.config(true).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(c.target.as_deref(), Some("127.0.0.1:2"));
+        assert_eq!(c.duration_secs, 3.0);
+        assert_eq!(c.traffic.peers, 10);
+        assert_eq!(c.traffic.torrents, 5);
+        assert_eq!(c.traffic.numwant, -1);
+        assert_eq!(c.udp.mix.as_array(), [1, 2, 3]);
+        assert_eq!(c.traffic.events.as_array(), [4, 3, 2, 1]);
+        assert_eq!(c.udp_in_flight(), 7);
+        assert!(!c.progress);
+    }
+
+    #[test]
+    fn http_mix_has_two_weights() {
+        let args = parse(&["--mix", "9:1"]);
+        assert_eq!(args.config(false).unwrap().http.mix.as_array(), [9, 1]);
+        assert!(args.config(true).is_err());
+    }
+}

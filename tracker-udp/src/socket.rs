@@ -252,7 +252,6 @@ impl SendBatch {
             let hdr = &mut hdrs[i].msg_hdr;
             hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
             hdr.msg_namelen = namelen;
-            if to.port() == 0 { hdr.msg_name = std::ptr::null_mut(); hdr.msg_namelen = 0; } // EXPERIMENT
             hdr.msg_iov = &mut iovs[i];
             hdr.msg_iovlen = 1;
             hdr.msg_control = std::ptr::null_mut();

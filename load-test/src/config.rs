@@ -1,0 +1,401 @@
+//! Every option of a run, from a TOML file (`--config`) with command-line
+//! flags on top. Unknown keys are refused so that a typo does not silently
+//! run a different load.
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// Everything a `udp` or `http` run needs. The file may hold both `[udp]` and
+/// `[http]`; each subcommand reads its own.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// `ADDR` for UDP (`127.0.0.1:6969`), a URL for HTTP
+    /// (`https://127.0.0.1:8443/announce`).
+    pub target: Option<String>,
+    /// Seconds of load (fractions allowed).
+    pub duration_secs: f64,
+    /// Load-generator executors; default one per CPU in `cpus`, else 1.
+    pub workers: Option<usize>,
+    /// CPUs for the generator, e.g. `1` or `2-3` (keep it off the tracker's).
+    pub cpus: Option<String>,
+    /// Open loop: requests per second in total, sent on a schedule whatever the
+    /// answers. Absent: closed loop, a fixed number in flight.
+    pub rate: Option<f64>,
+    /// Write the summary as JSON here.
+    pub json: Option<PathBuf>,
+    /// A request unanswered after this long counts as a time-out.
+    pub timeout_ms: u64,
+    /// Seed of the traffic model (info-hashes, peers, choices).
+    pub seed: u64,
+    /// Print a progress line every second.
+    pub progress: bool,
+    pub traffic: TrafficConfig,
+    pub udp: UdpConfig,
+    pub http: HttpConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            target: None,
+            duration_secs: 10.0,
+            workers: None,
+            cpus: None,
+            rate: None,
+            json: None,
+            timeout_ms: 1000,
+            seed: 1,
+            progress: true,
+            traffic: TrafficConfig::default(),
+            udp: UdpConfig::default(),
+            http: HttpConfig::default(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrafficConfig {
+    /// Distinct torrents.
+    pub torrents: u64,
+    /// Distinct peers (each a fixed loopback address and port, and peer id).
+    pub peers: u32,
+    /// Popularity skew: torrent of rank k is asked for in proportion to 1/k^s.
+    pub zipf_exponent: f64,
+    /// Share of peers that seed (announce left = 0).
+    pub seeder_probability: f64,
+    /// Peers asked for per announce; -1 asks for the tracker's default.
+    pub numwant: i32,
+    /// A scrape asks for 1 to this many info-hashes (at most 74).
+    pub scrape_hashes: usize,
+    /// Announce events by weight.
+    pub events: EventWeights,
+}
+
+impl Default for TrafficConfig {
+    fn default() -> Self {
+        TrafficConfig {
+            torrents: 1_000_000,
+            peers: 2_000_000,
+            zipf_exponent: 1.0,
+            seeder_probability: 0.75,
+            numwant: 50,
+            scrape_hashes: 10,
+            events: EventWeights::default(),
+        }
+    }
+}
+
+/// Weights of the announce events. A client sends `started` once, `stopped`
+/// once and `completed` at most once per session, and announces without an
+/// event every interval in between.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EventWeights {
+    pub none: u32,
+    pub started: u32,
+    pub completed: u32,
+    pub stopped: u32,
+}
+
+impl Default for EventWeights {
+    fn default() -> Self {
+        EventWeights {
+            none: 85,
+            started: 7,
+            completed: 1,
+            stopped: 7,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct UdpConfig {
+    /// Sockets per worker, each bound to its own 127.x.y.z (raised so that
+    /// every peer has its own address and port).
+    pub sockets_per_worker: u32,
+    /// Requests in flight per socket: kept so in the closed loop, the most
+    /// allowed in the open loop (default 16 closed, 1024 open).
+    pub in_flight: Option<u32>,
+    pub mix: UdpMix,
+}
+
+impl Default for UdpConfig {
+    fn default() -> Self {
+        UdpConfig {
+            sockets_per_worker: 8,
+            in_flight: None,
+            mix: UdpMix::default(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct UdpMix {
+    pub connect: u32,
+    pub announce: u32,
+    pub scrape: u32,
+}
+
+impl Default for UdpMix {
+    fn default() -> Self {
+        UdpMix {
+            connect: 50,
+            announce: 50,
+            scrape: 1,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Keep-alive connections per worker (raised so that every peer has its
+    /// own address and port).
+    pub connections_per_worker: u32,
+    /// Skip certificate checks (a self-signed test certificate).
+    pub insecure: bool,
+    /// PEM file of CAs to trust for https (default: the system's bundle).
+    pub ca: Option<PathBuf>,
+    pub mix: HttpMix,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            connections_per_worker: 32,
+            insecure: false,
+            ca: None,
+            mix: HttpMix::default(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpMix {
+    pub announce: u32,
+    pub scrape: u32,
+}
+
+impl Default for HttpMix {
+    fn default() -> Self {
+        HttpMix {
+            announce: 99,
+            scrape: 1,
+        }
+    }
+}
+
+impl UdpMix {
+    /// connect, announce, scrape.
+    pub fn as_array(&self) -> [u32; 3] {
+        [self.connect, self.announce, self.scrape]
+    }
+}
+
+impl HttpMix {
+    /// announce, scrape.
+    pub fn as_array(&self) -> [u32; 2] {
+        [self.announce, self.scrape]
+    }
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    pub fn parse(text: &str) -> Result<Config, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// Checks what the model does not (it checks the traffic itself).
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.duration_secs.is_finite() && self.duration_secs > 0.0) {
+            return Err("`duration_secs` must be above 0".into());
+        }
+        if self.timeout_ms == 0 {
+            return Err("`timeout_ms` must be above 0".into());
+        }
+        if let Some(rate) = self.rate {
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err("`rate` must be above 0 (leave it out for a closed loop)".into());
+            }
+        }
+        if self.workers == Some(0) {
+            return Err("`workers` must be at least 1".into());
+        }
+        if self.udp.sockets_per_worker == 0 {
+            return Err("`udp.sockets_per_worker` must be at least 1".into());
+        }
+        if matches!(self.udp.in_flight, Some(0 | 65536..)) {
+            return Err("`udp.in_flight` must be within 1..=65535".into());
+        }
+        if self.http.connections_per_worker == 0 {
+            return Err("`http.connections_per_worker` must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// Requests in flight per UDP socket.
+    pub fn udp_in_flight(&self) -> u32 {
+        self.udp
+            .in_flight
+            .unwrap_or(if self.rate.is_some() { 1024 } else { 16 })
+    }
+}
+
+/// Parses `A:B:C` weights (as many as `N`).
+pub fn parse_weights<const N: usize>(text: &str) -> Result<[u32; N], String> {
+    let parts: Vec<&str> = text.split(':').collect();
+    if parts.len() != N {
+        return Err(format!("`{text}`: expected {N} weights separated by `:`"));
+    }
+    let mut out = [0u32; N];
+    for (slot, part) in out.iter_mut().zip(parts) {
+        *slot = part
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{part}` in `{text}` is not a whole number"))?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_is_read() {
+        let text = r#"
+            target = "127.0.0.1:7000"
+            duration_secs = 2.5
+            workers = 2
+            cpus = "1-2"
+            rate = 50000.0
+            json = "out.json"
+            timeout_ms = 500
+            seed = 9
+            progress = false
+            [traffic]
+            torrents = 10
+            peers = 20
+            zipf_exponent = 0.8
+            seeder_probability = 0.5
+            numwant = -1
+            scrape_hashes = 3
+            [traffic.events]
+            none = 1
+            started = 2
+            completed = 3
+            stopped = 4
+            [udp]
+            sockets_per_worker = 4
+            in_flight = 32
+            [udp.mix]
+            connect = 1
+            announce = 2
+            scrape = 3
+            [http]
+            connections_per_worker = 8
+            insecure = true
+            ca = "ca.pem"
+            [http.mix]
+            announce = 5
+            scrape = 6
+        "#;
+        let config = Config::parse(text).unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.target.as_deref(), Some("127.0.0.1:7000"));
+        assert_eq!(config.duration_secs, 2.5);
+        assert_eq!(config.workers, Some(2));
+        assert_eq!(config.cpus.as_deref(), Some("1-2"));
+        assert_eq!(config.rate, Some(50000.0));
+        assert_eq!(config.json, Some(PathBuf::from("out.json")));
+        assert_eq!(config.timeout_ms, 500);
+        assert_eq!(config.seed, 9);
+        assert!(!config.progress);
+        assert_eq!(config.traffic.torrents, 10);
+        assert_eq!(config.traffic.peers, 20);
+        assert_eq!(config.traffic.zipf_exponent, 0.8);
+        assert_eq!(config.traffic.seeder_probability, 0.5);
+        assert_eq!(config.traffic.numwant, -1);
+        assert_eq!(config.traffic.scrape_hashes, 3);
+        assert_eq!(config.traffic.events.as_array(), [1, 2, 3, 4]);
+        assert_eq!(config.udp.sockets_per_worker, 4);
+        assert_eq!(config.udp_in_flight(), 32);
+        assert_eq!(
+            config.udp.mix,
+            UdpMix {
+                connect: 1,
+                announce: 2,
+                scrape: 3
+            }
+        );
+        assert_eq!(config.http.connections_per_worker, 8);
+        assert!(config.http.insecure);
+        assert_eq!(config.http.ca, Some(PathBuf::from("ca.pem")));
+        assert_eq!(
+            config.http.mix,
+            HttpMix {
+                announce: 5,
+                scrape: 6
+            }
+        );
+    }
+
+    #[test]
+    fn an_empty_file_gives_the_defaults() {
+        let config = Config::parse("").unwrap();
+        assert_eq!(config, Config::default());
+        assert_eq!(config.traffic.torrents, 1_000_000);
+        assert_eq!(config.traffic.peers, 2_000_000);
+        assert_eq!(config.udp.mix.as_array(), [50, 50, 1]);
+        assert_eq!(config.http.mix.as_array(), [99, 1]);
+        assert_eq!(config.udp_in_flight(), 16);
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        for text in [
+            "targt = \"x\"",
+            "[traffic]\ntorents = 1",
+            "[udp.mix]\nannounces = 1",
+            "[traffic.events]\npaused = 1",
+            "[bogus]",
+        ] {
+            assert!(Config::parse(text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        let cases = [
+            "duration_secs = 0.0",
+            "timeout_ms = 0",
+            "rate = -1.0",
+            "workers = 0",
+            "[udp]\nsockets_per_worker = 0",
+            "[udp]\nin_flight = 70000",
+            "[http]\nconnections_per_worker = 0",
+        ];
+        for text in cases {
+            let config = Config::parse(text).unwrap();
+            assert!(config.validate().is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn weights_parse() {
+        assert_eq!(parse_weights::<3>("50:50:1").unwrap(), [50, 50, 1]);
+        assert!(parse_weights::<3>("50:50").is_err());
+        assert!(parse_weights::<2>("a:1").is_err());
+    }
+}

@@ -1,0 +1,415 @@
+//! `load-test http`: keep-alive HTTP/1.1 connections (TLS with rustls and the
+//! ring provider for https), many per worker, each bound to its own loopback
+//! address so that it carries its own set of peers. One request in flight per
+//! connection; the protocol work is in [`crate::http_session`].
+
+use std::cell::RefCell;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{FromRawFd, IntoRawFd};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use futures_rustls::TlsConnector;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+use crate::config::Config;
+use crate::http_session::{frame, HttpSession, HttpTarget};
+use crate::model::{min_sources, Kind, Rng, TrafficModel, Weighted, PORTS_PER_SOURCE};
+use crate::runner::{self, WorkerEnv};
+use crate::stats::{Invalid, RunInfo, Stats, Summary};
+use crate::udp::source_ip;
+
+const KINDS: [Kind; 2] = [Kind::Announce, Kind::Scrape];
+/// The system's CA bundle (Debian), trusted when no `--ca` is given.
+const SYSTEM_CAS: &str = "/etc/ssl/certs/ca-certificates.crt";
+/// Pause after a failed connection attempt.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+struct Plan {
+    target: HttpTarget,
+    tls: Option<TlsConnector>,
+    model: TrafficModel,
+    mix: Weighted<2>,
+    workers: u32,
+    connections: u32,
+    rate_per_connection: Option<f64>,
+    duration_ns: u64,
+    timeout: Duration,
+    seed: u64,
+}
+
+pub fn run(config: &Config) -> Result<Summary, String> {
+    let target = HttpTarget::parse(config.target.as_deref().ok_or("--target is required")?)?;
+    let placements = runner::placements(config.workers, config.cpus.as_deref())?;
+    let workers = placements.len() as u32;
+    let mut traffic = config.traffic.clone();
+    if target.addr.is_ipv6() && traffic.peers > PORTS_PER_SOURCE {
+        eprintln!(
+            "load-test: IPv6 loopback has one address; using {PORTS_PER_SOURCE} peers instead of {}",
+            traffic.peers
+        );
+        traffic.peers = PORTS_PER_SOURCE;
+    }
+    let connections = (config.http.connections_per_worker * workers)
+        .max(min_sources(traffic.peers))
+        .next_multiple_of(workers);
+    let identities = if target.addr.is_ipv6() {
+        1
+    } else {
+        connections
+    };
+    let model = TrafficModel::new(&traffic, identities, config.seed)?;
+    let mix = Weighted::new(config.http.mix.as_array()).map_err(|e| format!("--mix: {e}"))?;
+    let tls = if target.tls {
+        Some(TlsConnector::from(Arc::new(tls_config(config)?)))
+    } else {
+        None
+    };
+    let plan = Arc::new(Plan {
+        target: target.clone(),
+        tls,
+        model,
+        mix,
+        workers,
+        connections,
+        rate_per_connection: config.rate.map(|r| r / f64::from(connections)),
+        duration_ns: (config.duration_secs * 1e9) as u64,
+        timeout: Duration::from_millis(config.timeout_ms),
+        seed: config.seed,
+    });
+    let url = config.target.clone().unwrap_or_default();
+    let mode = match config.rate {
+        Some(rate) => format!("open loop, {rate} req/s"),
+        None => "closed loop, 1 in flight per connection".to_string(),
+    };
+    eprintln!(
+        "load-test: http {url}, {workers} worker(s) on {placements:?}, {connections} connections, {mode}, {} s",
+        config.duration_secs
+    );
+    let deadline =
+        Duration::from_secs_f64(config.duration_secs + 2.0 * config.timeout_ms as f64 / 1e3 + 10.0);
+    let stats = runner::run(placements, config.progress, deadline, &KINDS, {
+        let plan = plan.clone();
+        move |env| worker(plan.clone(), env)
+    })?;
+    let info = RunInfo {
+        protocol: if target.tls { "https" } else { "http" },
+        target: &url,
+        mode,
+        workers: workers as usize,
+        sockets: connections,
+        kinds: &KINDS,
+    };
+    Ok(Summary::new(&stats, &info, config.duration_secs))
+}
+
+/// rustls with the ring provider; `--insecure` accepts any certificate.
+fn tls_config(config: &Config) -> Result<ClientConfig, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS set-up: {e}"))?;
+    if config.http.insecure {
+        return Ok(builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
+            .with_no_client_auth());
+    }
+    let path = config.http.ca.clone().unwrap_or_else(|| SYSTEM_CAS.into());
+    let mut roots = RootCertStore::empty();
+    let certs = CertificateDer::pem_file_iter(&path)
+        .map_err(|e| format!("cannot read CAs from {}: {e}", path.display()))?;
+    for cert in certs {
+        let cert = cert.map_err(|e| format!("{}: {e}", path.display()))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(builder.with_root_certificates(roots).with_no_client_auth())
+}
+
+/// For `--insecure`: any certificate is taken, but handshake signatures are
+/// still checked.
+#[derive(Debug)]
+struct AcceptAnyCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+async fn worker(plan: Arc<Plan>, env: WorkerEnv) -> Result<Stats, String> {
+    let stats = Rc::new(RefCell::new(Stats::default()));
+    let env = Rc::new(env);
+    let tasks: Vec<_> = (env.index as u32..plan.connections)
+        .step_by(plan.workers as usize)
+        .map(|c| glommio::spawn_local(connection_loop(plan.clone(), env.clone(), stats.clone(), c)))
+        .collect();
+    let ticker = glommio::spawn_local({
+        let (env, stats) = (env.clone(), stats.clone());
+        async move {
+            loop {
+                glommio::timer::sleep(Duration::from_millis(200)).await;
+                env.publish(&stats.borrow().counters);
+            }
+        }
+    });
+    for task in tasks {
+        task.await;
+    }
+    drop(ticker);
+    env.publish(&stats.borrow().counters);
+    let stats = stats.borrow().clone();
+    Ok(stats)
+}
+
+/// How a connection's use ended.
+enum Ended {
+    /// The run is over.
+    Done,
+    /// Open a new connection and go on.
+    Reconnect,
+}
+
+/// Per-connection state that outlives reconnections.
+struct Conn {
+    plan: Arc<Plan>,
+    env: Rc<WorkerEnv>,
+    stats: Rc<RefCell<Stats>>,
+    session: HttpSession,
+    rng: Rng,
+    request: Vec<u8>,
+    buf: Vec<u8>,
+    /// Open loop: requests scheduled so far.
+    scheduled: u64,
+}
+
+/// One connection slot until the end of the run, reconnecting when the
+/// server closes or a request times out.
+async fn connection_loop(plan: Arc<Plan>, env: Rc<WorkerEnv>, stats: Rc<RefCell<Stats>>, c: u32) {
+    let source = c % plan.model.sources();
+    let local_ip = source_ip(plan.target.addr, c);
+    let mut conn = Conn {
+        session: HttpSession::new(plan.target.clone(), source, local_ip, plan.mix.clone()),
+        rng: Rng::new(plan.seed ^ (u64::from(c) << 32) ^ 0x5a5a),
+        request: Vec::with_capacity(1024),
+        buf: vec![0; 16 << 10],
+        scheduled: 0,
+        plan,
+        env,
+        stats,
+    };
+    while conn.env.now_ns() < conn.plan.duration_ns {
+        let stream = match connect(local_ip, conn.plan.target.addr, conn.plan.timeout) {
+            Ok(stream) => stream,
+            Err(e) => {
+                conn.stats
+                    .borrow_mut()
+                    .failure(format!("connect: {e}").as_bytes());
+                glommio::timer::sleep(RETRY_PAUSE).await;
+                continue;
+            }
+        };
+        conn.stats.borrow_mut().connections += 1;
+        let ended = match &conn.plan.tls {
+            None => conn.serve(stream).await,
+            Some(connector) => {
+                let name = ServerName::IpAddress(conn.plan.target.addr.ip().into());
+                match connector.clone().connect(name, stream).await {
+                    Ok(tls) => conn.serve(tls).await,
+                    Err(e) => {
+                        conn.stats
+                            .borrow_mut()
+                            .failure(format!("TLS handshake: {e}").as_bytes());
+                        glommio::timer::sleep(RETRY_PAUSE).await;
+                        Ended::Reconnect
+                    }
+                }
+            }
+        };
+        if let Ended::Done = ended {
+            break;
+        }
+    }
+}
+
+/// A TCP connection from `local_ip` (any port) to `target`. The connect itself
+/// blocks the executor briefly; on loopback it completes at once.
+fn connect(
+    local_ip: std::net::IpAddr,
+    target: SocketAddr,
+    timeout: Duration,
+) -> io::Result<glommio::net::TcpStream> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(
+        Domain::for_address(target),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )?;
+    socket.bind(&SocketAddr::new(local_ip, 0).into())?;
+    socket.set_tcp_nodelay(true)?;
+    socket.connect_timeout(&target.into(), timeout)?;
+    socket.set_nonblocking(true)?;
+    // SAFETY: the fd comes from a socket we own and hand over whole.
+    let stream = unsafe { glommio::net::TcpStream::from_raw_fd(socket.into_raw_fd()) };
+    stream
+        .set_read_timeout(Some(timeout))
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(stream)
+}
+
+impl Conn {
+    /// Requests and answers on one open connection.
+    async fn serve<S: AsyncRead + AsyncWrite + Unpin>(&mut self, mut stream: S) -> Ended {
+        loop {
+            let Some(sent_ns) = self.next_send().await else {
+                return Ended::Done;
+            };
+            self.request.clear();
+            self.session.write_request(
+                &self.plan.model,
+                &mut self.rng,
+                sent_ns,
+                &mut self.request,
+                &mut self.stats.borrow_mut(),
+            );
+            let written = async {
+                stream.write_all(&self.request).await?;
+                stream.flush().await
+            };
+            if written.await.is_err() {
+                self.session.abandon(false, &mut self.stats.borrow_mut());
+                return Ended::Reconnect;
+            }
+            match self.read_answer(&mut stream).await {
+                Ok(true) => {}
+                Ok(false) => return Ended::Reconnect,
+                Err(e) => {
+                    let timed_out = matches!(
+                        e.kind(),
+                        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+                    );
+                    self.session
+                        .abandon(timed_out, &mut self.stats.borrow_mut());
+                    return Ended::Reconnect;
+                }
+            }
+        }
+    }
+
+    /// When the next request goes (now in the closed loop, on schedule in the
+    /// open loop), as the time it counts from; `None` when the run is over.
+    async fn next_send(&mut self) -> Option<u64> {
+        let end = self.plan.duration_ns;
+        let now = self.env.now_ns();
+        if now >= end {
+            return None;
+        }
+        let Some(rate) = self.plan.rate_per_connection else {
+            return Some(now);
+        };
+        let per_ns = rate / 1e9;
+        let timeout_ns = self.plan.timeout.as_nanos() as u64;
+        loop {
+            let intended = (self.scheduled as f64 / per_ns) as u64;
+            if intended >= end {
+                return None;
+            }
+            // Hopelessly behind: those requests are skipped, not sent late.
+            if intended + timeout_ns < now {
+                self.scheduled += 1;
+                self.stats.borrow_mut().skipped += 1;
+                continue;
+            }
+            self.scheduled += 1;
+            if intended > now {
+                glommio::timer::sleep(Duration::from_nanos(intended - now)).await;
+            }
+            // Latency counts from the intended time (no coordinated omission).
+            return Some(intended);
+        }
+    }
+
+    /// Reads and checks one answer. `Ok(false)` when the connection must be
+    /// replaced (closed by the server, or broken framing).
+    async fn read_answer<S: AsyncRead + Unpin>(&mut self, stream: &mut S) -> io::Result<bool> {
+        let mut filled = 0;
+        loop {
+            if filled == self.buf.len() {
+                self.buf.resize(self.buf.len() * 2, 0);
+            }
+            let n = stream.read(&mut self.buf[filled..]).await?;
+            if n == 0 {
+                self.session.abandon(false, &mut self.stats.borrow_mut());
+                return Ok(false);
+            }
+            filled += n;
+            let mut stats = self.stats.borrow_mut();
+            match frame(&self.buf[..filled]) {
+                Ok(None) => {}
+                Ok(Some(framed)) => {
+                    let now = self.env.now_ns();
+                    self.session
+                        .on_answer(&self.buf[..filled], framed, now, &mut stats);
+                    if framed.len != filled {
+                        // Bytes after the answer, which nothing asked for.
+                        stats.invalid(Invalid::Malformed);
+                        return Ok(false);
+                    }
+                    return Ok(!framed.close);
+                }
+                Err(why) => {
+                    self.session.fail(why, &mut stats);
+                    return Ok(false);
+                }
+            }
+        }
+    }
+}

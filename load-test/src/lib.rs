@@ -1,0 +1,17 @@
+//! The load generator behind the `load-test` binary: a traffic model, the
+//! per-socket (UDP) and per-connection (HTTP) protocol state that checks every
+//! answer, thin glommio I/O loops around them, and the statistics and reports.
+//!
+//! Pure and unit-tested: [`model`], [`histogram`], [`stats`], [`config`],
+//! [`udp_session`], [`http_session`]. I/O: [`udp`], [`http`], [`runner`].
+
+pub mod compare;
+pub mod config;
+pub mod histogram;
+pub mod http;
+pub mod http_session;
+pub mod model;
+pub mod runner;
+pub mod stats;
+pub mod udp;
+pub mod udp_session;
