@@ -210,23 +210,45 @@ impl Shard {
         f(&mut self.store.borrow_mut())
     }
 
-    /// Announces to any torrent: answered here if local, else by its owner.
-    pub async fn announce(
+    /// Announces to a torrent of this shard and hands the counts and peers to
+    /// `answer` (which writes the reply); `None` when another worker owns the
+    /// torrent. The peers live in a buffer that every local announce reuses,
+    /// so the common path does not allocate.
+    pub fn announce_here<R>(
+        &self,
+        req: &Announce,
+        answer: impl FnOnce(Result<SwarmCounts, AnnounceRefused>, &[PeerEntry]) -> R,
+    ) -> Option<R> {
+        if !self.is_local(&req.info_hash) {
+            return None;
+        }
+        let mut peers = self.peers_scratch.borrow_mut();
+        let counts = self.announce_local(req, &mut peers);
+        Some(answer(counts, &peers))
+    }
+
+    /// Announces to any torrent, here or at its owner, and hands the counts
+    /// and peers to `answer`.
+    pub async fn announce<R>(
         &self,
         req: Announce,
-    ) -> Result<Result<AnnounceAnswer, AnnounceRefused>, RouteError> {
+        answer: impl FnOnce(Result<SwarmCounts, AnnounceRefused>, &[PeerEntry]) -> R,
+    ) -> Result<R, RouteError> {
         let owner = self.owner(&req.info_hash);
         if owner == self.index {
             let mut peers = self.peers_scratch.borrow_mut();
             let counts = self.announce_local(&req, &mut peers);
-            return Ok(counts.map(|c| AnnounceAnswer {
-                seeders: c.seeders,
-                leechers: c.leechers,
-                peers: peers.clone(),
-            }));
+            return Ok(answer(counts, &peers));
         }
         match self.ask(owner, ShardRequest::Announce(req)).await?.await? {
-            ShardReply::Announce(answer) => Ok(answer),
+            ShardReply::Announce(Ok(a)) => {
+                let counts = SwarmCounts {
+                    seeders: a.seeders,
+                    leechers: a.leechers,
+                };
+                Ok(answer(Ok(counts), &a.peers))
+            }
+            ShardReply::Announce(Err(refused)) => Ok(answer(Err(refused), &[])),
             _ => unreachable!("owners answer in kind"),
         }
     }

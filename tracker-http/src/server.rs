@@ -32,7 +32,7 @@ use tracker_common::config::{HttpConfig, SwarmConfig};
 use tracker_common::mesh::{RouteError, Shard};
 use tracker_common::signals::LocalCopy;
 use tracker_common::stats::Counter;
-use tracker_common::swarm::AnnounceRefused;
+use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
 use tracker_common::types::{canonical_ip, Announce, InfoHash, PeerEntry, ScrapeStats};
 
 use crate::request::{
@@ -101,7 +101,6 @@ pub struct HttpService {
     tls: Option<RefCell<LocalCopy<ServerConfig>>>,
     open: Cell<usize>,
     /// Peers of a local announce: reused, never held across an await.
-    peers: RefCell<Vec<PeerEntry>>,
     pub stats: HttpStats,
 }
 
@@ -192,7 +191,6 @@ impl HttpService {
             config: config.clone(),
             tls: tls.map(|shared| RefCell::new(LocalCopy::new(shared))),
             open: Cell::new(0),
-            peers: RefCell::new(Vec::new()),
             stats: HttpStats::default(),
         })
     }
@@ -522,25 +520,11 @@ impl HttpService {
             left: req.left,
             numwant,
         };
-        if self.shard.is_local(&announce.info_hash) {
-            let mut peers = self.peers.borrow_mut();
-            let counts = self
-                .shard
-                .announce_local(&announce, &mut peers)
-                .map(|c| (c.seeders, c.leechers));
-            self.write_announce(out, connection, req, counts, &peers);
-            return;
-        }
-        match self.shard.announce(announce).await {
-            Ok(answer) => {
-                let counts = answer
-                    .as_ref()
-                    .map(|a| (a.seeders, a.leechers))
-                    .map_err(|e| *e);
-                let peers = answer.as_ref().map_or(&[][..], |a| &a.peers);
-                self.write_announce(out, connection, req, counts, peers);
-            }
-            Err(e) => self.route_failed(out, connection, e),
+        let routed = self.shard.announce(announce, |counts, peers| {
+            self.write_announce(out, connection, req, counts, peers)
+        });
+        if let Err(e) = routed.await {
+            self.route_failed(out, connection, e);
         }
     }
 
@@ -549,11 +533,11 @@ impl HttpService {
         out: &mut Vec<u8>,
         connection: Connection,
         req: &AnnounceRequest<'_>,
-        counts: Result<(u32, u32), AnnounceRefused>,
+        counts: Result<SwarmCounts, AnnounceRefused>,
         peers: &[PeerEntry],
     ) {
         match counts {
-            Ok((seeders, leechers)) => {
+            Ok(SwarmCounts { seeders, leechers }) => {
                 let answer = AnnounceResponse {
                     interval: self.swarm.announce_interval_secs,
                     min_interval: None,

@@ -7,7 +7,6 @@ use crate::codec::{
 };
 use crate::cookie::ConnectionCookies;
 use crate::socket::{canonical_ip, send_one, LocalAddr, RecvBatch, SendBatch};
-use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
@@ -17,7 +16,7 @@ use tracker_common::clock;
 use tracker_common::config::{SwarmConfig, UdpConfig};
 use tracker_common::mesh::Shard;
 use tracker_common::stats::Counter;
-use tracker_common::swarm::AnnounceRefused;
+use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
 use tracker_common::types::{Announce, InfoHash, PeerEntry, ScrapeStats};
 
 /// Per-worker UDP counters.
@@ -51,7 +50,6 @@ pub struct UdpService {
     swarm: SwarmConfig,
     max_scrape_hashes: usize,
     pub stats: UdpStats,
-    peers: RefCell<Vec<PeerEntry>>,
 }
 
 impl UdpService {
@@ -67,7 +65,6 @@ impl UdpService {
             swarm,
             max_scrape_hashes: udp.max_scrape_hashes,
             stats: UdpStats::default(),
-            peers: RefCell::new(Vec::new()),
         })
     }
 
@@ -173,35 +170,20 @@ impl UdpService {
                     left: req.left,
                     numwant,
                 };
-                if self.shard.is_local(&announce.info_hash) {
-                    let mut peers = self.peers.borrow_mut();
-                    let answer = self.shard.announce_local(&announce, &mut peers);
-                    self.write_announce(
-                        tx.push(from, to),
-                        txid,
-                        family,
-                        answer.map(|c| (c.seeders, c.leechers)),
-                        &peers,
-                    );
-                } else {
+                let written = self.shard.announce_here(&announce, |counts, peers| {
+                    self.write_announce(tx.push(from, to), txid, family, counts, peers)
+                });
+                if written.is_none() {
                     let this = self.clone();
                     glommio::spawn_local(async move {
                         let mut out = Vec::new();
-                        match this.shard.announce(announce).await {
-                            Ok(answer) => {
-                                let counts = answer
-                                    .as_ref()
-                                    .map(|a| (a.seeders, a.leechers))
-                                    .map_err(|e| *e);
-                                let peers = answer.as_ref().map_or(&[][..], |a| &a.peers);
-                                this.write_announce(&mut out, txid, family, counts, peers);
-                            }
-                            Err(_) => {
-                                this.stats.dropped_overloaded.inc();
-                                return;
-                            }
+                        let routed = this.shard.announce(announce, |counts, peers| {
+                            this.write_announce(&mut out, txid, family, counts, peers)
+                        });
+                        match routed.await {
+                            Ok(()) => this.send_now(fd, &out, from, to),
+                            Err(_) => this.stats.dropped_overloaded.inc(),
                         }
-                        this.send_now(fd, &out, from, to);
                     })
                     .detach();
                 }
@@ -257,11 +239,11 @@ impl UdpService {
         out: &mut Vec<u8>,
         txid: TransactionId,
         family: IpFamily,
-        counts: Result<(u32, u32), AnnounceRefused>,
+        counts: Result<SwarmCounts, AnnounceRefused>,
         peers: &[PeerEntry],
     ) {
         match counts {
-            Ok((seeders, leechers)) => {
+            Ok(SwarmCounts { seeders, leechers }) => {
                 write_announce_response(
                     out,
                     txid,
