@@ -10,8 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use glommio::{CpuSet, LocalExecutorBuilder, Placement};
-use tracker_common::runtime::{self, WorkerPlacement, MEMLOCK_PER_WORKER};
+use tracker_common::runtime::{self, WorkerPlacement};
 
 use crate::model::Kind;
 use crate::stats::{progress_line, Counters, Stats};
@@ -76,23 +75,12 @@ where
     let mut handles = Vec::new();
     let mut lives = Vec::new();
     for (index, placement) in placements.iter().enumerate() {
-        let glommio_placement = match placement {
-            WorkerPlacement::Pinned(cpu) => Placement::Fixed(*cpu),
-            WorkerPlacement::Unpinned(cpus) => {
-                let set = CpuSet::online()
-                    .map_err(|e| format!("cannot read the CPU topology: {e}"))?
-                    .filter(|loc| cpus.contains(&loc.cpu));
-                Placement::Fenced(set)
-            }
-        };
         let live = Arc::new(Mutex::new(Counters::default()));
         lives.push(live.clone());
         let env = WorkerEnv { index, start, live };
         let worker = worker.clone();
         let finished = finished.clone();
-        let handle = LocalExecutorBuilder::new(glommio_placement)
-            .name(&format!("load-{index}"))
-            .io_memory(MEMLOCK_PER_WORKER as usize)
+        let handle = runtime::executor_builder(placement, &format!("load-{index}"))?
             .spawn(move || async move {
                 let result = AssertUnwindSafe(worker(env)).catch_unwind().await;
                 finished.fetch_add(1, Ordering::SeqCst);

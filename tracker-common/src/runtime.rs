@@ -149,6 +149,27 @@ pub fn format_cpu_list(cpus: &[usize]) -> String {
     out.join(",")
 }
 
+/// A glommio executor builder for one worker: its CPU placement, its name,
+/// and the small registered I/O buffer (see `IO_MEMORY`). The tracker and the
+/// load generator both build their executors here.
+pub fn executor_builder(
+    placement: &WorkerPlacement,
+    name: &str,
+) -> Result<LocalExecutorBuilder, String> {
+    let glommio_placement = match placement {
+        WorkerPlacement::Pinned(cpu) => Placement::Fixed(*cpu),
+        WorkerPlacement::Unpinned(cpus) => {
+            let set = CpuSet::online()
+                .map_err(|e| format!("cannot read the CPU topology: {e}"))?
+                .filter(|loc| cpus.contains(&loc.cpu));
+            Placement::Fenced(set)
+        }
+    };
+    Ok(LocalExecutorBuilder::new(glommio_placement)
+        .name(name)
+        .io_memory(IO_MEMORY))
+}
+
 /// Runs one executor per placement, each running `worker(index)`, and returns
 /// when the first of them ends: any end is a failure (workers serve until the
 /// process stops), reported with the worker and the reason so that the process
@@ -160,19 +181,8 @@ where
 {
     let (done_tx, done_rx) = mpsc::channel::<(usize, Result<(), String>)>();
     for (index, placement) in placements.into_iter().enumerate() {
-        let glommio_placement = match &placement {
-            WorkerPlacement::Pinned(cpu) => Placement::Fixed(*cpu),
-            WorkerPlacement::Unpinned(cpus) => {
-                let set = CpuSet::online()
-                    .map_err(|e| format!("cannot read the CPU topology: {e}"))?
-                    .filter(|loc| cpus.contains(&loc.cpu));
-                Placement::Fenced(set)
-            }
-        };
         let worker = worker.clone();
-        let handle = LocalExecutorBuilder::new(glommio_placement)
-            .name(&format!("worker-{index}"))
-            .io_memory(IO_MEMORY)
+        let handle = executor_builder(&placement, &format!("worker-{index}"))?
             .spawn(move || worker(index))
             .map_err(|e| format!("cannot start worker {index} ({placement:?}): {e}"))?;
         let done_tx = done_tx.clone();

@@ -354,16 +354,7 @@ impl HttpService {
                             RequestError::HeadTooLarge => self.stats.head_too_large.inc(),
                             _ => {}
                         }
-                        self.fail(
-                            &mut c.out,
-                            error.status(),
-                            Connection::Close,
-                            error.reason(),
-                        );
-                        return match self.flush(stream, &mut c.out).await {
-                            Ok(()) => End::Closed,
-                            Err(()) => End::Gone,
-                        };
+                        return self.fail_and_close(stream, &mut c.out, error).await;
                     }
                 }
             }
@@ -384,17 +375,9 @@ impl HttpService {
             }
             if c.end == c.buf.len() && !c.make_room(self.config.max_request_head_bytes) {
                 self.stats.head_too_large.inc();
-                let error = RequestError::HeadTooLarge;
-                self.fail(
-                    &mut c.out,
-                    error.status(),
-                    Connection::Close,
-                    error.reason(),
-                );
-                return match self.flush(stream, &mut c.out).await {
-                    Ok(()) => End::Closed,
-                    Err(()) => End::Gone,
-                };
+                return self
+                    .fail_and_close(stream, &mut c.out, RequestError::HeadTooLarge)
+                    .await;
             }
             let Some(left) = deadline
                 .checked_duration_since(Instant::now())
@@ -422,6 +405,21 @@ impl HttpService {
 
     /// Writes out all gathered answers; Err when the client is gone or too slow
     /// to take them.
+    /// Answers an error that leaves the stream position unknown, then ends
+    /// the connection.
+    async fn fail_and_close<S: Transport>(
+        &self,
+        stream: &mut S,
+        out: &mut Vec<u8>,
+        error: RequestError,
+    ) -> End {
+        self.fail(out, error.status(), Connection::Close, error.reason());
+        match self.flush(stream, out).await {
+            Ok(()) => End::Closed,
+            Err(()) => End::Gone,
+        }
+    }
+
     async fn flush<S: Transport>(&self, stream: &mut S, out: &mut Vec<u8>) -> Result<(), ()> {
         let _ = stream.tcp().set_write_timeout(Some(self.idle_timeout));
         let written = async {
