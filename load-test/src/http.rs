@@ -192,21 +192,7 @@ async fn worker(plan: Arc<Plan>, env: WorkerEnv) -> Result<Stats, String> {
         .step_by(plan.workers as usize)
         .map(|c| glommio::spawn_local(connection_loop(plan.clone(), env.clone(), stats.clone(), c)))
         .collect();
-    let ticker = glommio::spawn_local({
-        let (env, stats) = (env.clone(), stats.clone());
-        async move {
-            loop {
-                glommio::timer::sleep(Duration::from_millis(200)).await;
-                env.publish(&stats.borrow().counters);
-            }
-        }
-    });
-    for task in tasks {
-        task.await;
-    }
-    drop(ticker);
-    env.publish(&stats.borrow().counters);
-    let stats = stats.borrow().clone();
+    let (_, stats) = runner::finish_worker(&env, &stats, tasks).await;
     Ok(stats)
 }
 

@@ -4,6 +4,7 @@
 //! the end.
 
 use futures_lite::FutureExt;
+use std::cell::RefCell;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -53,6 +54,33 @@ impl WorkerEnv {
             *live = *counters;
         }
     }
+}
+
+/// Awaits a worker's tasks while publishing its counters for the progress
+/// line every 200 ms, then publishes them a last time and returns the tasks'
+/// results with the worker's final statistics.
+pub async fn finish_worker<T>(
+    env: &WorkerEnv,
+    stats: &RefCell<Stats>,
+    tasks: Vec<glommio::Task<T>>,
+) -> (Vec<T>, Stats) {
+    let ticker = async {
+        loop {
+            glommio::timer::sleep(Duration::from_millis(200)).await;
+            env.publish(&stats.borrow().counters);
+        }
+    };
+    let all = async {
+        let mut results = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            results.push(task.await);
+        }
+        results
+    };
+    let results = futures_lite::future::or(all, ticker).await;
+    env.publish(&stats.borrow().counters);
+    let stats = stats.borrow().clone();
+    (results, stats)
 }
 
 /// Runs `worker` on every placement, prints progress until they have all

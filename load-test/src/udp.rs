@@ -133,21 +133,8 @@ async fn worker(plan: Arc<Plan>, env: WorkerEnv) -> Result<Stats, String> {
             plan, env, stats, g, socket,
         )));
     }
-    let ticker = glommio::spawn_local({
-        let (env, stats) = (env.clone(), stats.clone());
-        async move {
-            loop {
-                glommio::timer::sleep(Duration::from_millis(200)).await;
-                env.publish(&stats.borrow().counters);
-            }
-        }
-    });
-    for task in tasks {
-        task.await?;
-    }
-    drop(ticker);
-    env.publish(&stats.borrow().counters);
-    let stats = stats.borrow().clone();
+    let (results, stats) = runner::finish_worker(&env, &stats, tasks).await;
+    results.into_iter().collect::<Result<(), String>>()?;
     Ok(stats)
 }
 
