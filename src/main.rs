@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::{error, info, warn};
 use tracker_common::config::{default_config_file, Config, ConfigError};
+use tracker_common::host;
 use tracker_common::mesh::{Meshes, Shard};
+use tracker_common::privileges::{self, PrivilegePlan};
 use tracker_common::runtime::{self, WorkerPlacement};
 use tracker_common::signals::{BlockedSignals, Reloadable, SIGHUP};
 use tracker_common::swarm::{StoreLimits, SwarmStore};
@@ -65,6 +67,18 @@ struct Cli {
     /// reverse proxy (e.g. X-Forwarded-For).
     #[arg(long = "real-ip-header", value_name = "NAME")]
     real_ip_header: Option<String>,
+    /// Once the ports are bound, become this user (started as root).
+    #[arg(long, value_name = "NAME")]
+    user: Option<String>,
+    /// ... and this group (default: the user's own).
+    #[arg(long, value_name = "NAME", requires = "user")]
+    group: Option<String>,
+    /// ... after a chroot to this directory.
+    #[arg(long, value_name = "DIR", requires = "user")]
+    chroot: Option<String>,
+    /// Serve as root when started as root with no --user.
+    #[arg(long)]
+    allow_root: bool,
 }
 
 /// What one worker serves: its own socket for every address.
@@ -142,6 +156,18 @@ fn load_config(cli: &Cli) -> Result<Config, ConfigError> {
     if let Some(name) = &cli.real_ip_header {
         config.http.real_ip_header = name.clone();
     }
+    if let Some(user) = &cli.user {
+        config.privileges.user = user.clone();
+    }
+    if let Some(group) = &cli.group {
+        config.privileges.group = group.clone();
+    }
+    if let Some(dir) = &cli.chroot {
+        config.privileges.chroot = dir.clone();
+    }
+    if cli.allow_root {
+        config.privileges.allow_root = true;
+    }
     config.validate()?;
     if config.udp.listen.is_empty()
         && config.http.listen.is_empty()
@@ -182,6 +208,17 @@ fn run(config: Config) -> Result<(), String> {
         config.runtime.pin,
     )?;
     let workers = placements.len();
+    let kernel =
+        host::kernel_release().map_err(|e| format!("cannot read the kernel version: {e}"))?;
+    host::check_kernel(&kernel)?;
+    host::check_io_uring()?;
+    let euid = privileges::euid();
+    let privilege_plan = privileges::plan(&config.privileges, euid, privileges::resolve)?;
+    host::check_memlock(
+        host::memlock_limit(),
+        workers,
+        privilege_plan.serves_as_root(euid),
+    )?;
     // Before any other thread starts, so that every thread inherits the mask
     // and only the signal thread ever takes SIGHUP.
     let signals =
@@ -194,12 +231,30 @@ fn run(config: Config) -> Result<(), String> {
         Some(secret) => secret,
         None => random_bytes()?,
     };
+    let seed = u64::from_le_bytes(random_bytes::<8>()?);
     log_start(&config, &placements, &sockets);
+    // Every socket is bound and every file read: give up root before any
+    // thread starts, as credentials are per thread.
+    if let PrivilegePlan::Drop { identity, chroot } = &privilege_plan {
+        runtime::topology()?;
+        privileges::drop_privileges(identity, chroot.as_deref())?;
+        info!(
+            "serving as user {} (uid {}, gid {}){}",
+            identity.user,
+            identity.uid,
+            identity.gid,
+            chroot
+                .as_ref()
+                .map(|dir| format!(", chrooted to {}", dir.display()))
+                .unwrap_or_default()
+        );
+    } else if euid == 0 {
+        warn!("serving as root (privileges.allow_root): set privileges.user to drop root");
+    }
     spawn_signal_handler(signals, &config, tls.clone())?;
 
     let meshes = Meshes::new(workers, config.runtime.channel_capacity);
     let sockets = Arc::new(Mutex::new(sockets));
-    let seed = u64::from_le_bytes(random_bytes::<8>()?);
     runtime::run_workers(placements, move |index| {
         let config = config.clone();
         let meshes = meshes.clone();
@@ -419,11 +474,6 @@ impl LocalAddr for TcpListener {
     }
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 fn random_bytes<const N: usize>() -> Result<[u8; N], String> {
     use std::io::Read;
     let mut bytes = [0u8; N];
@@ -451,20 +501,11 @@ fn log_start(config: &Config, placements: &[WorkerPlacement], sockets: &[WorkerS
         None => String::new(),
     };
     info!("starting {} workers, {placement}", placements.len());
-    let workers = placements.len() as u64;
-    match runtime::memlock_limit() {
-        // io_uring does not charge root's registrations to the limit.
-        Some(limit) if limit < workers * runtime::MEMLOCK_PER_WORKER && !is_root() => warn!(
-            "locked-memory limit {} KiB is below the ~{} KiB that {workers} workers register; \
-             workers may fail to start: raise it (LimitMEMLOCK= in the systemd unit, \
-             memlock in limits.conf) or run fewer workers",
-            limit >> 10,
-            (workers * runtime::MEMLOCK_PER_WORKER) >> 10
-        ),
+    match host::memlock_limit() {
         Some(limit) => info!(
             "locked-memory limit {} KiB, enough for {} workers",
             limit >> 10,
-            limit / runtime::MEMLOCK_PER_WORKER
+            limit / host::MEMLOCK_PER_WORKER
         ),
         None => info!("locked-memory limit: unlimited"),
     }

@@ -99,6 +99,8 @@ pub struct TrackerBuilder {
     https: Vec<SocketAddr>,
     cert: Option<TestCert>,
     config: Option<String>,
+    allow_root: bool,
+    pre_exec: Option<fn() -> std::io::Result<()>>,
 }
 
 impl Tracker {
@@ -110,6 +112,10 @@ impl Tracker {
             https: Vec::new(),
             cert: None,
             config: None,
+            // The suite runs as root on CI machines; the tests of the refusal
+            // turn this off.
+            allow_root: true,
+            pre_exec: None,
         }
     }
 
@@ -174,6 +180,18 @@ impl TrackerBuilder {
         self
     }
 
+    /// Leaves out `--allow-root`, which every tracker otherwise gets.
+    pub fn without_allow_root(mut self) -> Self {
+        self.allow_root = false;
+        self
+    }
+
+    /// Runs `f` in the child before it becomes the tracker (to set limits).
+    pub fn pre_exec(mut self, f: fn() -> std::io::Result<()>) -> Self {
+        self.pre_exec = Some(f);
+        self
+    }
+
     /// The certificate for HTTPS.
     pub fn tls_cert(mut self, cert: TestCert) -> Self {
         self.cert = Some(cert);
@@ -192,6 +210,14 @@ impl TrackerBuilder {
     pub fn spawn(self) -> Tracker {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tracker"));
         cmd.args(&self.args);
+        if self.allow_root {
+            cmd.arg("--allow-root");
+        }
+        if let Some(f) = self.pre_exec {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: `f` only makes async-signal-safe calls (setrlimit).
+            unsafe { cmd.pre_exec(f) };
+        }
         for (flag, addrs) in [
             ("--udp", &self.udp),
             ("--http", &self.http),

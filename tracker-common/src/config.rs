@@ -15,6 +15,7 @@ pub struct Config {
     pub swarm: SwarmConfig,
     pub udp: UdpConfig,
     pub http: HttpConfig,
+    pub privileges: PrivilegesConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -125,6 +126,22 @@ pub struct HttpConfig {
     pub full_scrape: bool,
     /// The most torrents listed in one full scrape.
     pub full_scrape_max_torrents: usize,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PrivilegesConfig {
+    /// The user to become once the ports are bound (started as root). Empty:
+    /// stay who we are, which as root needs `allow_root`.
+    pub user: String,
+    /// The group to become; empty means the user's own group.
+    pub group: String,
+    /// A directory to chroot into before dropping to `user`; empty: none.
+    /// Files read later (certificates and lists on SIGHUP, the state file on
+    /// exit) are then looked up inside it.
+    pub chroot: String,
+    /// Serve as root when started as root with no `user`.
+    pub allow_root: bool,
 }
 
 impl HttpConfig {
@@ -356,6 +373,27 @@ impl Config {
                 format!("`{}` is not an HTTP header name", h.real_ip_header),
             ));
         }
+        let p = &self.privileges;
+        if p.user.is_empty() && !p.group.is_empty() {
+            return Err(ConfigError::key(
+                "privileges.group",
+                "needs privileges.user",
+            ));
+        }
+        if !p.chroot.is_empty() {
+            if p.user.is_empty() {
+                return Err(ConfigError::key(
+                    "privileges.chroot",
+                    "needs privileges.user (a chroot kept as root is no barrier)",
+                ));
+            }
+            if !Path::new(&p.chroot).is_absolute() {
+                return Err(ConfigError::key(
+                    "privileges.chroot",
+                    format!("`{}` is not an absolute path", p.chroot),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -503,6 +541,20 @@ real_ip_header = "{real_ip_header}"
 full_scrape = {full_scrape}
 # The most torrents listed in one full scrape.
 full_scrape_max_torrents = {full_scrape_max_torrents}
+
+[privileges]
+# The user to become once the ports are bound, when started as root (so ports
+# below 1024 need no capabilities). Empty: stay who we are; as root that needs
+# allow_root.
+user = "{user}"
+# The group to become; empty means the user's own group.
+group = "{group}"
+# A directory to chroot into before becoming `user`; empty: none. Files read
+# later (certificates on SIGHUP, the state file on exit) are then looked up
+# inside it.
+chroot = "{chroot}"
+# Serve as root when started as root with no user set. Off, the tracker refuses.
+allow_root = {allow_root}
 "#,
         workers = c.runtime.workers,
         cpus = c.runtime.cpus,
@@ -536,6 +588,10 @@ full_scrape_max_torrents = {full_scrape_max_torrents}
         real_ip_header = c.http.real_ip_header,
         full_scrape = c.http.full_scrape,
         full_scrape_max_torrents = c.http.full_scrape_max_torrents,
+        user = c.privileges.user,
+        group = c.privileges.group,
+        chroot = c.privileges.chroot,
+        allow_root = c.privileges.allow_root,
     )
 }
 
@@ -645,6 +701,21 @@ mod tests {
             (
                 |c: &mut Config| c.http.max_requests_per_connection = 0,
                 "http.max_requests_per_connection",
+            ),
+            (
+                |c: &mut Config| c.privileges.group = "nogroup".into(),
+                "privileges.group",
+            ),
+            (
+                |c: &mut Config| c.privileges.chroot = "/var/empty".into(),
+                "privileges.chroot",
+            ),
+            (
+                |c: &mut Config| {
+                    c.privileges.user = "nobody".into();
+                    c.privileges.chroot = "relative".into();
+                },
+                "privileges.chroot",
             ),
         ] {
             let mut c = Config::default();

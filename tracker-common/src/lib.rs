@@ -4,7 +4,9 @@
 
 pub mod clock;
 pub mod config;
+pub mod host;
 pub mod mesh;
+pub mod privileges;
 pub mod runtime;
 pub mod shard;
 pub mod signals;

@@ -1,7 +1,7 @@
 //! One glommio executor per worker: CPU choice and placement, and the rule that
 //! the process exits as soon as any worker dies.
 
-use glommio::{CpuSet, LocalExecutorBuilder, Placement};
+use glommio::{CpuSet, LocalExecutorBuilder, Placement, PoolPlacement};
 use std::collections::BTreeSet;
 use std::future::Future;
 
@@ -12,27 +12,6 @@ use std::sync::mpsc;
 /// tight RLIMIT_MEMLOCK (8 MiB on some hosts, and 64 KiB per worker is glommio's
 /// own minimum).
 const IO_MEMORY: usize = 64 << 10;
-
-/// Locked memory one worker needs: glommio registers its I/O buffer with each
-/// of its three rings, and io_uring charges every registration to the user's
-/// memlock limit (root is not charged). Measured as `nobody` under an 8 MiB
-/// limit: 34 workers started, 43 did not; 256 KiB leaves a margin.
-pub const MEMLOCK_PER_WORKER: u64 = 256 << 10;
-
-/// The soft RLIMIT_MEMLOCK in bytes, or `None` when unlimited.
-pub fn memlock_limit() -> Option<u64> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit struct.
-    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) } != 0
-        || limit.rlim_cur == libc::RLIM_INFINITY
-    {
-        return None;
-    }
-    Some(limit.rlim_cur)
-}
 
 /// Where each worker runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -156,18 +135,33 @@ pub fn executor_builder(
     placement: &WorkerPlacement,
     name: &str,
 ) -> Result<LocalExecutorBuilder, String> {
+    // A one-CPU fence is a pin; fencing both ways keeps glommio from reading
+    // the topology again as each executor starts.
+    let online = topology()?;
     let glommio_placement = match placement {
-        WorkerPlacement::Pinned(cpu) => Placement::Fixed(*cpu),
+        WorkerPlacement::Pinned(cpu) => Placement::Fenced(online.filter(|loc| loc.cpu == *cpu)),
         WorkerPlacement::Unpinned(cpus) => {
-            let set = CpuSet::online()
-                .map_err(|e| format!("cannot read the CPU topology: {e}"))?
-                .filter(|loc| cpus.contains(&loc.cpu));
-            Placement::Fenced(set)
+            Placement::Fenced(online.filter(|loc| cpus.contains(&loc.cpu)))
         }
     };
+    // glommio's blocking-task pool (file I/O, which we do not do) would by
+    // default be fenced like the executor and read the topology again, from a
+    // worker thread that may already be in a chroot.
     Ok(LocalExecutorBuilder::new(glommio_placement)
         .name(name)
-        .io_memory(IO_MEMORY))
+        .io_memory(IO_MEMORY)
+        .blocking_thread_pool_placement(PoolPlacement::Unbound(1)))
+}
+
+/// The CPU topology from /sys, read once: the tracker reads it before it
+/// chroots (where /sys is gone) and every executor is placed from this copy.
+pub fn topology() -> Result<CpuSet, String> {
+    static TOPOLOGY: std::sync::OnceLock<CpuSet> = std::sync::OnceLock::new();
+    if let Some(set) = TOPOLOGY.get() {
+        return Ok(set.clone());
+    }
+    let set = CpuSet::online().map_err(|e| format!("cannot read the CPU topology: {e}"))?;
+    Ok(TOPOLOGY.get_or_init(|| set).clone())
 }
 
 /// Runs one executor per placement, each running `worker(index)`, and returns

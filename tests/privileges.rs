@@ -1,0 +1,155 @@
+//! Start-up as root: refusing to serve as root unless told, dropping to a
+//! user (and a chroot) after binding, and the locked-memory check that the
+//! drop makes necessary. Tests that need root say so and pass without it.
+
+mod support;
+
+use std::net::UdpSocket;
+use std::time::Duration;
+use support::Tracker;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The (real, effective, saved, fs) ids on a `Uid:` or `Gid:` line of a
+/// /proc status file.
+fn ids(status: &str, key: &str) -> Vec<u32> {
+    status
+        .lines()
+        .find(|l| l.starts_with(key))
+        .unwrap_or_else(|| panic!("no {key} in {status}"))
+        .split_whitespace()
+        .skip(1)
+        .map(|n| n.parse().unwrap())
+        .collect()
+}
+
+fn connect_answers(tracker: &Tracker) -> bool {
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut connect = [0u8; 16];
+    connect[..8].copy_from_slice(&0x41727101980i64.to_be_bytes());
+    connect[12..].copy_from_slice(&9i32.to_be_bytes());
+    sock.send_to(&connect, tracker.udp[0]).unwrap();
+    let mut buf = [0u8; 64];
+    matches!(sock.recv(&mut buf), Ok(16))
+}
+
+#[test]
+fn root_is_refused_without_a_user_or_allow_root() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let tracker = Tracker::builder().udp(None).without_allow_root().spawn();
+    let (code, err) = tracker.wait_exit(Duration::from_secs(20));
+    assert_ne!(code, Some(0), "{err}");
+    assert!(err.contains("refusing to serve as root"), "{err}");
+    assert!(
+        err.contains("--user") && err.contains("--allow-root"),
+        "{err}"
+    );
+}
+
+#[test]
+fn drops_to_nobody_in_every_thread_after_binding() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    // Port 0 is no privilege test; the bind happening before the drop is what
+    // lets a real deployment bind ports below 1024.
+    let tracker = Tracker::builder()
+        .udp(None)
+        .https(None)
+        .arg("--user")
+        .arg("nobody")
+        .without_allow_root()
+        .start();
+    assert!(connect_answers(&tracker));
+    // SAFETY: getpwnam's entry is read at once, before any other lookup.
+    let nobody = unsafe { (*libc::getpwnam(c"nobody".as_ptr())).pw_uid };
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", tracker.pid())).unwrap();
+    let mut threads = 0;
+    for task in tasks {
+        let status = std::fs::read_to_string(task.unwrap().path().join("status")).unwrap();
+        assert_eq!(ids(&status, "Uid:"), vec![nobody; 4], "{status}");
+        assert!(ids(&status, "Gid:").iter().all(|&g| g != 0), "{status}");
+        let groups = status.lines().find(|l| l.starts_with("Groups:")).unwrap();
+        assert!(!groups.split_whitespace().any(|g| g == "0"), "{groups}");
+        threads += 1;
+    }
+    // The main thread, the signal thread and two workers at least.
+    assert!(threads >= 4, "{threads} threads");
+}
+
+#[test]
+fn chroots_before_dropping() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("tracker-chroot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tracker = Tracker::builder()
+        .udp(None)
+        .arg("--user")
+        .arg("nobody")
+        .arg("--chroot")
+        .arg(dir.to_str().unwrap())
+        .start();
+    assert!(connect_answers(&tracker));
+    let root = std::fs::read_link(format!("/proc/{}/root", tracker.pid())).unwrap();
+    assert_eq!(root, dir);
+    drop(tracker);
+    let _ = std::fs::remove_dir(&dir);
+}
+
+#[test]
+fn a_user_that_does_not_exist_is_a_start_up_error() {
+    let tracker = Tracker::builder()
+        .udp(None)
+        .arg("--user")
+        .arg("no-such-user-for-the-tracker")
+        .spawn();
+    let (code, err) = tracker.wait_exit(Duration::from_secs(20));
+    assert_ne!(code, Some(0), "{err}");
+    assert!(
+        err.contains("no such user: no-such-user-for-the-tracker"),
+        "{err}"
+    );
+}
+
+fn memlock_64k() -> std::io::Result<()> {
+    let limit = libc::rlimit {
+        rlim_cur: 64 << 10,
+        rlim_max: 64 << 10,
+    };
+    // SAFETY: setrlimit reads one rlimit; async-signal-safe.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[test]
+fn too_little_locked_memory_for_the_workers_is_a_start_up_error() {
+    if !is_root() {
+        eprintln!("skipped: needs root (to drop to nobody, who is charged)");
+        return;
+    }
+    let tracker = Tracker::builder()
+        .udp(None)
+        .arg("--user")
+        .arg("nobody")
+        .pre_exec(memlock_64k)
+        .spawn();
+    let (code, err) = tracker.wait_exit(Duration::from_secs(20));
+    assert_ne!(code, Some(0), "{err}");
+    assert!(
+        err.contains("locked-memory limit is 64 KiB") && err.contains("LimitMEMLOCK"),
+        "{err}"
+    );
+}
