@@ -15,6 +15,7 @@ pub struct Config {
     pub swarm: SwarmConfig,
     pub udp: UdpConfig,
     pub http: HttpConfig,
+    pub metrics: MetricsConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -127,6 +128,21 @@ pub struct HttpConfig {
     pub full_scrape_max_torrents: usize,
 }
 
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Addresses to serve Prometheus metrics on (`GET /metrics`, plain HTTP,
+    /// no authentication), from worker 0. Empty turns the endpoint off.
+    pub listen: Vec<SocketAddr>,
+    /// Scrape connections served at once; further ones are closed at once.
+    pub max_connections: usize,
+    /// Seconds a scrape connection may take, from accept to the last byte of
+    /// the answer.
+    pub timeout_secs: u32,
+    /// The largest scrape request head accepted, in bytes.
+    pub max_request_head_bytes: usize,
+}
+
 impl HttpConfig {
     /// The certificate and key files, when both are configured (validated).
     pub fn tls_files(&self) -> Option<(&Path, &Path)> {
@@ -201,6 +217,17 @@ impl Default for UdpConfig {
             connection_secret: String::new(),
             max_scrape_hashes: 74,
             recv_buffer_bytes: 4 << 20,
+        }
+    }
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            listen: Vec::new(),
+            max_connections: 4,
+            timeout_secs: 10,
+            max_request_head_bytes: 8 << 10,
         }
     }
 }
@@ -356,6 +383,15 @@ impl Config {
                 format!("`{}` is not an HTTP header name", h.real_ip_header),
             ));
         }
+        let m = &self.metrics;
+        positive("metrics.max_connections", m.max_connections)?;
+        positive("metrics.timeout_secs", m.timeout_secs as usize)?;
+        if !(MIN_REQUEST_HEAD_BYTES..=MAX_REQUEST_HEAD_BYTES).contains(&m.max_request_head_bytes) {
+            return Err(ConfigError::key(
+                "metrics.max_request_head_bytes",
+                format!("must be {MIN_REQUEST_HEAD_BYTES} to {MAX_REQUEST_HEAD_BYTES}"),
+            ));
+        }
         Ok(())
     }
 
@@ -503,6 +539,18 @@ real_ip_header = "{real_ip_header}"
 full_scrape = {full_scrape}
 # The most torrents listed in one full scrape.
 full_scrape_max_torrents = {full_scrape_max_torrents}
+
+[metrics]
+# Addresses to serve Prometheus metrics on, e.g. ["127.0.0.1:9100"]: GET
+# /metrics over plain HTTP, served by worker 0. Empty turns it off. It has no
+# authentication: keep it on loopback or a private network, never public.
+listen = {metrics_listen}
+# Scrape connections served at once; further ones are closed at once.
+max_connections = {metrics_max_connections}
+# Seconds a scrape connection may take, from accept to the end of the answer.
+timeout_secs = {metrics_timeout_secs}
+# The largest scrape request head accepted, in bytes ({min_head} to {max_head}).
+max_request_head_bytes = {metrics_max_request_head_bytes}
 "#,
         workers = c.runtime.workers,
         cpus = c.runtime.cpus,
@@ -536,6 +584,10 @@ full_scrape_max_torrents = {full_scrape_max_torrents}
         real_ip_header = c.http.real_ip_header,
         full_scrape = c.http.full_scrape,
         full_scrape_max_torrents = c.http.full_scrape_max_torrents,
+        metrics_listen = list(&c.metrics.listen),
+        metrics_max_connections = c.metrics.max_connections,
+        metrics_timeout_secs = c.metrics.timeout_secs,
+        metrics_max_request_head_bytes = c.metrics.max_request_head_bytes,
     )
 }
 
@@ -645,6 +697,18 @@ mod tests {
             (
                 |c: &mut Config| c.http.max_requests_per_connection = 0,
                 "http.max_requests_per_connection",
+            ),
+            (
+                |c: &mut Config| c.metrics.max_connections = 0,
+                "metrics.max_connections",
+            ),
+            (
+                |c: &mut Config| c.metrics.timeout_secs = 0,
+                "metrics.timeout_secs",
+            ),
+            (
+                |c: &mut Config| c.metrics.max_request_head_bytes = 10,
+                "metrics.max_request_head_bytes",
             ),
         ] {
             let mut c = Config::default();

@@ -5,6 +5,7 @@
 pub mod clock;
 pub mod config;
 pub mod mesh;
+pub mod metrics;
 pub mod runtime;
 pub mod shard;
 pub mod signals;
