@@ -13,6 +13,7 @@ use tracing::{error, info, warn};
 use tracker_common::config::{default_config_file, Config, ConfigError};
 use tracker_common::host;
 use tracker_common::mesh::{Meshes, Shard};
+use tracker_common::metrics;
 use tracker_common::privileges::{self, PrivilegePlan};
 use tracker_common::runtime::{self, WorkerPlacement};
 use tracker_common::signals::{BlockedSignals, Reloadable, SIGHUP};
@@ -79,6 +80,10 @@ struct Cli {
     /// Serve as root when started as root with no --user.
     #[arg(long)]
     allow_root: bool,
+    /// Serve Prometheus metrics (GET /metrics) on this address (repeatable;
+    /// replaces metrics.listen). Default: off. Keep it off the public network.
+    #[arg(long = "metrics", value_name = "ADDR")]
+    metrics: Vec<SocketAddr>,
 }
 
 /// What one worker serves: its own socket for every address.
@@ -87,6 +92,8 @@ struct WorkerSockets {
     udp: Vec<UdpSocket>,
     http: Vec<TcpListener>,
     https: Vec<TcpListener>,
+    /// The metrics endpoint's listeners: worker 0's alone.
+    metrics: Vec<TcpListener>,
 }
 
 fn main() -> ExitCode {
@@ -167,6 +174,9 @@ fn load_config(cli: &Cli) -> Result<Config, ConfigError> {
     }
     if cli.allow_root {
         config.privileges.allow_root = true;
+    }
+    if !cli.metrics.is_empty() {
+        config.metrics.listen = cli.metrics.clone();
     }
     config.validate()?;
     if config.udp.listen.is_empty()
@@ -378,7 +388,7 @@ async fn worker(
         config.swarm.clone(),
         &config.udp,
     );
-    let http = HttpService::new(shard, config.swarm.clone(), &config.http, tls);
+    let http = HttpService::new(shard.clone(), config.swarm.clone(), &config.http, tls);
     let mut servers: Vec<_> = sockets
         .udp
         .into_iter()
@@ -389,6 +399,15 @@ async fn worker(
             listeners
                 .into_iter()
                 .map(|listener| glommio::spawn_local(Rc::clone(&http).serve(listener, tls))),
+        );
+    }
+    if !sockets.metrics.is_empty() {
+        let endpoint = metrics::Endpoint::new(shard, &config.metrics);
+        servers.extend(
+            sockets
+                .metrics
+                .into_iter()
+                .map(|listener| glommio::spawn_local(Rc::clone(&endpoint).serve(listener))),
         );
     }
     // Servers run until they fail; the first failure ends the worker, and so
@@ -426,6 +445,15 @@ fn bind_all(config: &Config, workers: usize) -> Result<Vec<WorkerSockets>, Strin
         &mut per_worker,
         tracker_http::server::bind_reuseport,
         |s| &mut s.https,
+    )?;
+    // Once, for worker 0: the endpoint gathers every worker's counters itself.
+    bind_each(
+        &config.metrics.listen,
+        "metrics",
+        "--metrics",
+        &mut per_worker[..1],
+        tracker_common::metrics::bind,
+        |s| &mut s.metrics,
     )?;
     Ok(per_worker)
 }
@@ -518,6 +546,9 @@ fn log_start(config: &Config, placements: &[WorkerPlacement], sockets: &[WorkerS
         }
         for addr in first.https.iter().filter_map(|s| s.local_addr().ok()) {
             info!("serving HTTPS tracker on https://{addr}/announce");
+        }
+        for addr in first.metrics.iter().filter_map(|s| s.local_addr().ok()) {
+            info!("serving Prometheus metrics on http://{addr}/metrics");
         }
     }
     if let Some(header) = config.http.real_ip_header() {

@@ -16,6 +16,7 @@ pub struct Config {
     pub udp: UdpConfig,
     pub http: HttpConfig,
     pub privileges: PrivilegesConfig,
+    pub metrics: MetricsConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -144,6 +145,21 @@ pub struct PrivilegesConfig {
     pub allow_root: bool,
 }
 
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Addresses to serve Prometheus metrics on (`GET /metrics`, plain HTTP,
+    /// no authentication), from worker 0. Empty turns the endpoint off.
+    pub listen: Vec<SocketAddr>,
+    /// Scrape connections served at once; further ones are closed at once.
+    pub max_connections: usize,
+    /// Seconds a scrape connection may take, from accept to the last byte of
+    /// the answer.
+    pub timeout_secs: u32,
+    /// The largest scrape request head accepted, in bytes.
+    pub max_request_head_bytes: usize,
+}
+
 impl HttpConfig {
     /// The certificate and key files, when both are configured (validated).
     pub fn tls_files(&self) -> Option<(&Path, &Path)> {
@@ -218,6 +234,17 @@ impl Default for UdpConfig {
             connection_secret: String::new(),
             max_scrape_hashes: 74,
             recv_buffer_bytes: 4 << 20,
+        }
+    }
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            listen: Vec::new(),
+            max_connections: 4,
+            timeout_secs: 10,
+            max_request_head_bytes: 8 << 10,
         }
     }
 }
@@ -394,6 +421,15 @@ impl Config {
                 ));
             }
         }
+        let m = &self.metrics;
+        positive("metrics.max_connections", m.max_connections)?;
+        positive("metrics.timeout_secs", m.timeout_secs as usize)?;
+        if !(MIN_REQUEST_HEAD_BYTES..=MAX_REQUEST_HEAD_BYTES).contains(&m.max_request_head_bytes) {
+            return Err(ConfigError::key(
+                "metrics.max_request_head_bytes",
+                format!("must be {MIN_REQUEST_HEAD_BYTES} to {MAX_REQUEST_HEAD_BYTES}"),
+            ));
+        }
         Ok(())
     }
 
@@ -555,6 +591,18 @@ group = "{group}"
 chroot = "{chroot}"
 # Serve as root when started as root with no user set. Off, the tracker refuses.
 allow_root = {allow_root}
+
+[metrics]
+# Addresses to serve Prometheus metrics on, e.g. ["127.0.0.1:9100"]: GET
+# /metrics over plain HTTP, served by worker 0. Empty turns it off. It has no
+# authentication: keep it on loopback or a private network, never public.
+listen = {metrics_listen}
+# Scrape connections served at once; further ones are closed at once.
+max_connections = {metrics_max_connections}
+# Seconds a scrape connection may take, from accept to the end of the answer.
+timeout_secs = {metrics_timeout_secs}
+# The largest scrape request head accepted, in bytes ({min_head} to {max_head}).
+max_request_head_bytes = {metrics_max_request_head_bytes}
 "#,
         workers = c.runtime.workers,
         cpus = c.runtime.cpus,
@@ -592,6 +640,10 @@ allow_root = {allow_root}
         group = c.privileges.group,
         chroot = c.privileges.chroot,
         allow_root = c.privileges.allow_root,
+        metrics_listen = list(&c.metrics.listen),
+        metrics_max_connections = c.metrics.max_connections,
+        metrics_timeout_secs = c.metrics.timeout_secs,
+        metrics_max_request_head_bytes = c.metrics.max_request_head_bytes,
     )
 }
 
@@ -716,6 +768,18 @@ mod tests {
                     c.privileges.chroot = "relative".into();
                 },
                 "privileges.chroot",
+            ),
+            (
+                |c: &mut Config| c.metrics.max_connections = 0,
+                "metrics.max_connections",
+            ),
+            (
+                |c: &mut Config| c.metrics.timeout_secs = 0,
+                "metrics.timeout_secs",
+            ),
+            (
+                |c: &mut Config| c.metrics.max_request_head_bytes = 10,
+                "metrics.max_request_head_bytes",
             ),
         ] {
             let mut c = Config::default();

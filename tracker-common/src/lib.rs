@@ -6,6 +6,7 @@ pub mod clock;
 pub mod config;
 pub mod host;
 pub mod mesh;
+pub mod metrics;
 pub mod privileges;
 pub mod runtime;
 pub mod shard;

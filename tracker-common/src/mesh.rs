@@ -8,6 +8,7 @@
 //! joins them in the same order (requests, then answers), as glommio requires.
 
 use crate::clock;
+use crate::metrics::{MetricSource, Sample, PEERS, TORRENTS};
 use crate::shard::owner_of;
 use crate::stats::MeshStats;
 use crate::swarm::{AnnounceRefused, SwarmCounts, SwarmStore};
@@ -18,7 +19,7 @@ use slab::Slab;
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -29,6 +30,8 @@ pub enum ShardRequest {
     Scrape(Vec<InfoHash>),
     /// Counts of up to this many of the owner's torrents (a full scrape).
     ScrapeSome(usize),
+    /// A snapshot of the owner's metrics.
+    Metrics,
 }
 
 /// What an owner answers.
@@ -38,6 +41,7 @@ pub enum ShardReply {
     /// In the order of the request's hashes.
     Scrape(Vec<ScrapeStats>),
     ScrapeSome(Vec<(InfoHash, ScrapeStats)>),
+    Metrics(Vec<Sample>),
 }
 
 /// A message on a mesh: `token` names the waiting request on the worker that
@@ -94,6 +98,9 @@ pub struct Shard {
     max_waiting: usize,
     peers_scratch: RefCell<Vec<PeerEntry>>,
     pub stats: MeshStats,
+    /// The worker's services, whose counters every scrape includes. Weak:
+    /// they hold the shard.
+    metric_sources: RefCell<Vec<Weak<dyn MetricSource>>>,
 }
 
 impl Shard {
@@ -137,6 +144,7 @@ impl Shard {
             max_waiting,
             peers_scratch: RefCell::new(Vec::new()),
             stats: MeshStats::default(),
+            metric_sources: RefCell::new(Vec::new()),
         });
         let reply_senders = reply_senders.map(Rc::new);
         for (from, stream) in request_streams {
@@ -144,7 +152,9 @@ impl Shard {
             let reply_senders = reply_senders.clone().expect("mesh joined");
             glommio::spawn_local(async move {
                 while let Some(Envelope { token, body }) = stream.recv().await {
-                    shard.stats.served_for_others.inc();
+                    if !matches!(body, ShardRequest::Metrics) {
+                        shard.stats.served_for_others.inc();
+                    }
                     let body = shard.serve(body);
                     if reply_senders
                         .send_to(from, Envelope { token, body })
@@ -321,6 +331,54 @@ impl Shard {
         Ok(())
     }
 
+    /// Includes `source`'s counters in every scrape of this worker.
+    pub fn add_metric_source(&self, source: Weak<dyn MetricSource>) {
+        self.metric_sources.borrow_mut().push(source);
+    }
+
+    /// Appends this worker's metrics: those of every registered service,
+    /// the mesh's counters and the store's gauges.
+    pub fn samples(&self, out: &mut Vec<Sample>) {
+        for source in self.metric_sources.borrow().iter() {
+            if let Some(source) = source.upgrade() {
+                source.samples(out);
+            }
+        }
+        self.stats.samples(&[], out);
+        let store = self.store.borrow();
+        let peers = store.peer_count();
+        out.push(Sample::new(&TORRENTS, &[], store.torrent_count() as u64));
+        out.push(Sample::new(
+            &PEERS,
+            &[("role", "seeder")],
+            peers.seeders as u64,
+        ));
+        out.push(Sample::new(
+            &PEERS,
+            &[("role", "leecher")],
+            peers.leechers as u64,
+        ));
+    }
+
+    /// The metrics of every worker, by worker index, asked of all at once.
+    pub async fn metrics(&self) -> Result<Vec<(usize, Vec<Sample>)>, RouteError> {
+        let mut asked = Vec::new();
+        for owner in (0..self.workers).filter(|&owner| owner != self.index) {
+            asked.push((owner, self.ask(owner, ShardRequest::Metrics).await?));
+        }
+        let mut own = Vec::new();
+        self.samples(&mut own);
+        let mut all = vec![(self.index, own)];
+        for (owner, reply) in asked {
+            match reply.await? {
+                ShardReply::Metrics(samples) => all.push((owner, samples)),
+                _ => unreachable!("owners answer in kind"),
+            }
+        }
+        all.sort_by_key(|(worker, _)| *worker);
+        Ok(all)
+    }
+
     /// Drops expired peers and empty torrents, one segment of the store at a
     /// time, so that a pass over the whole shard takes `period` and no request
     /// ever waits behind more than one segment's work.
@@ -362,7 +420,10 @@ impl Shard {
             token,
             sent: false,
         };
-        self.stats.forwarded.inc();
+        // Scrapes of the metrics are not traffic for a torrent.
+        if !matches!(request, ShardRequest::Metrics) {
+            self.stats.forwarded.inc();
+        }
         let envelope = Envelope {
             token: token as u32,
             body: request,
@@ -404,6 +465,11 @@ impl Shard {
                 let mut counts = Vec::new();
                 self.store.borrow().scrape_some(max, &mut counts);
                 ShardReply::ScrapeSome(counts)
+            }
+            ShardRequest::Metrics => {
+                let mut samples = Vec::new();
+                self.samples(&mut samples);
+                ShardReply::Metrics(samples)
             }
         }
     }

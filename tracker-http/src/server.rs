@@ -18,7 +18,7 @@ use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{FromRawFd, IntoRawFd};
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -29,9 +29,15 @@ use glommio::GlommioError;
 use rustls::ServerConfig;
 use tracing::{debug, warn};
 use tracker_common::config::{HttpConfig, SwarmConfig};
+use tracker_common::counters;
 use tracker_common::mesh::{RouteError, Shard};
+use tracker_common::metrics::{
+    Label, MetricSource, Sample, CONNECTIONS_ACCEPTED, HTTP_ERRORS, HTTP_FAILURE_RESPONSES,
+    HTTP_FULL_SCRAPES, OPEN_CONNECTIONS, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES,
+    TLS_HANDSHAKES, TLS_HANDSHAKE_FAILURES,
+};
 use tracker_common::signals::LocalCopy;
-use tracker_common::stats::Counter;
+use tracker_common::stats::ByFamily;
 use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
 use tracker_common::types::{canonical_ip, Announce, InfoHash, PeerEntry, ScrapeStats};
 
@@ -57,36 +63,75 @@ const LINGER: Duration = Duration::from_secs(1);
 /// Bytes read at most while lingering.
 const LINGER_BYTES: usize = 64 << 10;
 
-/// Per-worker HTTP and HTTPS counters.
-#[derive(Default, Debug)]
-pub struct HttpStats {
-    /// Connections accepted and served.
-    pub accepted: Counter,
-    /// Connections closed at once because the worker serves its maximum.
-    pub rejected: Counter,
-    pub accept_errors: Counter,
-    pub tls_handshakes: Counter,
-    pub tls_handshake_failures: Counter,
-    pub tls_handshake_timeouts: Counter,
-    /// Connections closed because a request head or the taking of an answer
-    /// took longer than the idle timeout.
-    pub idle_timeouts: Counter,
-    /// Complete request heads, whatever became of them.
-    pub requests: Counter,
-    pub announces: Counter,
-    pub scrapes: Counter,
-    pub full_scrapes: Counter,
-    /// Answers carrying a bencoded failure reason (any status).
-    pub failures: Counter,
-    pub not_found: Counter,
-    /// Request heads larger than `http.max_request_head_bytes`.
-    pub head_too_large: Counter,
-    /// Announces refused because the owner holds its maximum of torrents.
-    pub refused: Counter,
-    /// Requests for other shards refused because too many await answers.
-    pub overloaded: Counter,
-    pub bytes_in: Counter,
-    pub bytes_out: Counter,
+counters! {
+    /// Per-worker counters of HTTP and HTTPS together.
+    pub struct HttpStats {
+        /// Connections closed at once because the worker serves its maximum.
+        pub rejected: Counter => HTTP_ERRORS { kind = "connection_limit" },
+        pub accept_errors: Counter => HTTP_ERRORS { kind = "accept_failed" },
+        /// Connections closed because a request head or the taking of an
+        /// answer took longer than the idle timeout.
+        pub idle_timeouts: Counter => HTTP_ERRORS { kind = "idle_timeout" },
+        pub not_found: Counter => HTTP_ERRORS { kind = "not_found" },
+        /// Request heads larger than `http.max_request_head_bytes`.
+        pub head_too_large: Counter => HTTP_ERRORS { kind = "head_too_large" },
+        /// Other request heads that could not be served (malformed, a body,
+        /// a method other than GET, a missing real-IP header).
+        pub bad_request: Counter => HTTP_ERRORS { kind = "bad_request" },
+        /// Announces refused because the owner holds its maximum of torrents.
+        pub refused: Counter => HTTP_ERRORS { kind = "refused" },
+        /// Requests for other shards refused because too many await answers.
+        pub overloaded: Counter => HTTP_ERRORS { kind = "overloaded" },
+        /// Answers carrying a bencoded failure reason (any status).
+        pub failures: Counter => HTTP_FAILURE_RESPONSES {},
+        pub full_scrapes: Counter => HTTP_FULL_SCRAPES {},
+        pub tls_handshakes: Counter => TLS_HANDSHAKES {},
+        pub tls_handshake_failures: Counter => TLS_HANDSHAKE_FAILURES { kind = "error" },
+        pub tls_handshake_timeouts: Counter => TLS_HANDSHAKE_FAILURES { kind = "timeout" },
+    }
+}
+
+counters! {
+    /// Per-worker counters of one protocol, HTTP or HTTPS.
+    pub struct HttpTraffic {
+        /// Connections accepted and served.
+        pub accepted: Counter => CONNECTIONS_ACCEPTED {},
+        /// Announces and scrapes (complete heads for those paths, whether
+        /// their parameters were good or not), by the client's address.
+        pub announces: ByFamily => REQUESTS { action = "announce" },
+        pub scrapes: ByFamily => REQUESTS { action = "scrape" },
+        pub announce_responses: ByFamily => RESPONSES { action = "announce" },
+        pub scrape_responses: ByFamily => RESPONSES { action = "scrape" },
+        pub bytes_in: Counter => RECEIVED_BYTES {},
+        pub bytes_out: Counter => SENT_BYTES {},
+    }
+}
+
+impl HttpTraffic {
+    /// Requests and answers of `endpoint`.
+    fn of(&self, endpoint: Endpoint) -> (&ByFamily, &ByFamily) {
+        match endpoint {
+            Endpoint::Announce => (&self.announces, &self.announce_responses),
+            Endpoint::Scrape => (&self.scrapes, &self.scrape_responses),
+        }
+    }
+}
+
+/// The `protocol` label of each entry of `HttpService::traffic`.
+const PROTOCOLS: [&[Label]; 2] = [&[("protocol", "http")], &[("protocol", "https")]];
+
+impl MetricSource for HttpService {
+    fn samples(&self, out: &mut Vec<Sample>) {
+        self.stats.samples(&[], out);
+        for (traffic, scope) in self.traffic.iter().zip(PROTOCOLS) {
+            traffic.samples(scope, out);
+        }
+        let tls = self.open_tls.get();
+        let open = [self.open.get() - tls, tls];
+        for (open, scope) in open.into_iter().zip(PROTOCOLS) {
+            out.push(Sample::new(&OPEN_CONNECTIONS, scope, open as u64));
+        }
+    }
 }
 
 /// A worker's HTTP service: shared by its HTTP and HTTPS listeners and by
@@ -99,9 +144,12 @@ pub struct HttpService {
     handshake_timeout: Duration,
     /// This worker's view of the TLS configuration (None without HTTPS).
     tls: Option<RefCell<LocalCopy<ServerConfig>>>,
+    /// Connections open, HTTP and HTTPS together, and HTTPS alone.
     open: Cell<usize>,
-    /// Peers of a local announce: reused, never held across an await.
+    open_tls: Cell<usize>,
     pub stats: HttpStats,
+    /// HTTP, then HTTPS.
+    pub traffic: [HttpTraffic; 2],
 }
 
 /// A connection's buffers and scratch space, reused for each of its requests.
@@ -151,27 +199,45 @@ enum End {
 /// A stream the server speaks HTTP over: plain TCP or TLS on TCP. The TCP
 /// stream underneath carries the timeouts.
 trait Transport: AsyncRead + AsyncWrite + Unpin {
+    /// HTTPS: which of `HttpService::traffic` counts it.
+    const TLS: bool;
     fn tcp(&self) -> &TcpStream;
 }
 
 impl Transport for TcpStream {
+    const TLS: bool = false;
     fn tcp(&self) -> &TcpStream {
         self
     }
 }
 
 impl Transport for TlsStream<TcpStream> {
+    const TLS: bool = true;
     fn tcp(&self) -> &TcpStream {
         self.get_ref().0
     }
 }
 
-/// Counts a connection as open for as long as its task holds this.
-struct OpenConnection(Rc<HttpService>);
+/// Counts a connection as open for as long as its task holds this; true for
+/// HTTPS.
+struct OpenConnection(Rc<HttpService>, bool);
+
+impl OpenConnection {
+    fn new(service: Rc<HttpService>, tls: bool) -> Self {
+        service.open.set(service.open.get() + 1);
+        if tls {
+            service.open_tls.set(service.open_tls.get() + 1);
+        }
+        OpenConnection(service, tls)
+    }
+}
 
 impl Drop for OpenConnection {
     fn drop(&mut self) {
         self.0.open.set(self.0.open.get() - 1);
+        if self.1 {
+            self.0.open_tls.set(self.0.open_tls.get() - 1);
+        }
     }
 }
 
@@ -183,7 +249,7 @@ impl HttpService {
         config: &HttpConfig,
         tls: Option<SharedTlsConfig>,
     ) -> Rc<Self> {
-        Rc::new(HttpService {
+        let service = Rc::new(HttpService {
             shard,
             swarm,
             idle_timeout: Duration::from_secs(config.idle_timeout_secs.into()),
@@ -191,8 +257,13 @@ impl HttpService {
             config: config.clone(),
             tls: tls.map(|shared| RefCell::new(LocalCopy::new(shared))),
             open: Cell::new(0),
+            open_tls: Cell::new(0),
             stats: HttpStats::default(),
-        })
+            traffic: Default::default(),
+        });
+        let source: Weak<dyn MetricSource> = Rc::downgrade(&service) as _;
+        service.shard.add_metric_source(source);
+        service
     }
 
     /// Connections open now.
@@ -226,15 +297,14 @@ impl HttpService {
                 self.stats.rejected.inc();
                 continue;
             }
-            self.stats.accepted.inc();
+            self.traffic[usize::from(tls)].accepted.inc();
             // The newest certificate, for new connections only; one relaxed
             // load when nothing changed.
             let acceptor = match (&self.tls, tls) {
                 (Some(config), true) => Some(TlsAcceptor::from(config.borrow_mut().get().clone())),
                 _ => None,
             };
-            self.open.set(self.open.get() + 1);
-            let open = OpenConnection(self.clone());
+            let open = OpenConnection::new(self.clone(), tls);
             glommio::spawn_local(async move {
                 open.0.connection(stream, acceptor).await;
                 drop(open);
@@ -317,7 +387,10 @@ impl HttpService {
                 match parse_head(&c.buf[c.start..c.end], real_ip_header) {
                     Ok(Parsed::Partial) => break,
                     Ok(Parsed::Complete { request, consumed }) => {
-                        self.stats.requests.inc();
+                        let (requests, responses) =
+                            self.traffic[usize::from(S::TLS)].of(request.endpoint);
+                        let client_ip = request.real_ip.map_or(peer_ip, canonical_ip);
+                        requests.inc(client_ip);
                         c.served += 1;
                         let last = c.served >= self.config.max_requests_per_connection
                             || !request.connection.keep_alive();
@@ -333,6 +406,7 @@ impl HttpService {
                             files: &mut c.files,
                         };
                         self.answer(&request, connection, peer_ip, scratch).await;
+                        responses.inc(client_ip);
                         c.start += consumed;
                         if last {
                             return match self.flush(stream, &mut c.out).await {
@@ -348,11 +422,10 @@ impl HttpService {
                     }
                     Err(error) => {
                         // The position in the stream is lost: answer and close.
-                        self.stats.requests.inc();
                         match error {
                             RequestError::NotFound => self.stats.not_found.inc(),
                             RequestError::HeadTooLarge => self.stats.head_too_large.inc(),
-                            _ => {}
+                            _ => self.stats.bad_request.inc(),
                         }
                         return self.fail_and_close(stream, &mut c.out, error).await;
                     }
@@ -390,7 +463,7 @@ impl HttpService {
             match stream.read(&mut c.buf[c.end..]).await {
                 Ok(0) => return End::Gone,
                 Ok(n) => {
-                    self.stats.bytes_in.add(n as u64);
+                    self.traffic[usize::from(S::TLS)].bytes_in.add(n as u64);
                     c.end += n;
                 }
                 Err(e) => {
@@ -430,7 +503,9 @@ impl HttpService {
         .await;
         match written {
             Ok(()) => {
-                self.stats.bytes_out.add(out.len() as u64);
+                self.traffic[usize::from(S::TLS)]
+                    .bytes_out
+                    .add(out.len() as u64);
                 out.clear();
                 Ok(())
             }
@@ -481,18 +556,14 @@ impl HttpService {
         s: Scratch<'_>,
     ) {
         match request.endpoint {
-            Endpoint::Announce => {
-                self.stats.announces.inc();
-                match parse_announce(request.query) {
-                    Ok(announce) => {
-                        let ip = request.real_ip.map_or(peer_ip, canonical_ip);
-                        self.announce(&announce, ip, connection, s.out).await;
-                    }
-                    Err(e) => self.fail(s.out, e.status(), connection, e.reason()),
+            Endpoint::Announce => match parse_announce(request.query) {
+                Ok(announce) => {
+                    let ip = request.real_ip.map_or(peer_ip, canonical_ip);
+                    self.announce(&announce, ip, connection, s.out).await;
                 }
-            }
+                Err(e) => self.fail(s.out, e.status(), connection, e.reason()),
+            },
             Endpoint::Scrape => {
-                self.stats.scrapes.inc();
                 match parse_scrape(request.query, self.config.max_scrape_hashes, s.hashes) {
                     Ok(()) => self.scrape(connection, s).await,
                     Err(e) => self.fail(s.out, e.status(), connection, e.reason()),

@@ -10,36 +10,53 @@ use crate::socket::{canonical_ip, send_one, LocalAddr, RecvBatch, SendBatch};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use tracing::{debug, warn};
 use tracker_common::clock;
 use tracker_common::config::{SwarmConfig, UdpConfig};
+use tracker_common::counters;
 use tracker_common::mesh::Shard;
-use tracker_common::stats::Counter;
+use tracker_common::metrics::{
+    MetricSource, Sample, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES, UDP_ERRORS,
+    UDP_ERROR_RESPONSES,
+};
 use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
 use tracker_common::types::{Announce, InfoHash, PeerEntry, ScrapeStats};
 
-/// Per-worker UDP counters.
-#[derive(Default, Debug)]
-pub struct UdpStats {
-    pub connects: Counter,
-    pub announces: Counter,
-    pub scrapes: Counter,
-    pub responses: Counter,
-    pub errors_sent: Counter,
-    pub bytes_in: Counter,
-    pub bytes_out: Counter,
-    /// Announces and scrapes whose connection id was not one we issued (or has
-    /// expired): dropped without an answer.
-    pub bad_connection_id: Counter,
-    /// Packets that did not parse (answered with an error only when their
-    /// connection id was valid).
-    pub malformed: Counter,
-    /// Announces refused because the worker holds its maximum of torrents.
-    pub refused: Counter,
-    /// Requests for other shards dropped because too many await answers.
-    pub dropped_overloaded: Counter,
-    pub send_errors: Counter,
+counters! {
+    /// Per-worker UDP counters, exported with `protocol="udp"`.
+    pub struct UdpStats {
+        pub connects: ByFamily => REQUESTS { action = "connect" },
+        /// Announces with a valid connection id.
+        pub announces: ByFamily => REQUESTS { action = "announce" },
+        /// Scrapes with a valid connection id.
+        pub scrapes: ByFamily => REQUESTS { action = "scrape" },
+        /// Answers made, error answers included; a failed send is counted in
+        /// `send_errors` too.
+        pub connect_responses: ByFamily => RESPONSES { action = "connect" },
+        pub announce_responses: ByFamily => RESPONSES { action = "announce" },
+        pub scrape_responses: ByFamily => RESPONSES { action = "scrape" },
+        pub bytes_in: Counter => RECEIVED_BYTES {},
+        pub bytes_out: Counter => SENT_BYTES {},
+        pub errors_sent: Counter => UDP_ERROR_RESPONSES {},
+        /// Announces and scrapes whose connection id was not one we issued (or
+        /// has expired): dropped without an answer.
+        pub bad_connection_id: Counter => UDP_ERRORS { kind = "bad_connection_id" },
+        /// Packets that did not parse (answered with an error only when their
+        /// connection id was valid).
+        pub malformed: Counter => UDP_ERRORS { kind = "malformed" },
+        /// Announces refused because the worker holds its maximum of torrents.
+        pub refused: Counter => UDP_ERRORS { kind = "refused" },
+        /// Requests for other shards dropped because too many await answers.
+        pub dropped_overloaded: Counter => UDP_ERRORS { kind = "overloaded" },
+        pub send_errors: Counter => UDP_ERRORS { kind = "send_failed" },
+    }
+}
+
+impl MetricSource for UdpService {
+    fn samples(&self, out: &mut Vec<Sample>) {
+        self.stats.samples(&[("protocol", "udp")], out);
+    }
 }
 
 /// A worker's UDP service: shared by its sockets and by the tasks that wait for
@@ -59,13 +76,16 @@ impl UdpService {
         swarm: SwarmConfig,
         udp: &UdpConfig,
     ) -> Rc<Self> {
-        Rc::new(UdpService {
+        let service = Rc::new(UdpService {
             shard,
             cookies,
             swarm,
             max_scrape_hashes: udp.max_scrape_hashes,
             stats: UdpStats::default(),
-        })
+        });
+        let source: Weak<dyn MetricSource> = Rc::downgrade(&service) as _;
+        service.shard.add_metric_source(source);
+        service
     }
 
     /// Serves one socket until it fails. The socket must be non-blocking (see
@@ -119,8 +139,7 @@ impl UdpService {
         if tx.is_empty() {
             return;
         }
-        let (sent, bytes, failed) = tx.flush(fd);
-        self.stats.responses.add(sent as u64);
+        let (_sent, bytes, failed) = tx.flush(fd);
         self.stats.bytes_out.add(bytes as u64);
         self.stats.send_errors.add(failed as u64);
     }
@@ -142,7 +161,8 @@ impl UdpService {
         let now = clock::unix_secs();
         match Request::parse(data) {
             Ok(Request::Connect(req)) => {
-                self.stats.connects.inc();
+                self.stats.connects.inc(ip);
+                self.stats.connect_responses.inc(ip);
                 let id = self.cookies.issue(ip, now);
                 write_connect_response(tx.push(from, to), req.transaction_id, id);
             }
@@ -151,10 +171,12 @@ impl UdpService {
                     self.stats.bad_connection_id.inc();
                     return;
                 }
-                self.stats.announces.inc();
+                self.stats.announces.inc(ip);
                 let txid = req.transaction_id;
                 if req.port == 0 {
                     self.stats.malformed.inc();
+                    self.stats.errors_sent.inc();
+                    self.stats.announce_responses.inc(ip);
                     write_error_response(tx.push(from, to), txid, b"invalid port");
                     return;
                 }
@@ -193,15 +215,18 @@ impl UdpService {
                     self.stats.bad_connection_id.inc();
                     return;
                 }
-                self.stats.scrapes.inc();
+                self.stats.scrapes.inc(ip);
                 let txid = req.transaction_id;
                 if req.info_hashes.len() > self.max_scrape_hashes {
+                    self.stats.scrape_responses.inc(ip);
                     self.stats.malformed.inc();
+                    self.stats.errors_sent.inc();
                     write_error_response(tx.push(from, to), txid, b"too many info-hashes");
                     return;
                 }
                 if req.info_hashes.iter().all(|h| self.shard.is_local(&h)) {
                     let stats = req.info_hashes.iter().map(|h| self.shard.scrape_local(&h));
+                    self.stats.scrape_responses.inc(ip);
                     write_scrape_response(tx.push(from, to), txid, stats);
                 } else {
                     let hashes: Vec<InfoHash> = req.info_hashes.iter().collect();
@@ -213,6 +238,7 @@ impl UdpService {
                             return;
                         }
                         let mut out = Vec::new();
+                        this.stats.scrape_responses.inc(ip);
                         write_scrape_response(&mut out, txid, stats.iter().copied());
                         this.send_now(fd, &out, from, to);
                     })
@@ -242,6 +268,10 @@ impl UdpService {
         counts: Result<SwarmCounts, AnnounceRefused>,
         peers: &[PeerEntry],
     ) {
+        match family {
+            IpFamily::V4 => self.stats.announce_responses.ipv4.inc(),
+            IpFamily::V6 => self.stats.announce_responses.ipv6.inc(),
+        }
         match counts {
             Ok(SwarmCounts { seeders, leechers }) => {
                 write_announce_response(
@@ -264,10 +294,7 @@ impl UdpService {
 
     fn send_now(&self, fd: RawFd, data: &[u8], to: SocketAddr, from: Option<LocalAddr>) {
         match send_one(fd, data, to, from) {
-            Ok(n) => {
-                self.stats.responses.inc();
-                self.stats.bytes_out.add(n as u64);
-            }
+            Ok(n) => self.stats.bytes_out.add(n as u64),
             Err(_) => self.stats.send_errors.inc(),
         }
     }
