@@ -196,6 +196,14 @@ impl Shard {
         self.owner(info_hash) == self.index
     }
 
+    /// Warms the caches for a coming request to `info_hash`, if this shard
+    /// owns it (see `SwarmStore::warm`).
+    pub fn warm(&self, info_hash: &InfoHash) {
+        if self.is_local(info_hash) {
+            self.store.borrow().warm(info_hash);
+        }
+    }
+
     /// Announces to a torrent of this shard, writing peers into `peers`; no
     /// allocation once `peers` has grown.
     pub fn announce_local(
