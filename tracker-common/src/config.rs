@@ -2,6 +2,7 @@
 //! that names the offending key, and the commented default file that
 //! `tracker --print-config` prints.
 
+use crate::access::AccessMode;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::net::SocketAddr;
@@ -15,6 +16,7 @@ pub struct Config {
     pub swarm: SwarmConfig,
     pub udp: UdpConfig,
     pub http: HttpConfig,
+    pub access: AccessConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -125,6 +127,24 @@ pub struct HttpConfig {
     pub full_scrape: bool,
     /// The most torrents listed in one full scrape.
     pub full_scrape_max_torrents: usize,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AccessConfig {
+    /// "off" serves every torrent; "allow" only those in `file`; "deny" all
+    /// but those in `file`.
+    pub mode: AccessMode,
+    /// The list: one info-hash per line as 40 hex digits, `#` comments. Read
+    /// at start and again on SIGHUP. Needed unless `mode` is "off".
+    pub file: String,
+}
+
+impl AccessConfig {
+    /// The mode and list file, unless access lists are off (validated).
+    pub fn list(&self) -> Option<(AccessMode, &Path)> {
+        (self.mode != AccessMode::Off).then(|| (self.mode, Path::new(&self.file)))
+    }
 }
 
 impl HttpConfig {
@@ -356,6 +376,13 @@ impl Config {
                 format!("`{}` is not an HTTP header name", h.real_ip_header),
             ));
         }
+        let a = &self.access;
+        if a.mode != AccessMode::Off && a.file.is_empty() {
+            return Err(ConfigError::key(
+                "access.file",
+                format!("is needed with access.mode = \"{}\"", a.mode.as_str()),
+            ));
+        }
         Ok(())
     }
 
@@ -503,6 +530,17 @@ real_ip_header = "{real_ip_header}"
 full_scrape = {full_scrape}
 # The most torrents listed in one full scrape.
 full_scrape_max_torrents = {full_scrape_max_torrents}
+
+[access]
+# Which torrents are served: "off" (all of them), "allow" (only those listed in
+# `file`) or "deny" (all but those listed). Announces for other torrents get
+# the error "torrent not allowed", and scrapes of them get zeros.
+mode = "{access_mode}"
+# The list: one info-hash per line as 40 hex digits, `#` starts a comment.
+# Needed unless mode is "off". Read at start (a bad line stops the tracker) and
+# again on SIGHUP (a bad line is logged and the old list kept); torrents that
+# the new list refuses are dropped.
+file = "{access_file}"
 "#,
         workers = c.runtime.workers,
         cpus = c.runtime.cpus,
@@ -536,6 +574,8 @@ full_scrape_max_torrents = {full_scrape_max_torrents}
         real_ip_header = c.http.real_ip_header,
         full_scrape = c.http.full_scrape,
         full_scrape_max_torrents = c.http.full_scrape_max_torrents,
+        access_mode = c.access.mode.as_str(),
+        access_file = c.access.file,
     )
 }
 
@@ -646,6 +686,10 @@ mod tests {
                 |c: &mut Config| c.http.max_requests_per_connection = 0,
                 "http.max_requests_per_connection",
             ),
+            (
+                |c: &mut Config| c.access.mode = AccessMode::Deny,
+                "access.file",
+            ),
         ] {
             let mut c = Config::default();
             edit(&mut c);
@@ -668,6 +712,19 @@ mod tests {
             Some((Path::new("c.pem"), Path::new("k.pem")))
         );
         assert_eq!(c.http.real_ip_header(), Some("X-Real-IP"));
+    }
+
+    #[test]
+    fn access_modes_parse_and_off_needs_no_file() {
+        let c: Config = toml::from_str("[access]\nmode = \"allow\"\nfile = \"a.txt\"\n").unwrap();
+        c.validate().unwrap();
+        assert_eq!(
+            c.access.list(),
+            Some((AccessMode::Allow, Path::new("a.txt")))
+        );
+        assert_eq!(Config::default().access.list(), None);
+        let err = toml::from_str::<Config>("[access]\nmode = \"block\"\n").unwrap_err();
+        assert!(err.to_string().contains("mode"), "{err}");
     }
 
     #[test]

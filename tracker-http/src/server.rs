@@ -83,6 +83,8 @@ pub struct HttpStats {
     pub head_too_large: Counter,
     /// Announces refused because the owner holds its maximum of torrents.
     pub refused: Counter,
+    /// Announces refused by the access list ("torrent not allowed").
+    pub not_allowed: Counter,
     /// Requests for other shards refused because too many await answers.
     pub overloaded: Counter,
     pub bytes_in: Counter,
@@ -550,6 +552,10 @@ impl HttpService {
             Err(AnnounceRefused::TorrentLimit) => {
                 self.stats.refused.inc();
                 self.fail(out, 200, connection, "tracker is full: torrent not stored");
+            }
+            Err(AnnounceRefused::NotAllowed) => {
+                self.stats.not_allowed.inc();
+                self.fail(out, 200, connection, "torrent not allowed");
             }
         }
     }

@@ -37,6 +37,8 @@ pub struct UdpStats {
     pub malformed: Counter,
     /// Announces refused because the worker holds its maximum of torrents.
     pub refused: Counter,
+    /// Announces refused by the access list ("torrent not allowed").
+    pub not_allowed: Counter,
     /// Requests for other shards dropped because too many await answers.
     pub dropped_overloaded: Counter,
     pub send_errors: Counter,
@@ -258,6 +260,11 @@ impl UdpService {
                 self.stats.refused.inc();
                 self.stats.errors_sent.inc();
                 write_error_response(out, txid, b"tracker is full: torrent not stored");
+            }
+            Err(AnnounceRefused::NotAllowed) => {
+                self.stats.not_allowed.inc();
+                self.stats.errors_sent.inc();
+                write_error_response(out, txid, b"torrent not allowed");
             }
         }
     }
