@@ -318,15 +318,18 @@ fn spawn_signal_handler(
     signals
         .spawn_handler(move |signal| {
             if signal == SIGHUP {
+                let mut replaced = None;
                 if let Some((shared, (mode, path))) = &access {
                     match AccessList::load(*mode, path) {
                         Ok(list) => {
                             let count = list.len();
+                            let (old, _) = shared.load();
                             shared.store(Arc::new(list));
                             info!(
                                 "SIGHUP: reloaded access list {}: {count} info-hashes",
                                 path.display()
                             );
+                            replaced = Some(old);
                         }
                         Err(e) => warn!("SIGHUP: keeping the old access list: {e}"),
                     }
@@ -347,11 +350,29 @@ fn spawn_signal_handler(
                     _ if access.is_some() => {}
                     _ => info!("SIGHUP: no certificate files configured, nothing to reload"),
                 }
+                // Last, so that waiting for it delays no other reload.
+                if let Some(old) = replaced {
+                    free_when_unused(old);
+                }
             }
             ControlFlow::Continue(())
         })
         .map(drop)
         .map_err(|e| format!("cannot start the signal thread: {e}"))
+}
+
+/// Drops `old` here once no worker holds it any more (each lets go within a
+/// fraction of a second), so that no worker pays for freeing a list of
+/// millions of hashes on its request path. Gives up after a while: then the
+/// last holder frees it.
+fn free_when_unused<T>(old: Arc<T>) {
+    for _ in 0..500 {
+        if Arc::strong_count(&old) == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(old);
 }
 
 /// One worker: its shard of the swarms, the clean-up, and its sockets.
