@@ -7,7 +7,7 @@ mod support;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -359,8 +359,10 @@ fn sighup_reloads_the_list_and_drops_torrents_it_refuses() {
 
     // A client announcing to a kept and a going torrent all along.
     let stop_flag = Arc::new(AtomicBool::new(false));
+    let answered = Arc::new(AtomicU32::new(0));
     let background = {
         let stop_flag = stop_flag.clone();
+        let answered = answered.clone();
         let mut udp = Udp::new(tracker.udp[0]);
         let (kept, going) = (kept[1], going[0]);
         std::thread::spawn(move || {
@@ -370,6 +372,7 @@ fn sighup_reloads_the_list_and_drops_torrents_it_refuses() {
                     match udp.try_announce(h, 3000) {
                         Some(answer) => {
                             answers += 1;
+                            answered.fetch_add(1, Ordering::Relaxed);
                             if h == going && seen.last() != Some(&answer) {
                                 seen.push(answer);
                             }
@@ -381,14 +384,21 @@ fn sighup_reloads_the_list_and_drops_torrents_it_refuses() {
             (answers, lost, seen)
         })
     };
-    std::thread::sleep(Duration::from_millis(200));
+    // Some answers before the reload, and some after it took effect.
+    let answers_after = |n: u32| {
+        let start = answered.load(Ordering::Relaxed);
+        eventually("the client is answered", || {
+            answered.load(Ordering::Relaxed) >= start + n
+        });
+    };
+    answers_after(4);
 
     write_list(&list.0, &[kept, coming].concat());
     sighup(&tracker);
     eventually("the new list serves its torrents", || {
         matches!(udp.announce(coming[0], 1000), Answer::Served(..))
     });
-    std::thread::sleep(Duration::from_millis(200));
+    answers_after(4);
     stop_flag.store(true, Ordering::Relaxed);
     let (answers, lost, seen) = background.join().unwrap();
     assert_eq!(lost, 0, "answers lost during the reload ({answers} came)");
