@@ -10,6 +10,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::{error, info, warn};
+use tracker_common::access::AccessList;
 use tracker_common::config::{default_config_file, Config, ConfigError};
 use tracker_common::host;
 use tracker_common::mesh::{Meshes, Shard};
@@ -86,6 +87,15 @@ struct Cli {
     metrics: Vec<SocketAddr>,
 }
 
+/// The values that SIGHUP replaces while the workers run.
+#[derive(Clone)]
+struct Reloaded {
+    /// None without HTTPS.
+    tls: Option<SharedTlsConfig>,
+    /// None when access lists are off.
+    access: Option<Arc<Reloadable<AccessList>>>,
+}
+
 /// What one worker serves: its own socket for every address.
 #[derive(Default)]
 struct WorkerSockets {
@@ -113,7 +123,15 @@ fn main() -> ExitCode {
         eprintln!("tracker: {e}");
         return ExitCode::from(2);
     }
-    match run(config) {
+    // A bad list is the user's to fix, like a bad config key: exit 2.
+    let access = match load_access_list(&config) {
+        Ok(access) => access,
+        Err(e) => {
+            eprintln!("tracker: `access.file`: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(config, access) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             error!("{e}");
@@ -205,7 +223,24 @@ fn init_logging(config: &Config) -> Result<(), String> {
     Ok(())
 }
 
-fn run(config: Config) -> Result<(), String> {
+/// The shared access list, read from its file; None when lists are off.
+fn load_access_list(
+    config: &Config,
+) -> Result<Option<Arc<Reloadable<AccessList>>>, tracker_common::access::AccessListError> {
+    let Some((mode, path)) = config.access.list() else {
+        return Ok(None);
+    };
+    let list = AccessList::load(mode, path)?;
+    info!(
+        "access list {} ({} mode): {} info-hashes",
+        path.display(),
+        mode.as_str(),
+        list.len()
+    );
+    Ok(Some(Arc::new(Reloadable::new(Arc::new(list)))))
+}
+
+fn run(config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<(), String> {
     let allowed = runtime::allowed_cpus()?;
     let requested = match config.runtime.cpus.trim() {
         "" => None,
@@ -261,7 +296,7 @@ fn run(config: Config) -> Result<(), String> {
     } else if euid == 0 {
         warn!("serving as root (privileges.allow_root): set privileges.user to drop root");
     }
-    spawn_signal_handler(signals, &config, tls.clone())?;
+    spawn_signal_handler(signals, &config, tls.clone(), access.clone())?;
 
     let meshes = Meshes::new(workers, config.runtime.channel_capacity);
     let sockets = Arc::new(Mutex::new(sockets));
@@ -269,13 +304,16 @@ fn run(config: Config) -> Result<(), String> {
         let config = config.clone();
         let meshes = meshes.clone();
         let sockets = std::mem::take(&mut sockets.lock().expect("not poisoned")[index]);
-        let tls = tls.clone();
+        let reloaded = Reloaded {
+            tls: tls.clone(),
+            access: access.clone(),
+        };
         worker(
             index,
             config,
             meshes,
             sockets,
-            tls,
+            reloaded,
             secret,
             seed ^ index as u64,
         )
@@ -323,19 +361,44 @@ fn tls_config(config: &Config) -> Result<Option<SharedTlsConfig>, String> {
 }
 
 /// Starts the thread that takes SIGHUP: it reloads the TLS certificate and
-/// key (new connections get them; a bad pair is reported and the old one kept).
+/// key (new connections get them; a bad pair is reported and the old one kept)
+/// and the access list (parsed here, off the workers, and published whole; a
+/// bad one is reported and the old one kept).
 fn spawn_signal_handler(
     signals: BlockedSignals,
     config: &Config,
     tls: Option<SharedTlsConfig>,
+    access: Option<Arc<Reloadable<AccessList>>>,
 ) -> Result<(), String> {
     let files = config
         .http
         .tls_files()
         .map(|(cert, key)| (cert.to_path_buf(), key.to_path_buf()));
+    let access = access.zip(
+        config
+            .access
+            .list()
+            .map(|(mode, path)| (mode, path.to_path_buf())),
+    );
     signals
         .spawn_handler(move |signal| {
             if signal == SIGHUP {
+                let mut replaced = None;
+                if let Some((shared, (mode, path))) = &access {
+                    match AccessList::load(*mode, path) {
+                        Ok(list) => {
+                            let count = list.len();
+                            let (old, _) = shared.load();
+                            shared.store(Arc::new(list));
+                            info!(
+                                "SIGHUP: reloaded access list {}: {count} info-hashes",
+                                path.display()
+                            );
+                            replaced = Some(old);
+                        }
+                        Err(e) => warn!("SIGHUP: keeping the old access list: {e}"),
+                    }
+                }
                 match (&tls, &files) {
                     (Some(shared), Some((cert, key))) => match tls::load_pem_files(cert, key) {
                         Ok(loaded) => {
@@ -348,7 +411,13 @@ fn spawn_signal_handler(
                         }
                         Err(e) => warn!("SIGHUP: keeping the old HTTPS certificate: {e}"),
                     },
+                    // The access list was what there was to reload.
+                    _ if access.is_some() => {}
                     _ => info!("SIGHUP: no certificate files configured, nothing to reload"),
+                }
+                // Last, so that waiting for it delays no other reload.
+                if let Some(old) = replaced {
+                    free_when_unused(old);
                 }
             }
             ControlFlow::Continue(())
@@ -357,13 +426,27 @@ fn spawn_signal_handler(
         .map_err(|e| format!("cannot start the signal thread: {e}"))
 }
 
+/// Drops `old` here once no worker holds it any more (each lets go within a
+/// fraction of a second), so that no worker pays for freeing a list of
+/// millions of hashes on its request path. Gives up after a while: then the
+/// last holder frees it.
+fn free_when_unused<T>(old: Arc<T>) {
+    for _ in 0..500 {
+        if Arc::strong_count(&old) == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(old);
+}
+
 /// One worker: its shard of the swarms, the clean-up, and its sockets.
 async fn worker(
     index: usize,
     config: Config,
     meshes: Meshes,
     sockets: WorkerSockets,
-    tls: Option<SharedTlsConfig>,
+    reloaded: Reloaded,
     secret: [u8; 16],
     seed: u64,
 ) -> Result<(), String> {
@@ -377,10 +460,12 @@ async fn worker(
         meshes,
         SwarmStore::new(limits, seed),
         config.runtime.max_forwarded,
+        reloaded.access,
     )
     .await?;
     let period = Duration::from_secs(config.swarm.cleanup_interval_secs.into());
     glommio::spawn_local(shard.clone().clean_forever(period)).detach();
+    glommio::spawn_local(shard.clone().enforce_access_forever()).detach();
 
     let udp = UdpService::new(
         shard.clone(),
@@ -388,7 +473,12 @@ async fn worker(
         config.swarm.clone(),
         &config.udp,
     );
-    let http = HttpService::new(shard.clone(), config.swarm.clone(), &config.http, tls);
+    let http = HttpService::new(
+        shard.clone(),
+        config.swarm.clone(),
+        &config.http,
+        reloaded.tls,
+    );
     let mut servers: Vec<_> = sockets
         .udp
         .into_iter()

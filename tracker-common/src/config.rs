@@ -2,6 +2,7 @@
 //! that names the offending key, and the commented default file that
 //! `tracker --print-config` prints.
 
+use crate::access::AccessMode;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::net::SocketAddr;
@@ -17,6 +18,7 @@ pub struct Config {
     pub http: HttpConfig,
     pub privileges: PrivilegesConfig,
     pub metrics: MetricsConfig,
+    pub access: AccessConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -158,6 +160,24 @@ pub struct MetricsConfig {
     pub timeout_secs: u32,
     /// The largest scrape request head accepted, in bytes.
     pub max_request_head_bytes: usize,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AccessConfig {
+    /// "off" serves every torrent; "allow" only those in `file`; "deny" all
+    /// but those in `file`.
+    pub mode: AccessMode,
+    /// The list: one info-hash per line as 40 hex digits, `#` comments. Read
+    /// at start and again on SIGHUP. Needed unless `mode` is "off".
+    pub file: String,
+}
+
+impl AccessConfig {
+    /// The mode and list file, unless access lists are off (validated).
+    pub fn list(&self) -> Option<(AccessMode, &Path)> {
+        (self.mode != AccessMode::Off).then(|| (self.mode, Path::new(&self.file)))
+    }
 }
 
 impl HttpConfig {
@@ -430,6 +450,13 @@ impl Config {
                 format!("must be {MIN_REQUEST_HEAD_BYTES} to {MAX_REQUEST_HEAD_BYTES}"),
             ));
         }
+        let a = &self.access;
+        if a.mode != AccessMode::Off && a.file.is_empty() {
+            return Err(ConfigError::key(
+                "access.file",
+                format!("is needed with access.mode = \"{}\"", a.mode.as_str()),
+            ));
+        }
         Ok(())
     }
 
@@ -603,6 +630,17 @@ max_connections = {metrics_max_connections}
 timeout_secs = {metrics_timeout_secs}
 # The largest scrape request head accepted, in bytes ({min_head} to {max_head}).
 max_request_head_bytes = {metrics_max_request_head_bytes}
+
+[access]
+# Which torrents are served: "off" (all of them), "allow" (only those listed in
+# `file`) or "deny" (all but those listed). Announces for other torrents get
+# the error "torrent not allowed", and scrapes of them get zeros.
+mode = "{access_mode}"
+# The list: one info-hash per line as 40 hex digits, `#` starts a comment.
+# Needed unless mode is "off". Read at start (a bad line stops the tracker) and
+# again on SIGHUP (a bad line is logged and the old list kept); torrents that
+# the new list refuses are dropped.
+file = "{access_file}"
 "#,
         workers = c.runtime.workers,
         cpus = c.runtime.cpus,
@@ -644,6 +682,8 @@ max_request_head_bytes = {metrics_max_request_head_bytes}
         metrics_max_connections = c.metrics.max_connections,
         metrics_timeout_secs = c.metrics.timeout_secs,
         metrics_max_request_head_bytes = c.metrics.max_request_head_bytes,
+        access_mode = c.access.mode.as_str(),
+        access_file = c.access.file,
     )
 }
 
@@ -781,6 +821,10 @@ mod tests {
                 |c: &mut Config| c.metrics.max_request_head_bytes = 10,
                 "metrics.max_request_head_bytes",
             ),
+            (
+                |c: &mut Config| c.access.mode = AccessMode::Deny,
+                "access.file",
+            ),
         ] {
             let mut c = Config::default();
             edit(&mut c);
@@ -803,6 +847,19 @@ mod tests {
             Some((Path::new("c.pem"), Path::new("k.pem")))
         );
         assert_eq!(c.http.real_ip_header(), Some("X-Real-IP"));
+    }
+
+    #[test]
+    fn access_modes_parse_and_off_needs_no_file() {
+        let c: Config = toml::from_str("[access]\nmode = \"allow\"\nfile = \"a.txt\"\n").unwrap();
+        c.validate().unwrap();
+        assert_eq!(
+            c.access.list(),
+            Some((AccessMode::Allow, Path::new("a.txt")))
+        );
+        assert_eq!(Config::default().access.list(), None);
+        let err = toml::from_str::<Config>("[access]\nmode = \"block\"\n").unwrap_err();
+        assert!(err.to_string().contains("mode"), "{err}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! sharded swarm store, routing between workers, the glommio runtime, config and
 //! counters.
 
+pub mod access;
 pub mod clock;
 pub mod config;
 pub mod host;

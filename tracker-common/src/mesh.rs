@@ -7,9 +7,11 @@
 //! never waits on anything, so no cycle of full channels can form. Every worker
 //! joins them in the same order (requests, then answers), as glommio requires.
 
+use crate::access::AccessList;
 use crate::clock;
 use crate::metrics::{MetricSource, Sample, PEERS, TORRENTS};
 use crate::shard::owner_of;
+use crate::signals::{LocalCopy, Reloadable};
 use crate::stats::MeshStats;
 use crate::swarm::{AnnounceRefused, SwarmCounts, SwarmStore};
 use crate::types::{Announce, AnnounceAnswer, InfoHash, PeerEntry, ScrapeStats};
@@ -20,6 +22,7 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -97,21 +100,32 @@ pub struct Shard {
     waiting: RefCell<Slab<Waiting>>,
     max_waiting: usize,
     peers_scratch: RefCell<Vec<PeerEntry>>,
+    /// This worker's view of the access list; None when lists are off, so
+    /// that then no announce pays for a look.
+    access: Option<RefCell<LocalCopy<AccessList>>>,
     pub stats: MeshStats,
     /// The worker's services, whose counters every scrape includes. Weak:
     /// they hold the shard.
     metric_sources: RefCell<Vec<Weak<dyn MetricSource>>>,
 }
 
+/// How often a worker looks whether a new access list was published, to drop
+/// the torrents it refuses. Announces see a new list at once (they look at its
+/// generation every time); this only bounds how long refused torrents linger
+/// in the store and in scrapes.
+const ACCESS_POLL: Duration = Duration::from_millis(100);
+
 impl Shard {
     /// Joins the meshes (every worker must call this, or the others wait
     /// forever) and starts the tasks that serve other workers' requests and
-    /// deliver their answers to ours.
+    /// deliver their answers to ours. `access` is the shared access list, None
+    /// when access lists are off.
     pub async fn join(
         index: usize,
         meshes: Meshes,
         store: SwarmStore,
         max_waiting: usize,
+        access: Option<Arc<Reloadable<AccessList>>>,
     ) -> Result<Rc<Shard>, String> {
         let workers = meshes.workers;
         let (to_owners, reply_senders, request_streams, reply_streams) = if workers > 1 {
@@ -143,6 +157,7 @@ impl Shard {
             waiting: RefCell::new(Slab::new()),
             max_waiting,
             peers_scratch: RefCell::new(Vec::new()),
+            access: access.map(|shared| RefCell::new(LocalCopy::new(shared))),
             stats: MeshStats::default(),
             metric_sources: RefCell::new(Vec::new()),
         });
@@ -204,14 +219,34 @@ impl Shard {
         }
     }
 
+    /// Whether the access list (if any) lets announces for `info_hash` in:
+    /// one relaxed atomic load and one set lookup, nothing when lists are off.
+    #[inline]
+    pub fn allows(&self, info_hash: &InfoHash) -> bool {
+        match &self.access {
+            None => true,
+            Some(access) => access.borrow_mut().get().allows(info_hash),
+        }
+    }
+
     /// Announces to a torrent of this shard, writing peers into `peers`; no
     /// allocation once `peers` has grown.
+    ///
+    /// The access list is checked here, at the owner, and only here: so every
+    /// announce pays for one lookup, and no torrent a list refuses is ever
+    /// stored, whichever worker received the announce and whatever list that
+    /// worker has seen so far. A refused announce from another worker costs
+    /// that worker a mesh round trip, which is the rare case.
     pub fn announce_local(
         &self,
         req: &Announce,
         peers: &mut Vec<PeerEntry>,
     ) -> Result<SwarmCounts, AnnounceRefused> {
         debug_assert!(self.is_local(&req.info_hash));
+        if !self.allows(&req.info_hash) {
+            peers.clear();
+            return Err(AnnounceRefused::NotAllowed);
+        }
         self.store
             .borrow_mut()
             .announce(req, clock::now_secs(), peers)
@@ -399,6 +434,41 @@ impl Shard {
                     .borrow_mut()
                     .clean_segment(segment, clock::now_secs());
             }
+        }
+    }
+
+    /// Applies each newly published access list to this shard's store:
+    /// removes the torrents it refuses, one segment at a time with a yield
+    /// between segments, so no request waits behind more than one segment.
+    /// Announces already obey the new list meanwhile, so nothing refused is
+    /// added while the walk goes on. Returns at once when lists are off.
+    pub async fn enforce_access_forever(self: Rc<Self>) {
+        let Some(access) = &self.access else {
+            return;
+        };
+        let mut applied = access.borrow_mut().get().clone();
+        loop {
+            glommio::timer::sleep(ACCESS_POLL).await;
+            let current = access.borrow_mut().get().clone();
+            if Arc::ptr_eq(&current, &applied) {
+                continue;
+            }
+            let mut removed = 0;
+            for segment in 0..SwarmStore::SEGMENTS {
+                removed += self
+                    .store
+                    .borrow_mut()
+                    .retain_torrents(segment, |h| current.allows(h))
+                    .torrents;
+                futures_lite::future::yield_now().await;
+            }
+            if removed > 0 {
+                tracing::info!(
+                    "worker {}: removed {removed} torrents the new access list refuses",
+                    self.index
+                );
+            }
+            applied = current;
         }
     }
 

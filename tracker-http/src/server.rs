@@ -80,6 +80,8 @@ counters! {
         pub bad_request: Counter => HTTP_ERRORS { kind = "bad_request" },
         /// Announces refused because the owner holds its maximum of torrents.
         pub refused: Counter => HTTP_ERRORS { kind = "refused" },
+        /// Announces refused by the access list ("torrent not allowed").
+        pub not_allowed: Counter => HTTP_ERRORS { kind = "not_allowed" },
         /// Requests for other shards refused because too many await answers.
         pub overloaded: Counter => HTTP_ERRORS { kind = "overloaded" },
         /// Answers carrying a bencoded failure reason (any status).
@@ -621,6 +623,10 @@ impl HttpService {
             Err(AnnounceRefused::TorrentLimit) => {
                 self.stats.refused.inc();
                 self.fail(out, 200, connection, "tracker is full: torrent not stored");
+            }
+            Err(AnnounceRefused::NotAllowed) => {
+                self.stats.not_allowed.inc();
+                self.fail(out, 200, connection, "torrent not allowed");
             }
         }
     }

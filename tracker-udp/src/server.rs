@@ -47,6 +47,8 @@ counters! {
         pub malformed: Counter => UDP_ERRORS { kind = "malformed" },
         /// Announces refused because the worker holds its maximum of torrents.
         pub refused: Counter => UDP_ERRORS { kind = "refused" },
+        /// Announces refused by the access list ("torrent not allowed").
+        pub not_allowed: Counter => UDP_ERRORS { kind = "not_allowed" },
         /// Requests for other shards dropped because too many await answers.
         pub dropped_overloaded: Counter => UDP_ERRORS { kind = "overloaded" },
         pub send_errors: Counter => UDP_ERRORS { kind = "send_failed" },
@@ -294,6 +296,11 @@ impl UdpService {
                 self.stats.refused.inc();
                 self.stats.errors_sent.inc();
                 write_error_response(out, txid, b"tracker is full: torrent not stored");
+            }
+            Err(AnnounceRefused::NotAllowed) => {
+                self.stats.not_allowed.inc();
+                self.stats.errors_sent.inc();
+                write_error_response(out, txid, b"torrent not allowed");
             }
         }
     }

@@ -38,12 +38,16 @@ pub enum AnnounceRefused {
     /// The store holds `max_torrents` and the announce would create another one;
     /// torrents already stored are still served.
     TorrentLimit,
+    /// The access list does not allow the torrent (decided by the shard before
+    /// the store is asked: the store itself knows no lists).
+    NotAllowed,
 }
 
 impl fmt::Display for AnnounceRefused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AnnounceRefused::TorrentLimit => f.write_str("tracker is full: torrent limit reached"),
+            AnnounceRefused::NotAllowed => f.write_str("torrent not allowed"),
         }
     }
 }
@@ -243,6 +247,35 @@ impl SwarmStore {
         // The map never shrinks by itself; give memory back after a large drop only,
         // so a segment does not shrink and regrow on every pass.
         if map.len() <= map.capacity() / 4 {
+            map.shrink_to_fit();
+        }
+        self.torrents -= removed.torrents;
+        self.peers.seeders -= removed.peers.seeders;
+        self.peers.leechers -= removed.peers.leechers;
+        removed
+    }
+
+    /// Removes the torrents of segment `segment` (0..`SEGMENTS`) for which
+    /// `keep` is false, with their peers: how a new access list takes effect,
+    /// a segment at a time so that the caller can yield between segments.
+    pub fn retain_torrents(
+        &mut self,
+        segment: usize,
+        mut keep: impl FnMut(&InfoHash) -> bool,
+    ) -> CleanReport {
+        let mut removed = CleanReport::default();
+        let map = &mut self.segments[segment];
+        map.retain(|info_hash, torrent| {
+            if keep(info_hash) {
+                return true;
+            }
+            let counts = torrent.counts();
+            removed.torrents += 1;
+            removed.peers.seeders += counts.seeders as usize;
+            removed.peers.leechers += counts.leechers as usize;
+            false
+        });
+        if removed.torrents > 0 && map.len() <= map.capacity() / 4 {
             map.shrink_to_fit();
         }
         self.torrents -= removed.torrents;

@@ -658,3 +658,44 @@ proptest! {
         check_against_model(limits, 1, ops)?;
     }
 }
+
+#[test]
+fn retain_torrents_removes_refused_torrents_with_their_peers_and_frees_room() {
+    let mut s = SwarmStore::new(limits(3, 10), 1);
+    go(&mut s, ann(v4(1)), 0);
+    go(&mut s, seeder(v4(2)), 0);
+    go(&mut s, on_torrent(hash(2), ann(v4(1))), 0);
+    go(&mut s, on_torrent(hash(3), seeder(v6(1))), 0);
+    assert_eq!(s.peer_count(), totals(2, 2));
+    // Torrent 1 goes: two peers with it; the rest stay as they were.
+    let mut total = CleanReport::default();
+    for segment in 0..SwarmStore::SEGMENTS {
+        let r = s.retain_torrents(segment, |h| *h != hash(1));
+        total.torrents += r.torrents;
+        total.peers.seeders += r.peers.seeders;
+        total.peers.leechers += r.peers.leechers;
+    }
+    assert_eq!(
+        total,
+        CleanReport {
+            torrents: 1,
+            peers: totals(1, 1)
+        }
+    );
+    assert_eq!(s.torrent_count(), 2);
+    assert_eq!(s.peer_count(), totals(1, 1));
+    assert_eq!(s.scrape(&hash(1)), ScrapeStats::default());
+    assert_eq!(s.scrape(&hash(2)).leechers, 1);
+    assert_eq!(s.scrape(&hash(3)).seeders, 1);
+    // The torrent limit counts what is left: a new torrent fits again.
+    assert_eq!(
+        go(&mut s, on_torrent(hash(4), ann(v4(1))), 0).0,
+        counts(0, 1)
+    );
+    // Keeping everything removes nothing.
+    let kept: usize = (0..SwarmStore::SEGMENTS)
+        .map(|segment| s.retain_torrents(segment, |_| true).torrents)
+        .sum();
+    assert_eq!(kept, 0);
+    assert_eq!(s.torrent_count(), 3);
+}

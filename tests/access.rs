@@ -1,0 +1,512 @@
+//! Access lists end to end: the real binary with two workers (so announces
+//! are routed to their owners), spoken to over UDP and HTTP, its list file
+//! rewritten and reloaded with SIGHUP.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use support::tempfile_path::TempPath;
+use support::Tracker;
+use tracker_common::shard::owner_of;
+use tracker_common::types::{AnnounceEvent, InfoHash, PeerId};
+use tracker_http::bencode::{decode, Value};
+use tracker_http::request::{write_announce_target, write_scrape_target, AnnounceRequest};
+use tracker_udp::codec::{
+    write_scrape_request, AnnounceOptions, ConnectRequest, ConnectionId, IpFamily, Request,
+    Response, TransactionId,
+};
+
+const WORKERS: usize = 2;
+
+/// What an announce got: served with (seeders, leechers), or an error text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Answer {
+    Served(u32, u32),
+    Refused(String),
+}
+
+fn not_allowed() -> Answer {
+    Answer::Refused("torrent not allowed".into())
+}
+
+/// A small BEP 15 client on loopback.
+struct Udp {
+    sock: UdpSocket,
+    target: SocketAddr,
+    connection_id: ConnectionId,
+    txid: i32,
+}
+
+impl Udp {
+    fn new(target: SocketAddr) -> Udp {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let mut udp = Udp {
+            sock,
+            target,
+            connection_id: ConnectionId(0),
+            txid: 0,
+        };
+        let txid = udp.next_txid();
+        let mut out = Vec::new();
+        Request::Connect(ConnectRequest {
+            transaction_id: txid,
+        })
+        .write(&mut out);
+        let answer = udp.exchange(&out).expect("a connect answer");
+        match Response::parse(&answer, IpFamily::V4).unwrap() {
+            Response::Connect { connection_id, .. } => udp.connection_id = connection_id,
+            other => panic!("not a connect answer: {other:?}"),
+        }
+        udp
+    }
+
+    fn next_txid(&mut self) -> TransactionId {
+        self.txid += 1;
+        TransactionId(self.txid)
+    }
+
+    /// Sends and waits for the answer with the same transaction id; None
+    /// when none comes within the read timeout.
+    fn exchange(&mut self, packet: &[u8]) -> Option<Vec<u8>> {
+        self.sock.send_to(packet, self.target).unwrap();
+        let mut buf = vec![0u8; 2048];
+        let (n, _) = self.sock.recv_from(&mut buf).ok()?;
+        buf.truncate(n);
+        Some(buf)
+    }
+
+    /// None when the answer was lost.
+    fn try_announce(&mut self, info_hash: InfoHash, port: u16) -> Option<Answer> {
+        let txid = self.next_txid();
+        let mut out = Vec::new();
+        Request::Announce(tracker_udp::codec::AnnounceRequest {
+            connection_id: self.connection_id,
+            transaction_id: txid,
+            info_hash,
+            peer_id: PeerId([port as u8; 20]),
+            downloaded: 0,
+            left: 1,
+            uploaded: 0,
+            event: AnnounceEvent::Started,
+            ip_address: 0,
+            key: 0,
+            num_want: 10,
+            port,
+            options: AnnounceOptions::EMPTY,
+        })
+        .write(&mut out);
+        let answer = self.exchange(&out)?;
+        Some(
+            match Response::parse(&answer, IpFamily::V4).expect("a BEP 15 answer") {
+                Response::Announce {
+                    transaction_id,
+                    seeders,
+                    leechers,
+                    ..
+                } => {
+                    assert_eq!(transaction_id, txid);
+                    Answer::Served(seeders, leechers)
+                }
+                Response::Error {
+                    transaction_id,
+                    message,
+                } => {
+                    assert_eq!(transaction_id, txid);
+                    Answer::Refused(String::from_utf8_lossy(message).into_owned())
+                }
+                other => panic!("not an announce answer: {other:?}"),
+            },
+        )
+    }
+
+    fn announce(&mut self, info_hash: InfoHash, port: u16) -> Answer {
+        self.try_announce(info_hash, port).expect("an answer")
+    }
+
+    /// (seeders, completed, leechers) of each hash.
+    fn scrape(&mut self, hashes: &[InfoHash]) -> Vec<[u32; 3]> {
+        let txid = self.next_txid();
+        let mut out = Vec::new();
+        write_scrape_request(&mut out, self.connection_id, txid, hashes);
+        let answer = self.exchange(&out).expect("a scrape answer");
+        match Response::parse(&answer, IpFamily::V4).unwrap() {
+            Response::Scrape {
+                transaction_id,
+                stats,
+            } => {
+                assert_eq!(transaction_id, txid);
+                stats
+                    .iter()
+                    .map(|s| [s.seeders, s.completed, s.leechers])
+                    .collect()
+            }
+            other => panic!("not a scrape answer: {other:?}"),
+        }
+    }
+}
+
+/// One HTTP request on its own connection; the bencoded body.
+fn http_get(addr: SocketAddr, target: &[u8]) -> Vec<u8> {
+    let mut tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut request = b"GET ".to_vec();
+    request.extend_from_slice(target);
+    request.extend_from_slice(b" HTTP/1.1\r\nHost: tracker\r\nConnection: close\r\n\r\n");
+    tcp.write_all(&request).unwrap();
+    let mut answer = Vec::new();
+    tcp.read_to_end(&mut answer).unwrap();
+    let head_end = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a whole head")
+        + 4;
+    assert!(answer.starts_with(b"HTTP/1.1 200 "), "{answer:?}");
+    answer[head_end..].to_vec()
+}
+
+fn http_announce(addr: SocketAddr, info_hash: InfoHash, port: u16) -> Answer {
+    let mut target = Vec::new();
+    write_announce_target(
+        &mut target,
+        &AnnounceRequest {
+            info_hash,
+            peer_id: PeerId([port as u8; 20]),
+            port,
+            uploaded: 0,
+            downloaded: 0,
+            left: 1,
+            event: AnnounceEvent::Started,
+            compact: true,
+            no_peer_id: false,
+            numwant: None,
+            key: None,
+            trackerid: None,
+            ip: None,
+            ipv4: None,
+            ipv6: None,
+        },
+    );
+    let body = http_get(addr, &target);
+    let value = decode(&body).unwrap();
+    if let Some(reason) = value.get(b"failure reason").and_then(Value::as_bytes) {
+        return Answer::Refused(String::from_utf8_lossy(reason).into_owned());
+    }
+    let int = |key: &[u8]| value.get(key).and_then(Value::as_int).unwrap() as u32;
+    Answer::Served(int(b"complete"), int(b"incomplete"))
+}
+
+/// (complete, downloaded, incomplete) of each hash, in the order asked.
+fn http_scrape(addr: SocketAddr, hashes: &[InfoHash]) -> Vec<[u32; 3]> {
+    let mut target = Vec::new();
+    write_scrape_target(&mut target, hashes);
+    let body = http_get(addr, &target);
+    let value = decode(&body).unwrap();
+    let files = value.get(b"files").expect("files");
+    hashes
+        .iter()
+        .map(|h| match files.get(&h.0) {
+            Some(stats) => [b"complete".as_slice(), b"downloaded", b"incomplete"]
+                .map(|k| stats.get(k).and_then(Value::as_int).unwrap() as u32),
+            None => [0; 3],
+        })
+        .collect()
+}
+
+/// An info-hash owned by worker `owner`, distinct per `seed`.
+fn hash_owned_by(owner: usize, seed: u8) -> InfoHash {
+    (0u32..)
+        .map(|i| {
+            let mut h = [seed; 20];
+            h[..4].copy_from_slice(&i.to_be_bytes());
+            InfoHash(h)
+        })
+        .find(|h| owner_of(h, WORKERS) == owner)
+        .unwrap()
+}
+
+/// One hash on each worker.
+fn pair(seed: u8) -> [InfoHash; 2] {
+    [hash_owned_by(0, seed), hash_owned_by(1, seed)]
+}
+
+fn hex(h: &InfoHash) -> String {
+    h.0.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A list file in the formats people write: comments, blank lines, both
+/// cases, indentation.
+fn write_list(path: &Path, hashes: &[InfoHash]) {
+    let mut text = String::from("# access list\n\n");
+    for (i, h) in hashes.iter().enumerate() {
+        match i % 3 {
+            0 => text.push_str(&format!("{}\n", hex(h))),
+            1 => text.push_str(&format!(
+                "  {}  # trailing comment\n",
+                hex(h).to_uppercase()
+            )),
+            _ => text.push_str(&format!("\t{}\r\n", hex(h))),
+        }
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+fn start(mode: &str, list: &TempPath) -> Tracker {
+    Tracker::builder()
+        .udp(None)
+        .http(None)
+        .runtime_args(&["--workers", "2", "--no-pin"])
+        .config(&format!(
+            "[access]\nmode = \"{mode}\"\nfile = \"{}\"\n",
+            list.0.display()
+        ))
+        .start()
+}
+
+fn sighup(tracker: &Tracker) {
+    // SAFETY: a signal to our own child process.
+    let rc = unsafe { libc::kill(tracker.pid() as libc::pid_t, libc::SIGHUP) };
+    assert_eq!(rc, 0);
+}
+
+/// Stops the tracker and returns what it logged.
+fn stop(tracker: Tracker) -> String {
+    // SAFETY: a signal to our own child process.
+    let rc = unsafe { libc::kill(tracker.pid() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    tracker.wait_exit(Duration::from_secs(10)).1
+}
+
+/// Polls `check` until it holds, for up to 10 s.
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Serves `served` and refuses `refused`, on both protocols and both workers.
+fn check_decisions(tracker: &Tracker, served: &[InfoHash], refused: &[InfoHash]) {
+    let mut udp = Udp::new(tracker.udp[0]);
+    let http = tracker.http[0];
+    for h in served {
+        assert!(
+            matches!(udp.announce(*h, 1000), Answer::Served(..)),
+            "UDP {h:?}"
+        );
+        assert!(
+            matches!(http_announce(http, *h, 2000), Answer::Served(..)),
+            "HTTP {h:?}"
+        );
+    }
+    for h in refused {
+        assert_eq!(udp.announce(*h, 1000), not_allowed(), "UDP {h:?}");
+        assert_eq!(http_announce(http, *h, 2000), not_allowed(), "HTTP {h:?}");
+    }
+    // Served torrents hold the two peers; refused ones were never stored.
+    let all: Vec<InfoHash> = served.iter().chain(refused).copied().collect();
+    let expected: Vec<[u32; 3]> = (served.iter().map(|_| [0, 0, 2]))
+        .chain(refused.iter().map(|_| [0; 3]))
+        .collect();
+    assert_eq!(udp.scrape(&all), expected);
+    assert_eq!(http_scrape(http, &all), expected);
+}
+
+#[test]
+fn allow_mode_serves_listed_torrents_only() {
+    let list = TempPath::new("tracker-access", "txt");
+    let listed = pair(1);
+    write_list(&list.0, &listed);
+    let tracker = start("allow", &list);
+    check_decisions(&tracker, &listed, &pair(2));
+}
+
+#[test]
+fn deny_mode_refuses_listed_torrents_only() {
+    let list = TempPath::new("tracker-access", "txt");
+    let listed = pair(1);
+    write_list(&list.0, &listed);
+    let tracker = start("deny", &list);
+    check_decisions(&tracker, &pair(2), &listed);
+}
+
+/// A reload changes decisions at once, drops the torrents that became
+/// refused, and costs a client that keeps announcing no answer.
+#[test]
+fn sighup_reloads_the_list_and_drops_torrents_it_refuses() {
+    let list = TempPath::new("tracker-access", "txt");
+    let kept = pair(1);
+    let going = pair(2);
+    let coming = pair(3);
+    write_list(&list.0, &[kept, going].concat());
+    let tracker = start("allow", &list);
+    let mut udp = Udp::new(tracker.udp[0]);
+    let http = tracker.http[0];
+    for h in kept.iter().chain(&going) {
+        assert_eq!(udp.announce(*h, 1000), Answer::Served(0, 1));
+        assert_eq!(http_announce(http, *h, 2000), Answer::Served(0, 2));
+    }
+    for h in &coming {
+        assert_eq!(udp.announce(*h, 1000), not_allowed());
+    }
+
+    // A client announcing to a kept and a going torrent all along.
+    let stop_flag = Arc::new(AtomicBool::new(false));
+    let answered = Arc::new(AtomicU32::new(0));
+    let background = {
+        let stop_flag = stop_flag.clone();
+        let answered = answered.clone();
+        let mut udp = Udp::new(tracker.udp[0]);
+        let (kept, going) = (kept[1], going[0]);
+        std::thread::spawn(move || {
+            let (mut answers, mut lost, mut seen) = (0u32, 0u32, Vec::new());
+            while !stop_flag.load(Ordering::Relaxed) {
+                for h in [kept, going] {
+                    match udp.try_announce(h, 3000) {
+                        Some(answer) => {
+                            answers += 1;
+                            answered.fetch_add(1, Ordering::Relaxed);
+                            if h == going && seen.last() != Some(&answer) {
+                                seen.push(answer);
+                            }
+                        }
+                        None => lost += 1,
+                    }
+                }
+            }
+            (answers, lost, seen)
+        })
+    };
+    // Some answers before the reload, and some after it took effect.
+    let answers_after = |n: u32| {
+        let start = answered.load(Ordering::Relaxed);
+        eventually("the client is answered", || {
+            answered.load(Ordering::Relaxed) >= start + n
+        });
+    };
+    answers_after(4);
+
+    write_list(&list.0, &[kept, coming].concat());
+    sighup(&tracker);
+    eventually("the new list serves its torrents", || {
+        matches!(udp.announce(coming[0], 1000), Answer::Served(..))
+    });
+    answers_after(4);
+    stop_flag.store(true, Ordering::Relaxed);
+    let (answers, lost, seen) = background.join().unwrap();
+    assert_eq!(lost, 0, "answers lost during the reload ({answers} came)");
+    assert_eq!(
+        seen,
+        [Answer::Served(0, 3), not_allowed()],
+        "the going torrent was served, then refused"
+    );
+
+    check_decisions_after_reload(&tracker, &mut udp, kept, going, coming);
+}
+
+fn check_decisions_after_reload(
+    tracker: &Tracker,
+    udp: &mut Udp,
+    kept: [InfoHash; 2],
+    going: [InfoHash; 2],
+    coming: [InfoHash; 2],
+) {
+    let http = tracker.http[0];
+    for h in &going {
+        assert_eq!(udp.announce(*h, 1000), not_allowed());
+        assert_eq!(http_announce(http, *h, 2000), not_allowed());
+    }
+    assert!(matches!(
+        http_announce(http, coming[1], 2000),
+        Answer::Served(..)
+    ));
+    // The torrents that became refused are gone from the store, peers and
+    // all; the kept ones are untouched.
+    eventually("refused torrents are dropped", || {
+        udp.scrape(&going) == [[0; 3]; 2] && http_scrape(http, &going) == [[0; 3]; 2]
+    });
+    assert_eq!(udp.scrape(&kept), [[0, 0, 2], [0, 0, 3]]);
+}
+
+#[test]
+fn a_bad_list_on_reload_is_logged_and_the_old_one_kept() {
+    let list = TempPath::new("tracker-access", "txt");
+    let listed = pair(1);
+    write_list(&list.0, &listed);
+    let tracker = start("deny", &list);
+    check_decisions(&tracker, &pair(2), &listed);
+
+    // Line 3 is bad; the good line before it must not be taken either.
+    std::fs::write(
+        &list.0,
+        format!(
+            "# new list\n{}\n{}x\n",
+            hex(&pair(2)[0]),
+            &hex(&listed[0])[1..]
+        ),
+    )
+    .unwrap();
+    sighup(&tracker);
+    std::thread::sleep(Duration::from_millis(500));
+    let mut udp = Udp::new(tracker.udp[0]);
+    for h in listed {
+        assert_eq!(udp.announce(h, 1000), not_allowed());
+    }
+    for h in pair(2) {
+        assert!(matches!(udp.announce(h, 1000), Answer::Served(..)));
+    }
+    let log = stop(tracker);
+    let place = format!("{}:3: expected 40 hex digits", list.0.display());
+    assert!(
+        log.contains("keeping the old access list") && log.contains(&place),
+        "{log}"
+    );
+}
+
+#[test]
+fn bad_lists_at_start_exit_2_naming_the_file_and_line() {
+    let list = TempPath::new("tracker-access", "txt");
+    std::fs::write(&list.0, format!("{}\n\nnot a hash\n", hex(&pair(1)[0]))).unwrap();
+    let (code, err) = Tracker::builder()
+        .udp(None)
+        .config(&format!(
+            "[access]\nmode = \"allow\"\nfile = \"{}\"\n",
+            list.0.display()
+        ))
+        .spawn()
+        .wait_exit(Duration::from_secs(10));
+    assert_eq!(code, Some(2), "{err}");
+    let place = format!("{}:3: expected 40 hex digits", list.0.display());
+    assert!(err.contains(&place), "{err}");
+
+    // A missing file, and a mode without a file.
+    let missing = TempPath::new("tracker-access-missing", "txt");
+    for (config, named) in [
+        (
+            format!(
+                "[access]\nmode = \"deny\"\nfile = \"{}\"\n",
+                missing.0.display()
+            ),
+            missing.0.display().to_string(),
+        ),
+        (
+            "[access]\nmode = \"deny\"\n".to_string(),
+            "access.file".to_string(),
+        ),
+    ] {
+        let (code, err) = Tracker::builder()
+            .udp(None)
+            .config(&config)
+            .spawn()
+            .wait_exit(Duration::from_secs(10));
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains(&named), "{named}: {err}");
+    }
+}
