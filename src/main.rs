@@ -8,13 +8,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
+use tracker_common::clock;
 use tracker_common::config::{default_config_file, Config, ConfigError};
 use tracker_common::mesh::{Meshes, Shard};
 use tracker_common::runtime::{self, WorkerPlacement};
-use tracker_common::signals::{BlockedSignals, Reloadable, SIGHUP};
-use tracker_common::swarm::{StoreLimits, SwarmStore};
+use tracker_common::shard::owner_of;
+use tracker_common::shutdown::{self, Shutdown};
+use tracker_common::signals::{BlockedSignals, Reloadable, SIGHUP, SIGINT, SIGTERM};
+use tracker_common::state::{self, Section, StateFile};
+use tracker_common::swarm::{Restored, StoreLimits, SwarmStore};
 use tracker_http::server::HttpService;
 use tracker_http::tls::{self, SharedTlsConfig};
 use tracker_udp::cookie::ConnectionCookies;
@@ -65,6 +69,11 @@ struct Cli {
     /// reverse proxy (e.g. X-Forwarded-For).
     #[arg(long = "real-ip-header", value_name = "NAME")]
     real_ip_header: Option<String>,
+    /// Save the swarms to this file on SIGTERM/SIGINT and load them from it at
+    /// start (replaces state.file; default tracker.state in the working
+    /// directory). An empty value turns it off.
+    #[arg(long = "state", value_name = "FILE")]
+    state: Option<String>,
 }
 
 /// What one worker serves: its own socket for every address.
@@ -142,6 +151,9 @@ fn load_config(cli: &Cli) -> Result<Config, ConfigError> {
     if let Some(name) = &cli.real_ip_header {
         config.http.real_ip_header = name.clone();
     }
+    if let Some(file) = &cli.state {
+        config.state.file = file.clone();
+    }
     config.validate()?;
     if config.udp.listen.is_empty()
         && config.http.listen.is_empty()
@@ -183,9 +195,9 @@ fn run(config: Config) -> Result<(), String> {
     )?;
     let workers = placements.len();
     // Before any other thread starts, so that every thread inherits the mask
-    // and only the signal thread ever takes SIGHUP.
-    let signals =
-        BlockedSignals::block(&[SIGHUP]).map_err(|e| format!("cannot block SIGHUP: {e}"))?;
+    // and only the signal thread ever takes these signals.
+    let signals = BlockedSignals::block(&[SIGHUP, SIGTERM, SIGINT])
+        .map_err(|e| format!("cannot block SIGHUP, SIGTERM and SIGINT: {e}"))?;
     // Certificate problems first: they are the user's to fix, and a clear
     // message beats a bound port.
     let tls = tls_config(&config)?;
@@ -195,15 +207,30 @@ fn run(config: Config) -> Result<(), String> {
         None => random_bytes()?,
     };
     log_start(&config, &placements, &sockets);
-    spawn_signal_handler(signals, &config, tls.clone())?;
+    let shutdown = Shutdown::new(workers);
+    spawn_signal_handler(signals, &config, tls.clone(), shutdown.clone())?;
+    let state_path = config.state.path().map(PathBuf::from);
+    // Each worker takes its own handle on the file's bytes and drops it once
+    // it has restored its torrents, so the bytes go as soon as all have.
+    let loaded = state_path.as_deref().and_then(load_state);
+    let restore = Arc::new(Mutex::new(RestoreProgress::default()));
+    let state_bytes: Vec<Option<Arc<Vec<u8>>>> = (0..workers).map(|_| loaded.clone()).collect();
+    drop(loaded);
+    let state_bytes = Arc::new(Mutex::new(state_bytes));
 
     let meshes = Meshes::new(workers, config.runtime.channel_capacity);
     let sockets = Arc::new(Mutex::new(sockets));
     let seed = u64::from_le_bytes(random_bytes::<8>()?);
-    runtime::run_workers(placements, move |index| {
+    let sections = runtime::run_workers(placements, move |index| {
         let config = config.clone();
         let meshes = meshes.clone();
         let sockets = std::mem::take(&mut sockets.lock().expect("not poisoned")[index]);
+        let state = WorkerState {
+            shutdown: shutdown.clone(),
+            bytes: state_bytes.lock().expect("not poisoned")[index].take(),
+            restore: restore.clone(),
+            workers,
+        };
         let tls = tls.clone();
         worker(
             index,
@@ -213,8 +240,104 @@ fn run(config: Config) -> Result<(), String> {
             tls,
             secret,
             seed ^ index as u64,
+            state,
         )
-    })
+    })?;
+    // Every worker stopped on request and has handed over its swarms.
+    match state_path {
+        Some(path) => save_state(&path, sections.into_iter().flatten().collect()),
+        None => {
+            info!("stopped (no state file configured: the swarms are not saved)");
+            Ok(())
+        }
+    }
+}
+
+/// What a worker needs to restore its swarms at start and stop on request.
+struct WorkerState {
+    shutdown: Arc<Shutdown>,
+    /// The state file, checked, when there is one to load.
+    bytes: Option<Arc<Vec<u8>>>,
+    restore: Arc<Mutex<RestoreProgress>>,
+    workers: usize,
+}
+
+/// The workers' restores added up, logged by the last to finish.
+#[derive(Default)]
+struct RestoreProgress {
+    restored: Restored,
+    workers_done: usize,
+    started: Option<Instant>,
+}
+
+/// Reads and checks the state file: its bytes when it can be loaded, None
+/// (and a message saying why) when the tracker must start empty. A damaged
+/// file never stops the tracker; it is replaced at the next stop.
+fn load_state(path: &std::path::Path) -> Option<Arc<Vec<u8>>> {
+    let start = Instant::now();
+    if let Err(e) = state::file::check_writable(path) {
+        warn!(
+            "state file {}: cannot write beside it ({e}): the swarms will not be saved at \
+             the next stop unless that is fixed",
+            path.display()
+        );
+    }
+    let bytes = match state::file::read(path) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => {
+            info!("state file {}: none yet, starting empty", path.display());
+            return None;
+        }
+        Err(e) => {
+            warn!(
+                "state file {}: cannot read it ({e}); starting empty",
+                path.display()
+            );
+            return None;
+        }
+    };
+    match StateFile::parse(&bytes) {
+        Ok(file) => {
+            info!(
+                "state file {}: {} torrents saved {} s ago, {} bytes checked in {} ms; \
+                 restoring",
+                path.display(),
+                file.torrents,
+                clock::unix_secs().saturating_sub(file.saved_at),
+                bytes.len(),
+                start.elapsed().as_millis()
+            );
+        }
+        Err(e) => {
+            warn!(
+                "state file {}: {e}; starting empty (the file is replaced at the next stop)",
+                path.display()
+            );
+            return None;
+        }
+    }
+    Some(Arc::new(bytes))
+}
+
+/// Writes the workers' sections to the state file, replacing it atomically.
+fn save_state(path: &std::path::Path, sections: Vec<Section>) -> Result<(), String> {
+    let start = Instant::now();
+    let header = state::header(&sections, clock::unix_secs());
+    let trailer = state::trailer(&header, &sections);
+    let mut parts: Vec<&[u8]> = vec![&header];
+    parts.extend(sections.iter().map(Section::as_bytes));
+    parts.push(&trailer);
+    state::file::write_atomic(path, &parts)
+        .map_err(|e| format!("cannot save the swarms to {}: {e}", path.display()))?;
+    let bytes: usize = parts.iter().map(|p| p.len()).sum();
+    info!(
+        "stopped: saved {} torrents and {} peers to {} ({bytes} bytes) in {} ms",
+        sections.iter().map(Section::torrents).sum::<u64>(),
+        sections.iter().map(Section::peers).sum::<u64>(),
+        path.display(),
+        start.elapsed().as_millis()
+    );
+    Ok(())
 }
 
 /// The HTTPS configuration: from the configured files, or a self-signed
@@ -257,20 +380,44 @@ fn tls_config(config: &Config) -> Result<Option<SharedTlsConfig>, String> {
     Ok(Some(Arc::new(Reloadable::new(Arc::new(loaded.config)))))
 }
 
-/// Starts the thread that takes SIGHUP: it reloads the TLS certificate and
-/// key (new connections get them; a bad pair is reported and the old one kept).
+/// Starts the thread that takes SIGHUP, SIGTERM and SIGINT. SIGHUP reloads the
+/// TLS certificate and key (new connections get them; a bad pair is reported
+/// and the old one kept). SIGTERM or SIGINT asks the workers to stop (and
+/// save); a second one, while they stop, exits at once without saving, as a
+/// process killed by it would.
 fn spawn_signal_handler(
     signals: BlockedSignals,
     config: &Config,
     tls: Option<SharedTlsConfig>,
+    shutdown: Arc<Shutdown>,
 ) -> Result<(), String> {
     let files = config
         .http
         .tls_files()
         .map(|(cert, key)| (cert.to_path_buf(), key.to_path_buf()));
+    let saving = match config.state.path() {
+        Some(path) => format!("then saving the swarms to {}", path.display()),
+        None => "then exiting (no state file)".to_string(),
+    };
+    let drain = config.state.drain_timeout_secs;
     signals
         .spawn_handler(move |signal| {
-            if signal == SIGHUP {
+            if signal == SIGTERM || signal == SIGINT {
+                let name = if signal == SIGTERM {
+                    "SIGTERM"
+                } else {
+                    "SIGINT"
+                };
+                if shutdown.request() {
+                    info!(
+                        "{name}: stopping: answering requests in flight (up to {drain} s), \
+                         {saving}; another {name} exits at once"
+                    );
+                } else {
+                    warn!("{name} again: exiting at once, without saving the swarms");
+                    std::process::exit(128 + signal);
+                }
+            } else if signal == SIGHUP {
                 match (&tls, &files) {
                     (Some(shared), Some((cert, key))) => match tls::load_pem_files(cert, key) {
                         Ok(loaded) => {
@@ -292,7 +439,11 @@ fn spawn_signal_handler(
         .map_err(|e| format!("cannot start the signal thread: {e}"))
 }
 
-/// One worker: its shard of the swarms, the clean-up, and its sockets.
+/// One worker: its shard of the swarms (restored from the state file), the
+/// clean-up, and its sockets, served until they fail (Err) or the process is
+/// asked to stop: then its swarms, for the state file, when one is
+/// configured.
+#[allow(clippy::too_many_arguments)]
 async fn worker(
     index: usize,
     config: Config,
@@ -301,19 +452,25 @@ async fn worker(
     tls: Option<SharedTlsConfig>,
     secret: [u8; 16],
     seed: u64,
-) -> Result<(), String> {
+    state: WorkerState,
+) -> Result<Option<Section>, String> {
     let limits = StoreLimits {
         peer_timeout_secs: config.swarm.peer_timeout_secs,
         max_torrents: config.swarm.max_torrents_per_worker,
         max_peers_per_torrent: config.swarm.max_peers_per_torrent,
     };
-    let shard = Shard::join(
-        index,
-        meshes,
-        SwarmStore::new(limits, seed),
-        config.runtime.max_forwarded,
-    )
-    .await?;
+    let mut store = SwarmStore::new(limits, seed);
+    if let Some(bytes) = state.bytes {
+        restore_shard(
+            &mut store,
+            &bytes,
+            index,
+            &state.restore,
+            state.workers,
+            &config,
+        );
+    }
+    let shard = Shard::join(index, meshes, store, config.runtime.max_forwarded).await?;
     let period = Duration::from_secs(config.swarm.cleanup_interval_secs.into());
     glommio::spawn_local(shard.clone().clean_forever(period)).detach();
 
@@ -323,7 +480,17 @@ async fn worker(
         config.swarm.clone(),
         &config.udp,
     );
-    let http = HttpService::new(shard, config.swarm.clone(), &config.http, tls);
+    let http = HttpService::new(shard.clone(), config.swarm.clone(), &config.http, tls);
+    let shutdown = state.shutdown;
+    {
+        let (shutdown, udp, http) = (shutdown.clone(), udp.clone(), http.clone());
+        glommio::spawn_local(async move {
+            shutdown.requested().await;
+            udp.stop();
+            http.stop();
+        })
+        .detach();
+    }
     let mut servers: Vec<_> = sockets
         .udp
         .into_iter()
@@ -336,9 +503,86 @@ async fn worker(
                 .map(|listener| glommio::spawn_local(Rc::clone(&http).serve(listener, tls))),
         );
     }
-    // Servers run until they fail; the first failure ends the worker, and so
-    // the process.
-    runtime::first_to_end(servers).await
+    // Servers run until they fail or stop; the first failure ends the
+    // worker, and so the process.
+    runtime::all_or_first_error(servers).await?;
+    if !shutdown.is_requested() {
+        return Err("its servers stopped unasked".into());
+    }
+    // Answer what was taken, then wait for the other workers to do the same
+    // (their requests may wait on this shard), all within one deadline; only
+    // then is the store complete.
+    let deadline = Instant::now() + Duration::from_secs(config.state.drain_timeout_secs.into());
+    let busy = || udp.in_flight() + http.open_connections();
+    shutdown::until(deadline, || busy() == 0).await;
+    shutdown.drained();
+    shutdown::until(deadline, || shutdown.all_drained()).await;
+    if busy() > 0 || !shutdown.all_drained() {
+        warn!(
+            "worker {index}: state.drain_timeout_secs passed with {} UDP requests and {} HTTP \
+             connections unanswered here, or on other workers",
+            udp.in_flight(),
+            http.open_connections()
+        );
+    }
+    if config.state.path().is_none() {
+        return Ok(None);
+    }
+    let mut section = Section::with_capacity(64 << 10);
+    shard.with_store(|store| store.save(clock::now_secs(), clock::unix_secs(), &mut section));
+    Ok(Some(section))
+}
+
+/// Restores this worker's torrents (those it owns now, whatever the worker
+/// count was when the file was written) from a checked state file; the last
+/// worker to finish logs the totals.
+fn restore_shard(
+    store: &mut SwarmStore,
+    bytes: &[u8],
+    index: usize,
+    progress: &Mutex<RestoreProgress>,
+    workers: usize,
+    config: &Config,
+) {
+    let started = Instant::now();
+    let mut restored = Restored::default();
+    match StateFile::reopen(bytes) {
+        Ok(file) => {
+            let (now, now_unix) = (clock::now_secs(), clock::unix_secs());
+            for record in file.records() {
+                match record {
+                    Ok(record) if owner_of(&record.info_hash, workers) == index => {
+                        restored.add(store.restore(&record, now, now_unix));
+                    }
+                    Ok(_) => {}
+                    // Cannot happen to a checked file; keep what was read.
+                    Err(e) => {
+                        warn!("worker {index}: state file: {e}");
+                        break;
+                    }
+                }
+            }
+        }
+        Err(e) => warn!("worker {index}: state file: {e}"),
+    }
+    let mut progress = progress.lock().unwrap_or_else(|e| e.into_inner());
+    progress.restored.add(restored);
+    progress.workers_done += 1;
+    let first_start = progress.started.map_or(started, |s| s.min(started));
+    progress.started = Some(first_start);
+    if progress.workers_done == workers {
+        let r = progress.restored;
+        info!(
+            "restored {} torrents and {} peers from {} in {} ms ({} peers had expired; {} \
+             over swarm.max_torrents_per_worker or swarm.max_peers_per_torrent)",
+            r.torrents,
+            r.peers,
+            config.state.file,
+            first_start.elapsed().as_millis(),
+            r.expired,
+            r.refused
+        );
+    }
 }
 
 /// Binds every address once per worker, before any worker starts, so that a

@@ -15,6 +15,7 @@ pub struct Config {
     pub swarm: SwarmConfig,
     pub udp: UdpConfig,
     pub http: HttpConfig,
+    pub state: StateConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -126,6 +127,38 @@ pub struct HttpConfig {
     /// The most torrents listed in one full scrape.
     pub full_scrape_max_torrents: usize,
 }
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StateConfig {
+    /// Where the swarms are saved on SIGTERM/SIGINT and loaded from at start;
+    /// a relative path is taken from the working directory. Empty: nothing is
+    /// saved or loaded.
+    pub file: String,
+    /// On SIGTERM/SIGINT, seconds that requests already taken get to be
+    /// answered before the swarms are saved and the process exits.
+    pub drain_timeout_secs: u32,
+}
+
+impl StateConfig {
+    /// The state file, when one is configured.
+    pub fn path(&self) -> Option<&Path> {
+        Some(Path::new(&self.file)).filter(|_| !self.file.is_empty())
+    }
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig {
+            file: "tracker.state".into(),
+            drain_timeout_secs: 5,
+        }
+    }
+}
+
+/// The most `state.drain_timeout_secs`: a stop that waits longer than this
+/// for clients is stuck, and service managers give up sooner.
+const MAX_DRAIN_TIMEOUT_SECS: u32 = 600;
 
 impl HttpConfig {
     /// The certificate and key files, when both are configured (validated).
@@ -356,6 +389,19 @@ impl Config {
                 format!("`{}` is not an HTTP header name", h.real_ip_header),
             ));
         }
+        let st = &self.state;
+        if st.file.ends_with('/') || st.file.contains('\0') {
+            return Err(ConfigError::key(
+                "state.file",
+                format!("`{}` is not a file path", st.file),
+            ));
+        }
+        if st.drain_timeout_secs > MAX_DRAIN_TIMEOUT_SECS {
+            return Err(ConfigError::key(
+                "state.drain_timeout_secs",
+                format!("must be at most {MAX_DRAIN_TIMEOUT_SECS}"),
+            ));
+        }
         Ok(())
     }
 
@@ -503,6 +549,19 @@ real_ip_header = "{real_ip_header}"
 full_scrape = {full_scrape}
 # The most torrents listed in one full scrape.
 full_scrape_max_torrents = {full_scrape_max_torrents}
+
+[state]
+# On SIGTERM or SIGINT the tracker stops taking requests, answers those it
+# took, saves every swarm and completed count to this file (replaced
+# atomically) and exits 0; at start it loads the file, leaving out peers that
+# expired meanwhile. A missing or damaged file is reported and the tracker
+# starts empty. A relative path is taken from the working directory; --state
+# overrides it. Empty: nothing is saved or loaded.
+file = "{state_file}"
+# Seconds that requests already taken get to be answered (0 to
+# {max_drain}) before the swarms are saved; a second SIGTERM or SIGINT exits
+# at once without saving.
+drain_timeout_secs = {drain_timeout_secs}
 "#,
         workers = c.runtime.workers,
         cpus = c.runtime.cpus,
@@ -536,6 +595,9 @@ full_scrape_max_torrents = {full_scrape_max_torrents}
         real_ip_header = c.http.real_ip_header,
         full_scrape = c.http.full_scrape,
         full_scrape_max_torrents = c.http.full_scrape_max_torrents,
+        state_file = c.state.file,
+        max_drain = MAX_DRAIN_TIMEOUT_SECS,
+        drain_timeout_secs = c.state.drain_timeout_secs,
     )
 }
 
@@ -646,6 +708,14 @@ mod tests {
                 |c: &mut Config| c.http.max_requests_per_connection = 0,
                 "http.max_requests_per_connection",
             ),
+            (
+                |c: &mut Config| c.state.file = "/var/lib/tracker/".into(),
+                "state.file",
+            ),
+            (
+                |c: &mut Config| c.state.drain_timeout_secs = 601,
+                "state.drain_timeout_secs",
+            ),
         ] {
             let mut c = Config::default();
             edit(&mut c);
@@ -668,6 +738,15 @@ mod tests {
             Some((Path::new("c.pem"), Path::new("k.pem")))
         );
         assert_eq!(c.http.real_ip_header(), Some("X-Real-IP"));
+    }
+
+    #[test]
+    fn the_state_file_is_on_by_default_and_empty_turns_it_off() {
+        let mut c = Config::default();
+        assert_eq!(c.state.path(), Some(Path::new("tracker.state")));
+        c.state.file.clear();
+        c.validate().unwrap();
+        assert_eq!(c.state.path(), None);
     }
 
     #[test]

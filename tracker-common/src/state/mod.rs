@@ -149,6 +149,7 @@ impl SavedTorrent {
 pub struct Section {
     bytes: Vec<u8>,
     torrents: u64,
+    peers: u64,
 }
 
 impl Section {
@@ -156,6 +157,7 @@ impl Section {
         Section {
             bytes: Vec::with_capacity(bytes),
             torrents: 0,
+            peers: 0,
         }
     }
 
@@ -180,10 +182,15 @@ impl Section {
         write_peers(out, &t.v4);
         write_peers(out, &t.v6);
         self.torrents += 1;
+        self.peers += (t.v4.len() + t.v6.len()) as u64;
     }
 
     pub fn torrents(&self) -> u64 {
         self.torrents
+    }
+
+    pub fn peers(&self) -> u64 {
+        self.peers
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -338,6 +345,21 @@ impl<'a> StateFile<'a> {
             ));
         }
         Ok(file)
+    }
+
+    /// A file that [`parse`](Self::parse) accepted, opened again without
+    /// checking its checksum and records again: the main thread checks the
+    /// file once and each worker reopens it to read its own torrents. Its
+    /// records are still read with every bound checked.
+    pub fn reopen(bytes: &'a [u8]) -> Result<StateFile<'a>, StateError> {
+        if bytes.len() < HEADER_LEN + TRAILER_LEN || bytes[..8] != MAGIC {
+            return Err(StateError::NotAStateFile);
+        }
+        Ok(StateFile {
+            saved_at: u64_at(bytes, 16),
+            torrents: u64_at(bytes, 24),
+            body: &bytes[HEADER_LEN..bytes.len() - TRAILER_LEN],
+        })
     }
 
     /// The torrent records, in file order.

@@ -83,6 +83,19 @@ fn round_trips_torrents_across_sections() {
 }
 
 #[test]
+fn sections_count_torrents_and_peers_and_reopening_reads_the_same() {
+    let torrents = sample();
+    let mut section = Section::default();
+    torrents.iter().for_each(|t| section.push(t));
+    assert_eq!((section.torrents(), section.peers()), (2, 4));
+    let bytes = encode(&[section], 5);
+    let file = StateFile::reopen(&bytes).unwrap();
+    let again: Vec<SavedTorrent> = file.records().map(|r| r.unwrap().to_saved()).collect();
+    assert_eq!((file.saved_at, again), (5, torrents));
+    assert!(StateFile::reopen(b"short").is_err());
+}
+
+#[test]
 fn records_tell_seeders_and_sizes_without_copying() {
     let bytes = encode_all(&sample(), 2, 0);
     let file = StateFile::parse(&bytes).unwrap();
