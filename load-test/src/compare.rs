@@ -266,7 +266,9 @@ pub fn run(config: &Config, options: &CompareOptions) -> Result<String, String> 
         Proto::Http(_, false) => "[udp]\nlisten = []\n[http]\nhttps_listen = []\n",
         Proto::Http(_, true) => "[udp]\nlisten = []\n[http]\nlisten = []\n",
     };
-    std::fs::write(&tracker_config, off).map_err(|e| e.to_string())?;
+    // No state file: every run starts empty and none leaves swarms behind.
+    let tracker_toml = format!("{off}[state]\nfile = \"\"\n");
+    std::fs::write(&tracker_config, tracker_toml).map_err(|e| e.to_string())?;
     let flag = match proto {
         Proto::Udp(_) => "--udp",
         Proto::Http(_, false) => "--http",
