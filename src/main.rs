@@ -8,17 +8,21 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
 use tracker_common::access::AccessList;
+use tracker_common::clock;
 use tracker_common::config::{default_config_file, Config, ConfigError};
 use tracker_common::host;
 use tracker_common::mesh::{Meshes, Shard};
 use tracker_common::metrics;
 use tracker_common::privileges::{self, PrivilegePlan};
 use tracker_common::runtime::{self, WorkerPlacement};
-use tracker_common::signals::{BlockedSignals, Reloadable, SIGHUP};
-use tracker_common::swarm::{StoreLimits, SwarmStore};
+use tracker_common::shard::owner_of;
+use tracker_common::shutdown::{self, Shutdown};
+use tracker_common::signals::{BlockedSignals, Reloadable, SIGHUP, SIGINT, SIGTERM};
+use tracker_common::state::{self, Section, StateFile};
+use tracker_common::swarm::{Restored, StoreLimits, SwarmStore};
 use tracker_http::server::HttpService;
 use tracker_http::tls::{self, SharedTlsConfig};
 use tracker_udp::cookie::ConnectionCookies;
@@ -85,6 +89,11 @@ struct Cli {
     /// replaces metrics.listen). Default: off. Keep it off the public network.
     #[arg(long = "metrics", value_name = "ADDR")]
     metrics: Vec<SocketAddr>,
+    /// Save the swarms to this file on SIGTERM/SIGINT and load them from it at
+    /// start (replaces state.file; default tracker.state in the working
+    /// directory). An empty value turns it off.
+    #[arg(long = "state", value_name = "FILE")]
+    state: Option<String>,
 }
 
 /// The values that SIGHUP replaces while the workers run.
@@ -196,6 +205,9 @@ fn load_config(cli: &Cli) -> Result<Config, ConfigError> {
     if !cli.metrics.is_empty() {
         config.metrics.listen = cli.metrics.clone();
     }
+    if let Some(file) = &cli.state {
+        config.state.file = file.clone();
+    }
     config.validate()?;
     if config.udp.listen.is_empty()
         && config.http.listen.is_empty()
@@ -265,9 +277,9 @@ fn run(config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<()
         privilege_plan.serves_as_root(euid),
     )?;
     // Before any other thread starts, so that every thread inherits the mask
-    // and only the signal thread ever takes SIGHUP.
-    let signals =
-        BlockedSignals::block(&[SIGHUP]).map_err(|e| format!("cannot block SIGHUP: {e}"))?;
+    // and only the signal thread ever takes these signals.
+    let signals = BlockedSignals::block(&[SIGHUP, SIGTERM, SIGINT])
+        .map_err(|e| format!("cannot block SIGHUP, SIGTERM and SIGINT: {e}"))?;
     // Certificate problems first: they are the user's to fix, and a clear
     // message beats a bound port.
     let tls = tls_config(&config)?;
@@ -278,6 +290,12 @@ fn run(config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<()
     };
     let seed = u64::from_le_bytes(random_bytes::<8>()?);
     log_start(&config, &placements, &sockets);
+    let state_path = config.state.path().map(PathBuf::from);
+    // Read before a chroot hides it; it is written after, inside the chroot,
+    // where the same path names the same file.
+    let loaded = state_path
+        .as_deref()
+        .and_then(|path| load_state(&outside_chroot(path, &privilege_plan)));
     // Every socket is bound and every file read: give up root before any
     // thread starts, as credentials are per thread.
     if let PrivilegePlan::Drop { identity, chroot } = &privilege_plan {
@@ -296,17 +314,36 @@ fn run(config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<()
     } else if euid == 0 {
         warn!("serving as root (privileges.allow_root): set privileges.user to drop root");
     }
-    spawn_signal_handler(signals, &config, tls.clone(), access.clone())?;
+    let shutdown = Shutdown::new(workers);
+    spawn_signal_handler(
+        signals,
+        &config,
+        tls.clone(),
+        access.clone(),
+        shutdown.clone(),
+    )?;
+    // Each worker takes its own handle on the file's bytes and drops it once
+    // it has restored its torrents, so the bytes go as soon as all have.
+    let restore = Arc::new(Mutex::new(RestoreProgress::default()));
+    let state_bytes: Vec<Option<Arc<Vec<u8>>>> = (0..workers).map(|_| loaded.clone()).collect();
+    drop(loaded);
+    let state_bytes = Arc::new(Mutex::new(state_bytes));
 
     let meshes = Meshes::new(workers, config.runtime.channel_capacity);
     let sockets = Arc::new(Mutex::new(sockets));
-    runtime::run_workers(placements, move |index| {
+    let sections = runtime::run_workers(placements, move |index| {
         let config = config.clone();
         let meshes = meshes.clone();
         let sockets = std::mem::take(&mut sockets.lock().expect("not poisoned")[index]);
         let reloaded = Reloaded {
             tls: tls.clone(),
             access: access.clone(),
+        };
+        let state = WorkerState {
+            shutdown: shutdown.clone(),
+            bytes: state_bytes.lock().expect("not poisoned")[index].take(),
+            restore: restore.clone(),
+            workers,
         };
         worker(
             index,
@@ -316,8 +353,114 @@ fn run(config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<()
             reloaded,
             secret,
             seed ^ index as u64,
+            state,
         )
-    })
+    })?;
+    // Every worker stopped on request and has handed over its swarms.
+    match state_path {
+        Some(path) => save_state(&path, sections.into_iter().flatten().collect()),
+        None => {
+            info!("stopped (no state file configured: the swarms are not saved)");
+            Ok(())
+        }
+    }
+}
+
+/// Where `path` is before the chroot of `plan` (if any) is entered.
+fn outside_chroot(path: &std::path::Path, plan: &PrivilegePlan) -> PathBuf {
+    match plan {
+        PrivilegePlan::Drop {
+            chroot: Some(dir), ..
+        } => dir.join(path.strip_prefix("/").unwrap_or(path)),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// What a worker needs to restore its swarms at start and stop on request.
+struct WorkerState {
+    shutdown: Arc<Shutdown>,
+    /// The state file, checked, when there is one to load.
+    bytes: Option<Arc<Vec<u8>>>,
+    restore: Arc<Mutex<RestoreProgress>>,
+    workers: usize,
+}
+
+/// The workers' restores added up, logged by the last to finish.
+#[derive(Default)]
+struct RestoreProgress {
+    restored: Restored,
+    workers_done: usize,
+    started: Option<Instant>,
+}
+
+/// Reads and checks the state file: its bytes when it can be loaded, None
+/// (and a message saying why) when the tracker must start empty. A damaged
+/// file never stops the tracker; it is replaced at the next stop.
+fn load_state(path: &std::path::Path) -> Option<Arc<Vec<u8>>> {
+    let start = Instant::now();
+    if let Err(e) = state::file::check_writable(path) {
+        warn!(
+            "state file {}: cannot write beside it ({e}): the swarms will not be saved at \
+             the next stop unless that is fixed",
+            path.display()
+        );
+    }
+    let bytes = match state::file::read(path) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => {
+            info!("state file {}: none yet, starting empty", path.display());
+            return None;
+        }
+        Err(e) => {
+            warn!(
+                "state file {}: cannot read it ({e}); starting empty",
+                path.display()
+            );
+            return None;
+        }
+    };
+    match StateFile::parse(&bytes) {
+        Ok(file) => {
+            info!(
+                "state file {}: {} torrents saved {} s ago, {} bytes checked in {} ms; \
+                 restoring",
+                path.display(),
+                file.torrents,
+                clock::unix_secs().saturating_sub(file.saved_at),
+                bytes.len(),
+                start.elapsed().as_millis()
+            );
+        }
+        Err(e) => {
+            warn!(
+                "state file {}: {e}; starting empty (the file is replaced at the next stop)",
+                path.display()
+            );
+            return None;
+        }
+    }
+    Some(Arc::new(bytes))
+}
+
+/// Writes the workers' sections to the state file, replacing it atomically.
+fn save_state(path: &std::path::Path, sections: Vec<Section>) -> Result<(), String> {
+    let start = Instant::now();
+    let header = state::header(&sections, clock::unix_secs());
+    let trailer = state::trailer(&header, &sections);
+    let mut parts: Vec<&[u8]> = vec![&header];
+    parts.extend(sections.iter().map(Section::as_bytes));
+    parts.push(&trailer);
+    state::file::write_atomic(path, &parts)
+        .map_err(|e| format!("cannot save the swarms to {}: {e}", path.display()))?;
+    let bytes: usize = parts.iter().map(|p| p.len()).sum();
+    info!(
+        "stopped: saved {} torrents and {} peers to {} ({bytes} bytes) in {} ms",
+        sections.iter().map(Section::torrents).sum::<u64>(),
+        sections.iter().map(Section::peers).sum::<u64>(),
+        path.display(),
+        start.elapsed().as_millis()
+    );
+    Ok(())
 }
 
 /// The HTTPS configuration: from the configured files, or a self-signed
@@ -360,15 +503,18 @@ fn tls_config(config: &Config) -> Result<Option<SharedTlsConfig>, String> {
     Ok(Some(Arc::new(Reloadable::new(Arc::new(loaded.config)))))
 }
 
-/// Starts the thread that takes SIGHUP: it reloads the TLS certificate and
-/// key (new connections get them; a bad pair is reported and the old one kept)
-/// and the access list (parsed here, off the workers, and published whole; a
-/// bad one is reported and the old one kept).
+/// Starts the thread that takes SIGHUP, SIGTERM and SIGINT. SIGHUP reloads the
+/// TLS certificate and key (new connections get them; a bad pair is reported
+/// and the old one kept) and the access list (parsed here, off the workers,
+/// and published whole; a bad one is reported and the old one kept). SIGTERM
+/// or SIGINT asks the workers to stop (and save); a second one, while they
+/// stop, exits at once without saving, as a process killed by it would.
 fn spawn_signal_handler(
     signals: BlockedSignals,
     config: &Config,
     tls: Option<SharedTlsConfig>,
     access: Option<Arc<Reloadable<AccessList>>>,
+    shutdown: Arc<Shutdown>,
 ) -> Result<(), String> {
     let files = config
         .http
@@ -380,9 +526,29 @@ fn spawn_signal_handler(
             .list()
             .map(|(mode, path)| (mode, path.to_path_buf())),
     );
+    let saving = match config.state.path() {
+        Some(path) => format!("then saving the swarms to {}", path.display()),
+        None => "then exiting (no state file)".to_string(),
+    };
+    let drain = config.state.drain_timeout_secs;
     signals
         .spawn_handler(move |signal| {
-            if signal == SIGHUP {
+            if signal == SIGTERM || signal == SIGINT {
+                let name = if signal == SIGTERM {
+                    "SIGTERM"
+                } else {
+                    "SIGINT"
+                };
+                if shutdown.request() {
+                    info!(
+                        "{name}: stopping: answering requests in flight (up to {drain} s), \
+                         {saving}; another {name} exits at once"
+                    );
+                } else {
+                    warn!("{name} again: exiting at once, without saving the swarms");
+                    std::process::exit(128 + signal);
+                }
+            } else if signal == SIGHUP {
                 let mut replaced = None;
                 if let Some((shared, (mode, path))) = &access {
                     match AccessList::load(*mode, path) {
@@ -441,6 +607,11 @@ fn free_when_unused<T>(old: Arc<T>) {
 }
 
 /// One worker: its shard of the swarms, the clean-up, and its sockets.
+/// One worker: its shard of the swarms (restored from the state file), the
+/// clean-up, and its sockets, served until they fail (Err) or the process is
+/// asked to stop: then its swarms, for the state file, when one is
+/// configured.
+#[allow(clippy::too_many_arguments)]
 async fn worker(
     index: usize,
     config: Config,
@@ -449,16 +620,30 @@ async fn worker(
     reloaded: Reloaded,
     secret: [u8; 16],
     seed: u64,
-) -> Result<(), String> {
+    state: WorkerState,
+) -> Result<Option<Section>, String> {
     let limits = StoreLimits {
         peer_timeout_secs: config.swarm.peer_timeout_secs,
         max_torrents: config.swarm.max_torrents_per_worker,
         max_peers_per_torrent: config.swarm.max_peers_per_torrent,
     };
+    let mut store = SwarmStore::new(limits, seed);
+    if let Some(bytes) = state.bytes {
+        let access = reloaded.access.as_ref().map(|shared| shared.load().0);
+        restore_shard(
+            &mut store,
+            &bytes,
+            index,
+            &state.restore,
+            state.workers,
+            access.as_deref(),
+            &config,
+        );
+    }
     let shard = Shard::join(
         index,
         meshes,
-        SwarmStore::new(limits, seed),
+        store,
         config.runtime.max_forwarded,
         reloaded.access,
     )
@@ -479,6 +664,16 @@ async fn worker(
         &config.http,
         reloaded.tls,
     );
+    let shutdown = state.shutdown;
+    {
+        let (shutdown, udp, http) = (shutdown.clone(), udp.clone(), http.clone());
+        glommio::spawn_local(async move {
+            shutdown.requested().await;
+            udp.stop();
+            http.stop();
+        })
+        .detach();
+    }
     let mut servers: Vec<_> = sockets
         .udp
         .into_iter()
@@ -491,18 +686,106 @@ async fn worker(
                 .map(|listener| glommio::spawn_local(Rc::clone(&http).serve(listener, tls))),
         );
     }
+    let mut endpoints = Vec::new();
     if !sockets.metrics.is_empty() {
-        let endpoint = metrics::Endpoint::new(shard, &config.metrics);
-        servers.extend(
+        let endpoint = metrics::Endpoint::new(shard.clone(), &config.metrics);
+        endpoints.extend(
             sockets
                 .metrics
                 .into_iter()
                 .map(|listener| glommio::spawn_local(Rc::clone(&endpoint).serve(listener))),
         );
     }
-    // Servers run until they fail; the first failure ends the worker, and so
-    // the process.
-    runtime::first_to_end(servers).await
+    // The metrics endpoint serves until the process ends: only its failure
+    // ends the worker early.
+    let endpoint_failed = async {
+        runtime::all_or_first_error(endpoints).await?;
+        std::future::pending().await
+    };
+    // Servers run until they fail or stop; the first failure ends the
+    // worker, and so the process.
+    futures_lite::future::or(runtime::all_or_first_error(servers), endpoint_failed).await?;
+    if !shutdown.is_requested() {
+        return Err("its servers stopped unasked".into());
+    }
+    // Answer what was taken, then wait for the other workers to do the same
+    // (their requests may wait on this shard), all within one deadline; only
+    // then is the store complete.
+    let deadline = Instant::now() + Duration::from_secs(config.state.drain_timeout_secs.into());
+    let busy = || udp.in_flight() + http.open_connections();
+    shutdown::until(deadline, || busy() == 0).await;
+    shutdown.drained();
+    shutdown::until(deadline, || shutdown.all_drained()).await;
+    if busy() > 0 || !shutdown.all_drained() {
+        warn!(
+            "worker {index}: state.drain_timeout_secs passed with {} UDP requests and {} HTTP \
+             connections unanswered here, or on other workers",
+            udp.in_flight(),
+            http.open_connections()
+        );
+    }
+    if config.state.path().is_none() {
+        return Ok(None);
+    }
+    let mut section = Section::with_capacity(64 << 10);
+    shard.with_store(|store| store.save(clock::now_secs(), clock::unix_secs(), &mut section));
+    Ok(Some(section))
+}
+
+/// Restores this worker's torrents (those it owns now, whatever the worker
+/// count was when the file was written) from a checked state file; the last
+/// worker to finish logs the totals.
+fn restore_shard(
+    store: &mut SwarmStore,
+    bytes: &[u8],
+    index: usize,
+    progress: &Mutex<RestoreProgress>,
+    workers: usize,
+    access: Option<&AccessList>,
+    config: &Config,
+) {
+    let started = Instant::now();
+    let mut restored = Restored::default();
+    match StateFile::reopen(bytes) {
+        Ok(file) => {
+            let (now, now_unix) = (clock::now_secs(), clock::unix_secs());
+            for record in file.records() {
+                match record {
+                    Ok(record)
+                        if owner_of(&record.info_hash, workers) == index
+                            && access.map_or(true, |list| list.allows(&record.info_hash)) =>
+                    {
+                        restored.add(store.restore(&record, now, now_unix));
+                    }
+                    Ok(_) => {}
+                    // Cannot happen to a checked file; keep what was read.
+                    Err(e) => {
+                        warn!("worker {index}: state file: {e}");
+                        break;
+                    }
+                }
+            }
+        }
+        Err(e) => warn!("worker {index}: state file: {e}"),
+    }
+    let mut progress = progress.lock().unwrap_or_else(|e| e.into_inner());
+    progress.restored.add(restored);
+    progress.workers_done += 1;
+    let first_start = progress.started.map_or(started, |s| s.min(started));
+    progress.started = Some(first_start);
+    if progress.workers_done == workers {
+        let r = progress.restored;
+        info!(
+            "restored {} torrents and {} peers from {} in {} ms ({} peers had expired; {} \
+             over swarm.max_torrents_per_worker or swarm.max_peers_per_torrent)",
+            r.torrents,
+            r.peers,
+            config.state.file,
+            first_start.elapsed().as_millis(),
+            r.expired,
+            r.refused
+        );
+    }
 }
 
 /// Binds every address once per worker, before any worker starts, so that a

@@ -266,9 +266,10 @@ pub fn run(config: &Config, options: &CompareOptions) -> Result<String, String> 
         Proto::Http(_, false) => "[udp]\nlisten = []\n[http]\nhttps_listen = []\n",
         Proto::Http(_, true) => "[udp]\nlisten = []\n[http]\nlisten = []\n",
     };
+    // No state file: every run starts empty and none leaves swarms behind.
     // A benchmark serves as whoever runs it, root included.
-    let text = format!("{off}[privileges]\nallow_root = true\n");
-    std::fs::write(&tracker_config, text).map_err(|e| e.to_string())?;
+    let tracker_toml = format!("{off}[state]\nfile = \"\"\n[privileges]\nallow_root = true\n");
+    std::fs::write(&tracker_config, tracker_toml).map_err(|e| e.to_string())?;
     let flag = match proto {
         Proto::Udp(_) => "--udp",
         Proto::Http(_, false) => "--http",

@@ -18,7 +18,11 @@ pub struct Tracker {
     pub https: Vec<SocketAddr>,
     /// The certificate HTTPS serves (with `https`), and the files it came from.
     pub tls: Option<TlsFiles>,
+    /// The state file it saves to and loads from.
+    pub state: PathBuf,
     _config: tempfile_path::TempPath,
+    /// The builder's own state file, removed with the tracker.
+    _state: Option<tempfile_path::TempPath>,
 }
 
 /// A test certificate for localhost, 127.0.0.1 and ::1, signed by its own key.
@@ -101,6 +105,7 @@ pub struct TrackerBuilder {
     config: Option<String>,
     allow_root: bool,
     pre_exec: Option<fn() -> std::io::Result<()>>,
+    state: Option<PathBuf>,
 }
 
 impl Tracker {
@@ -116,11 +121,19 @@ impl Tracker {
             // turn this off.
             allow_root: true,
             pre_exec: None,
+            state: None,
         }
     }
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Sends `signal` (SIGTERM, SIGINT, SIGHUP...) to the tracker.
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: a signal to our own child process.
+        let rc = unsafe { libc::kill(self.pid() as libc::pid_t, signal) };
+        assert_eq!(rc, 0, "kill: {}", std::io::Error::last_os_error());
     }
 
     /// Waits for the process to exit on its own (for start-up error tests).
@@ -198,6 +211,15 @@ impl TrackerBuilder {
         self
     }
 
+    /// Save to and load from this state file (`--state`), which the test
+    /// owns. Without it every tracker gets a state file of its own in the
+    /// temp dir, removed when the tracker is dropped, so that no test shares
+    /// or leaves one.
+    pub fn state_file(mut self, path: &std::path::Path) -> Self {
+        self.state = Some(path.to_path_buf());
+        self
+    }
+
     /// TOML written to a file and passed with `-c`. Protocols that the test
     /// does not ask for are turned off in it (so that no test binds the
     /// default ports), unless it names their addresses itself.
@@ -247,6 +269,14 @@ impl TrackerBuilder {
             .write_all(text.as_bytes())
             .unwrap();
         cmd.arg("-c").arg(&config.0);
+        let (state, own_state) = match self.state {
+            Some(path) => (path, None),
+            None => {
+                let own = tempfile_path::TempPath::new("tracker-test", "state");
+                (own.0.clone(), Some(own))
+            }
+        };
+        cmd.arg("--state").arg(&state);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -260,7 +290,9 @@ impl TrackerBuilder {
             http: self.http,
             https: self.https,
             tls,
+            state,
             _config: config,
+            _state: own_state,
         }
     }
 

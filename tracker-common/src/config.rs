@@ -19,6 +19,7 @@ pub struct Config {
     pub privileges: PrivilegesConfig,
     pub metrics: MetricsConfig,
     pub access: AccessConfig,
+    pub state: StateConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -179,6 +180,38 @@ impl AccessConfig {
         (self.mode != AccessMode::Off).then(|| (self.mode, Path::new(&self.file)))
     }
 }
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StateConfig {
+    /// Where the swarms are saved on SIGTERM/SIGINT and loaded from at start;
+    /// a relative path is taken from the working directory. Empty: nothing is
+    /// saved or loaded.
+    pub file: String,
+    /// On SIGTERM/SIGINT, seconds that requests already taken get to be
+    /// answered before the swarms are saved and the process exits.
+    pub drain_timeout_secs: u32,
+}
+
+impl StateConfig {
+    /// The state file, when one is configured.
+    pub fn path(&self) -> Option<&Path> {
+        Some(Path::new(&self.file)).filter(|_| !self.file.is_empty())
+    }
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig {
+            file: "tracker.state".into(),
+            drain_timeout_secs: 5,
+        }
+    }
+}
+
+/// The most `state.drain_timeout_secs`: a stop that waits longer than this
+/// for clients is stuck, and service managers give up sooner.
+const MAX_DRAIN_TIMEOUT_SECS: u32 = 600;
 
 impl HttpConfig {
     /// The certificate and key files, when both are configured (validated).
@@ -457,6 +490,19 @@ impl Config {
                 format!("is needed with access.mode = \"{}\"", a.mode.as_str()),
             ));
         }
+        let st = &self.state;
+        if st.file.ends_with('/') || st.file.contains('\0') {
+            return Err(ConfigError::key(
+                "state.file",
+                format!("`{}` is not a file path", st.file),
+            ));
+        }
+        if st.drain_timeout_secs > MAX_DRAIN_TIMEOUT_SECS {
+            return Err(ConfigError::key(
+                "state.drain_timeout_secs",
+                format!("must be at most {MAX_DRAIN_TIMEOUT_SECS}"),
+            ));
+        }
         Ok(())
     }
 
@@ -641,6 +687,19 @@ mode = "{access_mode}"
 # again on SIGHUP (a bad line is logged and the old list kept); torrents that
 # the new list refuses are dropped.
 file = "{access_file}"
+
+[state]
+# On SIGTERM or SIGINT the tracker stops taking requests, answers those it
+# took, saves every swarm and completed count to this file (replaced
+# atomically) and exits 0; at start it loads the file, leaving out peers that
+# expired meanwhile. A missing or damaged file is reported and the tracker
+# starts empty. A relative path is taken from the working directory; --state
+# overrides it. Empty: nothing is saved or loaded.
+file = "{state_file}"
+# Seconds that requests already taken get to be answered (0 to
+# {max_drain}) before the swarms are saved; a second SIGTERM or SIGINT exits
+# at once without saving.
+drain_timeout_secs = {drain_timeout_secs}
 "#,
         workers = c.runtime.workers,
         cpus = c.runtime.cpus,
@@ -684,6 +743,9 @@ file = "{access_file}"
         metrics_max_request_head_bytes = c.metrics.max_request_head_bytes,
         access_mode = c.access.mode.as_str(),
         access_file = c.access.file,
+        state_file = c.state.file,
+        max_drain = MAX_DRAIN_TIMEOUT_SECS,
+        drain_timeout_secs = c.state.drain_timeout_secs,
     )
 }
 
@@ -825,6 +887,14 @@ mod tests {
                 |c: &mut Config| c.access.mode = AccessMode::Deny,
                 "access.file",
             ),
+            (
+                |c: &mut Config| c.state.file = "/var/lib/tracker/".into(),
+                "state.file",
+            ),
+            (
+                |c: &mut Config| c.state.drain_timeout_secs = 601,
+                "state.drain_timeout_secs",
+            ),
         ] {
             let mut c = Config::default();
             edit(&mut c);
@@ -860,6 +930,15 @@ mod tests {
         assert_eq!(Config::default().access.list(), None);
         let err = toml::from_str::<Config>("[access]\nmode = \"block\"\n").unwrap_err();
         assert!(err.to_string().contains("mode"), "{err}");
+    }
+
+    #[test]
+    fn the_state_file_is_on_by_default_and_empty_turns_it_off() {
+        let mut c = Config::default();
+        assert_eq!(c.state.path(), Some(Path::new("tracker.state")));
+        c.state.file.clear();
+        c.validate().unwrap();
+        assert_eq!(c.state.path(), None);
     }
 
     #[test]

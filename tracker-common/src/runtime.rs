@@ -1,5 +1,6 @@
 //! One glommio executor per worker: CPU choice and placement, and the rule that
-//! the process exits as soon as any worker dies.
+//! the process exits as soon as any worker dies (and, after a stop on request,
+//! once every worker has stopped).
 
 use glommio::{CpuSet, LocalExecutorBuilder, Placement, PoolPlacement};
 use std::collections::BTreeSet;
@@ -164,16 +165,21 @@ pub fn topology() -> Result<CpuSet, String> {
     Ok(TOPOLOGY.get_or_init(|| set).clone())
 }
 
-/// Runs one executor per placement, each running `worker(index)`, and returns
-/// when the first of them ends: any end is a failure (workers serve until the
-/// process stops), reported with the worker and the reason so that the process
-/// exits rather than limping on with a shard missing.
-pub fn run_workers<F, Fut>(placements: Vec<WorkerPlacement>, worker: F) -> Result<(), String>
+/// Runs one executor per placement, each running `worker(index)`.
+///
+/// A worker that fails (returns Err or panics) ends the run at once, reported
+/// with the worker and the reason, so that the process exits rather than limp
+/// on with a shard missing. A worker that returns Ok has stopped on request
+/// (workers serve until the process is asked to stop): the run ends once every
+/// worker has, with their results in worker order.
+pub fn run_workers<F, Fut, T>(placements: Vec<WorkerPlacement>, worker: F) -> Result<Vec<T>, String>
 where
     F: Fn(usize) -> Fut + Clone + Send + 'static,
-    Fut: Future<Output = Result<(), String>> + 'static,
+    Fut: Future<Output = Result<T, String>> + 'static,
+    T: Send + 'static,
 {
-    let (done_tx, done_rx) = mpsc::channel::<(usize, Result<(), String>)>();
+    let (done_tx, done_rx) = mpsc::channel::<(usize, Result<T, String>)>();
+    let workers = placements.len();
     for (index, placement) in placements.into_iter().enumerate() {
         let worker = worker.clone();
         let handle = executor_builder(&placement, &format!("worker-{index}"))?
@@ -195,23 +201,39 @@ where
             .map_err(|e| format!("cannot start a watcher thread: {e}"))?;
     }
     drop(done_tx);
-    match done_rx.recv() {
-        Ok((index, Ok(()))) => Err(format!("worker {index} stopped unexpectedly")),
-        Ok((index, Err(reason))) => Err(format!("worker {index} failed: {reason}")),
-        Err(_) => Err("no worker was started".into()),
+    if workers == 0 {
+        return Err("no worker was started".into());
     }
+    let mut results: Vec<Option<T>> = (0..workers).map(|_| None).collect();
+    for _ in 0..workers {
+        match done_rx.recv() {
+            Ok((index, Ok(result))) => results[index] = Some(result),
+            Ok((index, Err(reason))) => return Err(format!("worker {index} failed: {reason}")),
+            Err(_) => return Err("a worker's watcher thread died".into()),
+        }
+    }
+    Ok(results.into_iter().flatten().collect())
 }
 
-/// Waits for the first of `tasks` to end and returns its result (never ends if
-/// `tasks` is empty).
-pub async fn first_to_end<T>(mut tasks: Vec<glommio::Task<T>>) -> T {
+/// Waits for `tasks`: the first error, or Ok once every one has ended Ok.
+pub async fn all_or_first_error<E>(mut tasks: Vec<glommio::Task<Result<(), E>>>) -> Result<(), E> {
     futures_lite::future::poll_fn(|cx| {
-        for task in tasks.iter_mut() {
-            if let std::task::Poll::Ready(result) = std::pin::Pin::new(task).poll(cx) {
-                return std::task::Poll::Ready(result);
+        let mut i = 0;
+        while i < tasks.len() {
+            match std::pin::Pin::new(&mut tasks[i]).poll(cx) {
+                std::task::Poll::Ready(Err(e)) => return std::task::Poll::Ready(Err(e)),
+                std::task::Poll::Ready(Ok(())) => {
+                    // Never polled again once done.
+                    drop(tasks.swap_remove(i));
+                }
+                std::task::Poll::Pending => i += 1,
             }
         }
-        std::task::Poll::Pending
+        if tasks.is_empty() {
+            std::task::Poll::Ready(Ok(()))
+        } else {
+            std::task::Poll::Pending
+        }
     })
     .await
 }
@@ -281,6 +303,40 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(err, "worker 1 failed: boom");
+    }
+
+    #[test]
+    fn workers_that_stop_give_their_results_in_order() {
+        let placements = vec![WorkerPlacement::Unpinned(allowed_cpus().unwrap()); 3];
+        let results = run_workers(placements, |index| async move {
+            // The last to start ends first.
+            let pause = 30 * (3 - index as u64);
+            glommio::timer::sleep(std::time::Duration::from_millis(pause)).await;
+            let tasks = (0..3)
+                .map(|_| glommio::spawn_local(async { Ok::<(), ()>(()) }))
+                .collect();
+            all_or_first_error(tasks)
+                .await
+                .map_err(|()| "a task failed".to_string())?;
+            Ok(index * 10)
+        })
+        .unwrap();
+        assert_eq!(results, [0, 10, 20]);
+    }
+
+    #[test]
+    fn a_failing_task_ends_the_wait_for_the_others() {
+        let placements = vec![WorkerPlacement::Unpinned(allowed_cpus().unwrap())];
+        let err = run_workers(placements, |_| async move {
+            let forever = glommio::spawn_local(async {
+                glommio::timer::sleep(std::time::Duration::from_secs(3600)).await;
+                Ok(())
+            });
+            let failing = glommio::spawn_local(async { Err("listener gone".to_string()) });
+            all_or_first_error(vec![forever, failing]).await
+        })
+        .unwrap_err();
+        assert_eq!(err, "worker 0 failed: listener gone");
     }
 
     #[test]

@@ -36,6 +36,7 @@ use tracker_common::metrics::{
     HTTP_FULL_SCRAPES, OPEN_CONNECTIONS, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES,
     TLS_HANDSHAKES, TLS_HANDSHAKE_FAILURES,
 };
+use tracker_common::shutdown::StopEvent;
 use tracker_common::signals::LocalCopy;
 use tracker_common::stats::ByFamily;
 use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
@@ -149,6 +150,9 @@ pub struct HttpService {
     /// Connections open, HTTP and HTTPS together, and HTTPS alone.
     open: Cell<usize>,
     open_tls: Cell<usize>,
+    /// Fired when the tracker stops: no more connections are accepted, and
+    /// open ones close once they have answered what they received.
+    stop: StopEvent,
     pub stats: HttpStats,
     /// HTTP, then HTTPS.
     pub traffic: [HttpTraffic; 2],
@@ -260,6 +264,7 @@ impl HttpService {
             tls: tls.map(|shared| RefCell::new(LocalCopy::new(shared))),
             open: Cell::new(0),
             open_tls: Cell::new(0),
+            stop: StopEvent::default(),
             stats: HttpStats::default(),
             traffic: Default::default(),
         });
@@ -268,13 +273,22 @@ impl HttpService {
         service
     }
 
+    /// Stops accepting: every `serve` returns and closes its listener; each
+    /// connection answers the requests it has received (the last answer says
+    /// `Connection: close`) and closes, and idle ones close at once. See
+    /// [`open_connections`](Self::open_connections).
+    pub fn stop(&self) {
+        self.stop.fire();
+    }
+
     /// Connections open now.
     pub fn open_connections(&self) -> usize {
         self.open.get()
     }
 
     /// Serves one listener (bound by [`bind_reuseport`]) until it fails for
-    /// good; `tls` makes it HTTPS.
+    /// good (Err) or [`stop`](Self::stop) is called (Ok); `tls` makes it
+    /// HTTPS.
     pub async fn serve(
         self: Rc<Self>,
         listener: std::net::TcpListener,
@@ -287,9 +301,15 @@ impl HttpService {
         // SAFETY: the fd comes from a listening socket we own and hand over whole.
         let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
         loop {
-            let stream = match listener.accept().await {
-                Ok(stream) => stream,
-                Err(e) => {
+            let accepted =
+                futures_lite::future::or(async { Some(listener.accept().await) }, async {
+                    self.stop.wait().await;
+                    None
+                });
+            let stream = match accepted.await {
+                None => return Ok(()),
+                Some(Ok(stream)) => stream,
+                Some(Err(e)) => {
                     self.stats.accept_errors.inc();
                     self.accept_failed(local, e).await?;
                     continue;
@@ -351,8 +371,15 @@ impl HttpService {
         };
         let handshake = glommio::timer::timeout(self.handshake_timeout, async {
             acceptor.accept(stream).await.map_err(GlommioError::from)
-        })
-        .await;
+        });
+        // A stop drops a handshake: it has no request yet to answer.
+        let handshake = futures_lite::future::or(async { Some(handshake.await) }, async {
+            self.stop.wait().await;
+            None
+        });
+        let Some(handshake) = handshake.await else {
+            return;
+        };
         match handshake {
             Ok(stream) => {
                 self.stats.tls_handshakes.inc();
@@ -461,8 +488,23 @@ impl HttpService {
                 self.stats.idle_timeouts.inc();
                 return End::Gone;
             };
+            if self.stop.is_fired() {
+                // Every complete request received is answered (pipelined ones
+                // too): close, lingering so that the answers get through.
+                return End::Closed;
+            }
             let _ = stream.tcp().set_read_timeout(Some(left));
-            match stream.read(&mut c.buf[c.end..]).await {
+            let read = futures_lite::future::or(
+                async { Some(stream.read(&mut c.buf[c.end..]).await) },
+                async {
+                    self.stop.wait().await;
+                    None
+                },
+            );
+            let Some(read) = read.await else {
+                return End::Closed;
+            };
+            match read {
                 Ok(0) => return End::Gone,
                 Ok(n) => {
                     self.traffic[usize::from(S::TLS)].bytes_in.add(n as u64);
@@ -533,20 +575,27 @@ impl HttpService {
             buf.resize(INITIAL_READ_BUFFER, 0);
         }
         let deadline = Instant::now() + LINGER;
-        let mut drained = 0;
-        while drained < LINGER_BYTES {
-            let Some(left) = deadline
-                .checked_duration_since(Instant::now())
-                .filter(|d| !d.is_zero())
-            else {
-                return;
-            };
-            let _ = stream.tcp().set_read_timeout(Some(left));
-            match stream.read(buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => drained += n,
+        let linger = async {
+            let mut drained = 0;
+            while drained < LINGER_BYTES {
+                let Some(left) = deadline
+                    .checked_duration_since(Instant::now())
+                    .filter(|d| !d.is_zero())
+                else {
+                    break;
+                };
+                let _ = stream.tcp().set_read_timeout(Some(left));
+                match stream.read(buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => drained += n,
+                }
             }
-        }
+            Ok(())
+        };
+        // A timer of its own besides the read timeout: a read that a stop
+        // cancelled leaves the stream's read timer set to the idle timeout,
+        // and glommio keeps that timer for the next read.
+        let _ = glommio::timer::timeout(LINGER, linger).await;
     }
 
     /// Appends the answer to one request.

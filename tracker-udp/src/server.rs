@@ -7,6 +7,7 @@ use crate::codec::{
 };
 use crate::cookie::ConnectionCookies;
 use crate::socket::{canonical_ip, send_one, LocalAddr, RecvBatch, SendBatch};
+use std::cell::Cell;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
@@ -20,6 +21,7 @@ use tracker_common::metrics::{
     MetricSource, Sample, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES, UDP_ERRORS,
     UDP_ERROR_RESPONSES,
 };
+use tracker_common::shutdown::StopEvent;
 use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
 use tracker_common::types::{Announce, InfoHash, PeerEntry, ScrapeStats};
 
@@ -68,8 +70,33 @@ pub struct UdpService {
     cookies: ConnectionCookies,
     swarm: SwarmConfig,
     max_scrape_hashes: usize,
+    /// Fired when the tracker stops: the sockets take no more datagrams.
+    stop: StopEvent,
+    /// Requests waiting on another worker's answer.
+    in_flight: Cell<usize>,
     pub stats: UdpStats,
 }
+
+/// Counts a forwarded request as in flight for as long as its task holds it.
+struct InFlight(Rc<UdpService>);
+
+impl InFlight {
+    fn new(service: &Rc<UdpService>) -> Self {
+        service.in_flight.set(service.in_flight.get() + 1);
+        InFlight(service.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.set(self.0.in_flight.get() - 1);
+    }
+}
+
+/// A socket shared by its receive loop and the tasks that answer forwarded
+/// requests, so that it stays open until the last answer is sent even after
+/// the loop has stopped.
+type Socket = Rc<glommio::net::UdpSocket>;
 
 impl UdpService {
     pub fn new(
@@ -83,6 +110,8 @@ impl UdpService {
             cookies,
             swarm,
             max_scrape_hashes: udp.max_scrape_hashes,
+            stop: StopEvent::default(),
+            in_flight: Cell::new(0),
             stats: UdpStats::default(),
         });
         let source: Weak<dyn MetricSource> = Rc::downgrade(&service) as _;
@@ -90,19 +119,36 @@ impl UdpService {
         service
     }
 
-    /// Serves one socket until it fails. The socket must be non-blocking (see
+    /// Stops taking datagrams: every `serve` returns, once it has answered
+    /// its current batch. Forwarded requests are still answered; see
+    /// [`in_flight`](Self::in_flight).
+    pub fn stop(&self) {
+        self.stop.fire();
+    }
+
+    /// Requests taken and not yet answered (they wait on another worker).
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.get()
+    }
+
+    /// Serves one socket until it fails (Err) or [`stop`](Self::stop) is
+    /// called (Ok). The socket must be non-blocking (see
     /// `socket::bind_reuseport`).
     pub async fn serve(self: Rc<Self>, socket: std::net::UdpSocket) -> Result<(), String> {
         let local = socket.local_addr().map_err(|e| e.to_string())?;
         // glommio parks the executor on the socket (an io_uring poll) when the
         // queue is empty; the batches themselves are plain recvmmsg/sendmmsg.
         // SAFETY: the fd comes from a socket we own and hand over whole.
-        let parker = unsafe { glommio::net::UdpSocket::from_raw_fd(socket.into_raw_fd()) };
+        let parker: Socket =
+            Rc::new(unsafe { glommio::net::UdpSocket::from_raw_fd(socket.into_raw_fd()) });
         let fd = parker.as_raw_fd();
         let mut rx = RecvBatch::default();
         let mut tx = SendBatch::default();
         let mut peek = [0u8; 1];
         loop {
+            if self.stop.is_fired() {
+                return Ok(());
+            }
             match rx.recv(fd) {
                 Ok(n) => {
                     for i in 0..n {
@@ -115,7 +161,7 @@ impl UdpService {
                         if let Some(packet) = rx.get(i) {
                             self.stats.bytes_in.add(packet.data.len() as u64);
                             if !packet.truncated {
-                                self.handle(packet.data, packet.from, packet.to, fd, &mut tx);
+                                self.handle(packet.data, packet.from, packet.to, &parker, &mut tx);
                             } else {
                                 self.stats.malformed.inc();
                             }
@@ -128,7 +174,14 @@ impl UdpService {
                     futures_lite::future::yield_now().await;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if let Err(e) = parker.peek_from(&mut peek).await {
+                    let woken = futures_lite::future::or(
+                        async { Some(parker.peek_from(&mut peek).await) },
+                        async {
+                            self.stop.wait().await;
+                            None
+                        },
+                    );
+                    if let Some(Err(e)) = woken.await {
                         debug!("udp {local}: waiting for packets: {e}");
                     }
                 }
@@ -159,9 +212,10 @@ impl UdpService {
         data: &[u8],
         from: SocketAddr,
         to: Option<LocalAddr>,
-        fd: RawFd,
+        socket: &Socket,
         tx: &mut SendBatch,
     ) {
+        let fd = socket.as_raw_fd();
         if tx.is_full() {
             self.flush(fd, tx);
         }
@@ -205,7 +259,10 @@ impl UdpService {
                 });
                 if written.is_none() {
                     let this = self.clone();
+                    let (socket, in_flight) = (socket.clone(), InFlight::new(self));
                     glommio::spawn_local(async move {
+                        let _in_flight = in_flight;
+                        let fd = socket.as_raw_fd();
                         let mut out = Vec::new();
                         let routed = this.shard.announce(announce, |counts, peers| {
                             this.write_announce(&mut out, txid, family, counts, peers)
@@ -239,7 +296,10 @@ impl UdpService {
                 } else {
                     let hashes: Vec<InfoHash> = req.info_hashes.iter().collect();
                     let this = self.clone();
+                    let (socket, in_flight) = (socket.clone(), InFlight::new(self));
                     glommio::spawn_local(async move {
+                        let _in_flight = in_flight;
+                        let fd = socket.as_raw_fd();
                         let mut stats: Vec<ScrapeStats> = Vec::new();
                         if this.shard.scrape(&hashes, &mut stats).await.is_err() {
                             this.stats.dropped_overloaded.inc();

@@ -16,8 +16,10 @@ use std::fmt;
 
 use ahash::RandomState;
 
+use self::peers::Peer;
 use self::rng::WyRand;
-use self::torrent::{Torrent, Visit};
+use self::torrent::{Clocks, Torrent, Visit};
+use crate::state::{SavedTorrent, Section, TorrentRecord};
 use crate::types::{Announce, AnnounceEvent, InfoHash, PeerEntry, ScrapeStats};
 
 /// What the store accepts.
@@ -81,6 +83,28 @@ impl PeerTotals {
 pub struct CleanReport {
     pub torrents: usize,
     pub peers: PeerTotals,
+}
+
+/// What `SwarmStore::restore` did with the torrents of a state file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Restored {
+    /// Torrents created.
+    pub torrents: usize,
+    /// Peers stored.
+    pub peers: usize,
+    /// Peers left out because they expired (while the tracker was down, say).
+    pub expired: usize,
+    /// Peers left out by a limit (`max_torrents`, `max_peers_per_torrent`).
+    pub refused: usize,
+}
+
+impl Restored {
+    pub fn add(&mut self, other: Restored) {
+        self.torrents += other.torrents;
+        self.peers += other.peers;
+        self.expired += other.expired;
+        self.refused += other.refused;
+    }
 }
 
 type Segment = HashMap<InfoHash, Torrent, RandomState>;
@@ -230,7 +254,7 @@ impl SwarmStore {
 
     /// Drops the peers of segment `segment` (0..`SEGMENTS`) that expired by `now`,
     /// and its torrents left without peers. Such a torrent's completed count is
-    /// lost with it (until state is persisted).
+    /// lost with it (the state file keeps the counts of live swarms only).
     pub fn clean_segment(&mut self, segment: usize, now: u32) -> CleanReport {
         let mut removed = CleanReport::default();
         let map = &mut self.segments[segment];
@@ -282,6 +306,109 @@ impl SwarmStore {
         self.peers.seeders -= removed.peers.seeders;
         self.peers.leechers -= removed.peers.leechers;
         removed
+    }
+
+    /// Writes every torrent with a live peer to `section`: its completed count
+    /// and live peers, each with the wall-clock time of its last announce.
+    /// `now` is the store's clock and `now_unix` the Unix time at that moment.
+    /// A torrent without live peers is left out, as the cleaner would drop it.
+    pub fn save(&self, now: u32, now_unix: u64, section: &mut Section) {
+        let clocks = Clocks {
+            now,
+            now_unix,
+            timeout: self.limits.peer_timeout_secs,
+        };
+        let mut scratch = SavedTorrent::default();
+        for (info_hash, torrent) in self.segments.iter().flat_map(|s| s.iter()) {
+            torrent.save(&clocks, &mut scratch);
+            if scratch.v4.is_empty() && scratch.v6.is_empty() {
+                continue;
+            }
+            scratch.info_hash = *info_hash;
+            section.push(&scratch);
+        }
+    }
+
+    /// Stores a torrent of a state file (any torrent: the caller decides which
+    /// worker owns it). Peers whose last announce is a peer time-out or more
+    /// before `now_unix` are left out, and so is a torrent with none left;
+    /// the limits hold as for announces, and a peer already stored is kept.
+    pub fn restore(&mut self, record: &TorrentRecord<'_>, now: u32, now_unix: u64) -> Restored {
+        let clocks = Clocks {
+            now,
+            now_unix,
+            timeout: self.limits.peer_timeout_secs,
+        };
+        let mut done = Restored::default();
+        let live = record
+            .v4
+            .peers()
+            .filter(|(_, p)| clocks.expiry(p.last_seen).is_some())
+            .count()
+            + record
+                .v6
+                .peers()
+                .filter(|(_, p)| clocks.expiry(p.last_seen).is_some())
+                .count();
+        done.expired = record.v4.len() + record.v6.len() - live;
+        if live == 0 {
+            return done;
+        }
+        let segment = self.segment_of(&record.info_hash);
+        let torrent = match self.segments[segment].entry(record.info_hash) {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(_) if self.torrents >= self.limits.max_torrents => {
+                done.refused = live;
+                return done;
+            }
+            Entry::Vacant(entry) => {
+                self.torrents += 1;
+                done.torrents = 1;
+                entry.insert(Torrent::default())
+            }
+        };
+        let before = torrent.counts();
+        torrent.restore_completed(record.completed);
+        let max_peers = self.limits.max_peers_per_torrent;
+        let has_room = |t: &Torrent| {
+            let c = t.counts();
+            ((c.seeders + c.leechers) as usize) < max_peers
+        };
+        for (seeder, p) in record.v4.peers() {
+            let Some(expiry) = clocks.expiry(p.last_seen) else {
+                continue;
+            };
+            let peer = Peer {
+                ip: p.ip,
+                port: p.port,
+                expiry,
+                peer_id: p.peer_id,
+            };
+            if !has_room(torrent) {
+                done.refused += 1;
+            } else if torrent.restore_v4(peer, seeder) {
+                done.peers += 1;
+            }
+        }
+        for (seeder, p) in record.v6.peers() {
+            let Some(expiry) = clocks.expiry(p.last_seen) else {
+                continue;
+            };
+            let peer = Peer {
+                ip: p.ip,
+                port: p.port,
+                expiry,
+                peer_id: p.peer_id,
+            };
+            if !has_room(torrent) {
+                done.refused += 1;
+            } else if torrent.restore_v6(peer, seeder) {
+                done.peers += 1;
+            }
+        }
+        let after = torrent.counts();
+        self.peers.replace(before, after);
+        done
     }
 
     pub fn torrent_count(&self) -> usize {

@@ -699,3 +699,249 @@ fn retain_torrents_removes_refused_torrents_with_their_peers_and_frees_room() {
     assert_eq!(kept, 0);
     assert_eq!(s.torrent_count(), 3);
 }
+
+// --- Saving to and restoring from the state file ----------------------------
+
+/// The store's torrents as a state file would hold them, by info-hash.
+fn saved(
+    store: &SwarmStore,
+    now: u32,
+    now_unix: u64,
+) -> BTreeMap<InfoHash, crate::state::SavedTorrent> {
+    let mut section = crate::state::Section::default();
+    store.save(now, now_unix, &mut section);
+    let bytes = crate::state::encode(&[section], now_unix);
+    let file = crate::state::StateFile::parse(&bytes).unwrap();
+    file.records()
+        .map(|r| {
+            let t = r.unwrap().to_saved();
+            (t.info_hash, t)
+        })
+        .collect()
+}
+
+/// Restores the file `store` would save into a new store with `limits`, at
+/// `now` on its own clock and `now_unix` on the wall clock; only torrents
+/// that `keep` accepts (a worker keeps the ones it owns).
+fn restored(
+    store: &SwarmStore,
+    saved_at: (u32, u64),
+    limits: StoreLimits,
+    now: (u32, u64),
+    keep: impl Fn(&InfoHash) -> bool,
+) -> (SwarmStore, Restored) {
+    let mut section = crate::state::Section::default();
+    store.save(saved_at.0, saved_at.1, &mut section);
+    let bytes = crate::state::encode(&[section], saved_at.1);
+    let file = crate::state::StateFile::parse(&bytes).unwrap();
+    let mut new = SwarmStore::new(limits, 99);
+    let mut done = Restored::default();
+    for record in file.records() {
+        let record = record.unwrap();
+        if keep(&record.info_hash) {
+            done.add(new.restore(&record, now.0, now.1));
+        }
+    }
+    (new, done)
+}
+
+const UNIX: u64 = 1_700_000_000;
+
+#[test]
+fn a_restored_store_scrapes_and_answers_as_before() {
+    let mut s = store();
+    go(&mut s, seeder(v4(1)), 0);
+    go(
+        &mut s,
+        with_event(AnnounceEvent::Completed, seeder(v4(2))),
+        5,
+    );
+    go(&mut s, ann(v4(3)), 10);
+    go(&mut s, ann(v6(4)), 10);
+    go(
+        &mut s,
+        with_event(AnnounceEvent::Completed, seeder(v6(5))),
+        10,
+    );
+    go(&mut s, on_torrent(hash(2), ann(v4(9))), 10);
+    let before = [s.scrape(&hash(1)), s.scrape(&hash(2))];
+    assert_eq!(before[0].completed, 2);
+
+    // Saved at 20 on this process's clock, restored by a process whose clock
+    // just started, at the same wall-clock time.
+    let (mut r, done) = restored(&s, (20, UNIX), limits(1000, 1000), (0, UNIX), |_| true);
+    assert_eq!(
+        done,
+        Restored {
+            torrents: 2,
+            peers: 6,
+            expired: 0,
+            refused: 0
+        }
+    );
+    assert_eq!([r.scrape(&hash(1)), r.scrape(&hash(2))], before);
+    assert_eq!(r.peer_count(), s.peer_count());
+    assert_eq!(r.torrent_count(), 2);
+    // The same peers, seeders still seeders, saved again as they were.
+    assert_eq!(saved(&r, 0, UNIX), saved(&s, 20, UNIX));
+    let (_, addrs) = go(&mut r, ann(v4(7)), 1);
+    assert_eq!(
+        addrs.into_iter().collect::<BTreeSet<_>>(),
+        [v4(1), v4(2), v4(3)].into_iter().collect()
+    );
+    // A seeder is given leechers only.
+    let (_, addrs) = go(&mut r, seeder(v4(8)), 1);
+    assert_eq!(
+        addrs.into_iter().collect::<BTreeSet<_>>(),
+        [v4(3), v4(7)].into_iter().collect()
+    );
+}
+
+#[test]
+fn peers_keep_their_age_across_restarts_and_expire_on_time() {
+    let mut s = store();
+    go(&mut s, ann(v4(1)), 0); // last seen at 0
+    go(&mut s, ann(v4(2)), 60); // last seen at 60
+                                // Saved at 70 (UNIX), restored 20 s later on the wall clock: peer 1 is
+                                // 90 s old (10 s left of TIMEOUT = 100), peer 2 is 30 s old.
+    let (r, done) = restored(&s, (70, UNIX), limits(1000, 1000), (0, UNIX + 20), |_| true);
+    assert_eq!((done.peers, done.expired), (2, 0));
+    let ages: Vec<u64> = saved(&r, 0, UNIX + 20)[&hash(1)]
+        .v4
+        .leechers
+        .iter()
+        .map(|p| UNIX + 20 - p.last_seen)
+        .collect();
+    assert_eq!(ages.into_iter().collect::<BTreeSet<_>>(), [30, 90].into());
+    // A second restart 15 s later: peer 1 has expired (105 s), peer 2 not.
+    let (r2, done) = restored(
+        &r,
+        (15, UNIX + 35),
+        limits(1000, 1000),
+        (0, UNIX + 35),
+        |_| true,
+    );
+    assert_eq!(
+        (done.peers, done.expired),
+        (1, 0),
+        "expired peers are not saved"
+    );
+    assert_eq!(r2.scrape(&hash(1)).leechers, 1);
+    // Restored after the whole time-out: nothing is left, not even the torrent.
+    let (r3, done) = restored(&s, (70, UNIX), limits(1000, 1000), (0, UNIX + 1000), |_| {
+        true
+    });
+    assert_eq!((done.torrents, done.peers, done.expired), (0, 0, 2));
+    assert_eq!(r3.torrent_count(), 0);
+    // A wall clock set back counts as no time passed.
+    let (_, done) = restored(&s, (70, UNIX), limits(1000, 1000), (0, UNIX - 500), |_| {
+        true
+    });
+    assert_eq!(done.peers, 2);
+}
+
+#[test]
+fn restoring_keeps_the_limits() {
+    let mut s = store();
+    for n in 1..=3 {
+        go(&mut s, on_torrent(hash(n), ann(v4(1))), 0);
+        go(&mut s, on_torrent(hash(n), ann(v6(2))), 0);
+    }
+    let (r, done) = restored(&s, (0, UNIX), limits(2, 1), (0, UNIX), |_| true);
+    assert_eq!(r.torrent_count(), 2);
+    assert_eq!(
+        done,
+        Restored {
+            torrents: 2,
+            peers: 2,
+            expired: 0,
+            refused: 4
+        }
+    );
+    assert_eq!(r.peer_count(), totals(0, 2));
+}
+
+#[test]
+fn restoring_twice_adds_no_peer_and_no_completed_count() {
+    let mut s = store();
+    go(
+        &mut s,
+        with_event(AnnounceEvent::Completed, seeder(v4(1))),
+        0,
+    );
+    let mut section = crate::state::Section::default();
+    s.save(0, UNIX, &mut section);
+    let bytes = crate::state::encode(&[section], UNIX);
+    let file = crate::state::StateFile::parse(&bytes).unwrap();
+    let record = file.records().next().unwrap().unwrap();
+    let mut r = store();
+    r.restore(&record, 0, UNIX);
+    let again = r.restore(&record, 0, UNIX);
+    assert_eq!((again.torrents, again.peers), (0, 0));
+    assert_eq!(r.scrape(&hash(1)), s.scrape(&hash(1)));
+    assert_eq!(r.peer_count(), totals(1, 0));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Whatever the store went through, saving it and restoring the file,
+    /// split between any number of workers by owner, gives back every live
+    /// swarm: the same counts, completed counts and peers.
+    #[test]
+    fn any_store_survives_a_restart_on_any_worker_count(
+        ops in ops(6, 12, 2),
+        workers in 1usize..4,
+        wall_clock_gap in 0u64..30,
+    ) {
+        let limits = StoreLimits {
+            peer_timeout_secs: 100,
+            max_torrents: 1000,
+            max_peers_per_torrent: 1000,
+        };
+        let mut s = SwarmStore::new(limits, 5);
+        let mut now = 0;
+        let mut peers = vec![];
+        for op in ops {
+            match op {
+                Op::Announce(req) => { let _ = s.announce(&req, now, &mut peers); }
+                Op::Wait(secs) => now += secs,
+                Op::Clean(h) => { s.clean_segment(s.segment_of(&h), now); }
+            }
+        }
+        // What a scrape would show once the cleaner has caught up, as it would
+        // by the time the wall clock moved on.
+        let later = now + wall_clock_gap as u32;
+        clean_all(&mut s, later);
+        let shards: Vec<SwarmStore> = (0..workers)
+            .map(|w| {
+                restored(&s, (now, UNIX), limits, (7, UNIX + wall_clock_gap), |h| {
+                    crate::shard::owner_of(h, workers) == w
+                })
+                .0
+            })
+            .collect();
+        let mut totals = PeerTotals::default();
+        for h in (0..6).map(hash) {
+            let owner = &shards[crate::shard::owner_of(&h, workers)];
+            prop_assert_eq!(owner.scrape(&h), s.scrape(&h));
+            for (w, other) in shards.iter().enumerate() {
+                if w != crate::shard::owner_of(&h, workers) {
+                    prop_assert_eq!(other.scrape(&h), ScrapeStats::default());
+                }
+            }
+        }
+        for shard in &shards {
+            totals.seeders += shard.peer_count().seeders;
+            totals.leechers += shard.peer_count().leechers;
+        }
+        prop_assert_eq!(totals, s.peer_count());
+        let torrents: usize = shards.iter().map(SwarmStore::torrent_count).sum();
+        prop_assert_eq!(torrents, s.torrent_count());
+        // Peers, their ids and their ages, as the next save would write them.
+        let mut again = BTreeMap::new();
+        for shard in &shards {
+            again.extend(saved(shard, 7, UNIX + wall_clock_gap));
+        }
+        prop_assert_eq!(again, saved(&s, later, UNIX + wall_clock_gap));
+    }
+}

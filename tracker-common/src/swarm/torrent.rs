@@ -6,7 +6,39 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use super::peers::{Peer, PeerIp, Peers};
 use super::rng::WyRand;
 use super::SwarmCounts;
+use crate::state::{SavedHalf, SavedPeer, SavedTorrent};
 use crate::types::{Announce, AnnounceEvent, PeerEntry, ScrapeStats};
+
+/// The clocks of a save or a restore: the store's monotonic seconds and the
+/// wall clock's Unix seconds at the same moment, and the peer time-out that
+/// turns a stored expiry into the time of the last announce and back.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Clocks {
+    pub now: u32,
+    pub now_unix: u64,
+    pub timeout: u32,
+}
+
+impl Clocks {
+    /// The Unix time of the last announce of a live peer that expires at
+    /// `expiry`. Counted back from the time it has left, not forward from a
+    /// monotonic time of its announce: a peer restored at a process's start
+    /// was last seen before that clock began.
+    fn last_seen(&self, expiry: u32) -> u64 {
+        let age = self.timeout.saturating_sub(expiry.saturating_sub(self.now));
+        self.now_unix.saturating_sub(age.into())
+    }
+
+    /// The expiry of a peer last seen at Unix time `last_seen`, or None if it
+    /// has expired. A time in the future (the clock went back) counts as now.
+    pub fn expiry(&self, last_seen: u64) -> Option<u32> {
+        let age = self.now_unix.saturating_sub(last_seen);
+        let left = u64::from(self.timeout)
+            .checked_sub(age)
+            .filter(|&l| l > 0)?;
+        Some(self.now.saturating_add(left as u32))
+    }
+}
 
 /// One announce as a swarm half sees it.
 pub(super) struct Visit<'a> {
@@ -151,6 +183,37 @@ impl<I: PeerIp> Half<I> {
         out.extend(picked.map(|i| pool[i].entry()));
     }
 
+    /// Stores a peer from a state file unless one with its address is here
+    /// already; returns whether it was stored.
+    fn restore(&mut self, peer: Peer<I>, seeder: bool) -> bool {
+        if self.peers.find(peer.ip, peer.port).is_some() {
+            return false;
+        }
+        self.insert(peer, seeder);
+        true
+    }
+
+    /// Writes the live peers to `out` (cleared first), seeders apart.
+    fn save(&self, clocks: &Clocks, out: &mut SavedHalf<I>) {
+        out.clear();
+        for (i, peer) in self.peers.as_slice().iter().enumerate() {
+            if peer.expiry <= clocks.now {
+                continue;
+            }
+            let saved = SavedPeer {
+                ip: peer.ip,
+                port: peer.port,
+                peer_id: peer.peer_id,
+                last_seen: clocks.last_seen(peer.expiry),
+            };
+            if self.is_seeder(i) {
+                out.seeders.push(saved);
+            } else {
+                out.leechers.push(saved);
+            }
+        }
+    }
+
     /// Drops the peers that expired by `now`.
     fn drop_expired(&mut self, now: u32) {
         let mut i = 0;
@@ -232,6 +295,35 @@ impl Torrent {
             },
         };
         self.completed = self.completed.saturating_add(u32::from(completes));
+    }
+
+    /// Writes the torrent's completed count and live peers to `out` (all but
+    /// the info-hash, which the store knows).
+    pub fn save(&self, clocks: &Clocks, out: &mut SavedTorrent) {
+        out.completed = self.completed;
+        self.v4.save(clocks, &mut out.v4);
+        match &self.v6 {
+            Some(v6) => v6.save(clocks, &mut out.v6),
+            None => out.v6.clear(),
+        }
+    }
+
+    /// Takes the larger completed count: a torrent is in one state file once,
+    /// but should it come twice, neither count is inflated.
+    pub fn restore_completed(&mut self, completed: u32) {
+        self.completed = self.completed.max(completed);
+    }
+
+    /// Stores an IPv4 peer from a state file (see `Half::restore`).
+    pub fn restore_v4(&mut self, peer: Peer<Ipv4Addr>, seeder: bool) -> bool {
+        self.v4.restore(peer, seeder)
+    }
+
+    /// Stores an IPv6 peer from a state file, making the IPv6 half if needed.
+    pub fn restore_v6(&mut self, peer: Peer<Ipv6Addr>, seeder: bool) -> bool {
+        self.v6
+            .get_or_insert_with(Box::default)
+            .restore(peer, seeder)
     }
 
     /// Drops expired peers, and the IPv6 half if that empties it.

@@ -1,0 +1,251 @@
+//! Stopping on request (SIGTERM, SIGINT) without dropping what is in flight.
+//!
+//! The signal thread marks a [`Shutdown`] shared by every worker. Each worker
+//! notices within [`POLL`] (one relaxed load on a timer: the signal thread
+//! cannot wake a glommio task directly) and fires its own [`StopEvent`],
+//! which wakes its accept loops and idle connections at once. Then, in two
+//! steps bounded by one deadline:
+//!
+//! 1. each worker stops taking new requests and waits until it has answered
+//!    those it took, then says it has drained;
+//! 2. each worker keeps serving other workers' forwarded requests until all
+//!    of them have drained, since a request in flight on one worker may wait
+//!    on another worker's shard.
+//!
+//! Only then does a worker read its store for the state file, so no answered
+//! announce is missing from it.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use slab::Slab;
+
+/// How often a worker looks whether a stop was requested: the most a stop
+/// waits before the workers act on it.
+pub const POLL: Duration = Duration::from_millis(100);
+/// How often a draining worker looks whether its requests are answered.
+const DRAIN_POLL: Duration = Duration::from_millis(5);
+
+/// A stop request shared by the signal thread and every worker.
+pub struct Shutdown {
+    requested: AtomicBool,
+    /// Workers still answering requests they took before the stop.
+    busy: AtomicUsize,
+}
+
+impl Shutdown {
+    pub fn new(workers: usize) -> Arc<Shutdown> {
+        Arc::new(Shutdown {
+            requested: AtomicBool::new(false),
+            busy: AtomicUsize::new(workers),
+        })
+    }
+
+    /// Asks every worker to stop; true the first time.
+    pub fn request(&self) -> bool {
+        !self.requested.swap(true, Ordering::AcqRel)
+    }
+
+    pub fn is_requested(&self) -> bool {
+        self.requested.load(Ordering::Acquire)
+    }
+
+    /// Resolves once a stop has been requested.
+    pub async fn requested(&self) {
+        while !self.is_requested() {
+            glommio::timer::sleep(POLL).await;
+        }
+    }
+
+    /// Says that this worker has answered every request it took (once per
+    /// worker).
+    pub fn drained(&self) {
+        let _ = self
+            .busy
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
+    /// True once every worker has drained.
+    pub fn all_drained(&self) -> bool {
+        self.busy.load(Ordering::Acquire) == 0
+    }
+}
+
+/// Waits until `done()` holds or `deadline` passes; returns whether it held.
+pub async fn until(deadline: Instant, done: impl Fn() -> bool) -> bool {
+    loop {
+        if done() {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        glommio::timer::sleep(DRAIN_POLL.min(deadline - now)).await;
+    }
+}
+
+/// A one-time event on one executor: tasks wait for it, and firing it wakes
+/// them all. Waiting costs a slot in a slab (no allocation once it has grown)
+/// and a waker clone, so a connection may wait on it beside every read.
+#[derive(Default)]
+pub struct StopEvent {
+    fired: Cell<bool>,
+    waiters: RefCell<Slab<Option<Waker>>>,
+}
+
+impl StopEvent {
+    pub fn fire(&self) {
+        if self.fired.replace(true) {
+            return;
+        }
+        // Taken out first: a waker may run code that waits again.
+        let wakers: Vec<Waker> = self
+            .waiters
+            .borrow_mut()
+            .iter_mut()
+            .filter_map(|(_, waker)| waker.take())
+            .collect();
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    #[inline]
+    pub fn is_fired(&self) -> bool {
+        self.fired.get()
+    }
+
+    /// Resolves once the event has fired (at once if it has).
+    pub fn wait(&self) -> Stopped<'_> {
+        Stopped {
+            event: self,
+            key: None,
+        }
+    }
+
+    /// Tasks waiting now (for tests).
+    pub fn waiting(&self) -> usize {
+        self.waiters.borrow().len()
+    }
+}
+
+/// The future of [`StopEvent::wait`].
+pub struct Stopped<'a> {
+    event: &'a StopEvent,
+    key: Option<usize>,
+}
+
+impl Future for Stopped<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.event.is_fired() {
+            return Poll::Ready(());
+        }
+        let mut waiters = self.event.waiters.borrow_mut();
+        match self.key {
+            Some(key) => match &mut waiters[key] {
+                Some(waker) if waker.will_wake(cx.waker()) => {}
+                slot => *slot = Some(cx.waker().clone()),
+            },
+            None => {
+                let key = waiters.insert(Some(cx.waker().clone()));
+                drop(waiters);
+                self.key = Some(key);
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Stopped<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            self.event.waiters.borrow_mut().try_remove(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{allowed_cpus, executor_builder, WorkerPlacement};
+    use std::rc::Rc;
+
+    /// Runs `f` on an executor built as the workers' are (small I/O memory,
+    /// so that it starts under a tight locked-memory limit).
+    fn run<F: Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
+        let placement = WorkerPlacement::Unpinned(allowed_cpus().unwrap());
+        executor_builder(&placement, "test")
+            .unwrap()
+            .spawn(f)
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    #[test]
+    fn a_stop_is_requested_once_and_drains_count_down() {
+        let shutdown = Shutdown::new(2);
+        assert!(!shutdown.is_requested());
+        assert!(shutdown.request());
+        assert!(!shutdown.request(), "the second request is not the first");
+        assert!(shutdown.is_requested());
+        shutdown.drained();
+        assert!(!shutdown.all_drained());
+        shutdown.drained();
+        assert!(shutdown.all_drained());
+        shutdown.drained();
+        assert!(shutdown.all_drained(), "never below zero");
+    }
+
+    #[test]
+    fn firing_wakes_every_waiter_and_dropped_waiters_leave() {
+        run(|| async {
+            let event = Rc::new(StopEvent::default());
+            let woken = Rc::new(Cell::new(0));
+            let tasks: Vec<_> = (0..3)
+                .map(|_| {
+                    let (event, woken) = (event.clone(), woken.clone());
+                    glommio::spawn_local(async move {
+                        event.wait().await;
+                        woken.set(woken.get() + 1);
+                    })
+                })
+                .collect();
+            // A waiter that gives up (a read won the race) leaves its slot.
+            let gave_up = futures_lite::future::or(event.wait(), async {
+                glommio::timer::sleep(Duration::from_millis(1)).await;
+            });
+            gave_up.await;
+            glommio::yield_if_needed().await;
+            futures_lite::future::yield_now().await;
+            assert_eq!(event.waiting(), 3);
+            assert_eq!(woken.get(), 0);
+            event.fire();
+            for task in tasks {
+                task.await;
+            }
+            assert_eq!(woken.get(), 3);
+            assert_eq!(event.waiting(), 0);
+            // After the fact, waiting ends at once.
+            event.wait().await;
+            assert!(event.is_fired());
+        });
+    }
+
+    #[test]
+    fn until_gives_up_at_the_deadline() {
+        run(|| async {
+            let start = Instant::now();
+            let held = until(start + Duration::from_millis(30), || false).await;
+            assert!(!held);
+            assert!(start.elapsed() >= Duration::from_millis(30));
+            assert!(until(Instant::now() + Duration::from_secs(5), || true).await);
+        });
+    }
+}
