@@ -92,6 +92,8 @@ fn main() -> ExitCode {
         eprintln!("tracker: {e}");
         return ExitCode::from(2);
     }
+    // Before any worker starts: contained panics are logged sparingly.
+    tracker_common::contain::install_panic_hook();
     match run(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -306,6 +308,7 @@ async fn worker(
         peer_timeout_secs: config.swarm.peer_timeout_secs,
         max_torrents: config.swarm.max_torrents_per_worker,
         max_peers_per_torrent: config.swarm.max_peers_per_torrent,
+        max_peers: config.swarm.max_peers_per_worker,
     };
     let shard = Shard::join(
         index,

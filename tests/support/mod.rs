@@ -1,6 +1,8 @@
 //! Starting the real `tracker` binary for integration tests.
 #![allow(dead_code)] // each test file uses its own part of this module
 
+pub mod wire;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::PathBuf;
@@ -99,6 +101,7 @@ pub struct TrackerBuilder {
     https: Vec<SocketAddr>,
     cert: Option<TestCert>,
     config: Option<String>,
+    env: Vec<(String, String)>,
 }
 
 impl Tracker {
@@ -110,6 +113,7 @@ impl Tracker {
             https: Vec::new(),
             cert: None,
             config: None,
+            env: Vec::new(),
         }
     }
 
@@ -134,6 +138,23 @@ impl Tracker {
         }
     }
 
+    /// Stops the process (SIGTERM) and returns what it wrote to stderr.
+    pub fn stop(self) -> String {
+        // SAFETY: kill has no memory preconditions; the pid is our child's.
+        unsafe { libc::kill(self.pid() as i32, libc::SIGTERM) };
+        self.wait_exit(Duration::from_secs(10)).1
+    }
+
+    /// Resident memory of the process in KiB (VmRSS of /proc/PID/status).
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS in /proc/PID/status")
+    }
+
     /// True while the process has not exited.
     pub fn is_running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
@@ -149,6 +170,12 @@ impl TrackerBuilder {
 
     pub fn arg(mut self, arg: &str) -> Self {
         self.args.push(arg.into());
+        self
+    }
+
+    /// Sets an environment variable for the tracker process.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.into(), value.into()));
         self
     }
 
@@ -192,6 +219,7 @@ impl TrackerBuilder {
     pub fn spawn(self) -> Tracker {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tracker"));
         cmd.args(&self.args);
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         for (flag, addrs) in [
             ("--udp", &self.udp),
             ("--http", &self.http),

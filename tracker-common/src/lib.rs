@@ -4,6 +4,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod contain;
 pub mod mesh;
 pub mod runtime;
 pub mod shard;

@@ -8,6 +8,7 @@
 //! joins them in the same order (requests, then answers), as glommio requires.
 
 use crate::clock;
+use crate::contain::contain;
 use crate::shard::owner_of;
 use crate::stats::MeshStats;
 use crate::swarm::{AnnounceRefused, SwarmCounts, SwarmStore};
@@ -38,6 +39,8 @@ pub enum ShardReply {
     /// In the order of the request's hashes.
     Scrape(Vec<ScrapeStats>),
     ScrapeSome(Vec<(InfoHash, ScrapeStats)>),
+    /// Serving the request panicked (the panic was contained and counted).
+    Failed,
 }
 
 /// A message on a mesh: `token` names the waiting request on the worker that
@@ -55,6 +58,9 @@ pub enum RouteError {
     Overloaded,
     /// The owner is gone (the process is stopping).
     OwnerGone,
+    /// The owner failed to serve it (a contained panic), or answered in a
+    /// kind that does not fit the request.
+    Failed,
 }
 
 /// The two meshes, built once and cloned into every worker before it starts.
@@ -141,11 +147,16 @@ impl Shard {
         let reply_senders = reply_senders.map(Rc::new);
         for (from, stream) in request_streams {
             let shard = shard.clone();
-            let reply_senders = reply_senders.clone().expect("mesh joined");
+            let Some(reply_senders) = reply_senders.clone() else {
+                return Err("request streams without answer senders".into());
+            };
             glommio::spawn_local(async move {
                 while let Some(Envelope { token, body }) = stream.recv().await {
                     shard.stats.served_for_others.inc();
-                    let body = shard.serve(body);
+                    // A panic while serving still answers, so that the asker
+                    // never waits for an answer that cannot come.
+                    let body = contain(&shard.stats.panics, || shard.serve(body))
+                        .unwrap_or(ShardReply::Failed);
                     if reply_senders
                         .send_to(from, Envelope { token, body })
                         .await
@@ -194,9 +205,12 @@ impl Shard {
         peers: &mut Vec<PeerEntry>,
     ) -> Result<SwarmCounts, AnnounceRefused> {
         debug_assert!(self.is_local(&req.info_hash));
-        self.store
-            .borrow_mut()
-            .announce(req, clock::now_secs(), peers)
+        let mut store = self.store.borrow_mut();
+        // Debug builds only: lets tests make a request panic here, with the
+        // store borrowed, to prove that the panic is contained and the borrow
+        // released.
+        crate::contain::test_panic_hook(&req.info_hash);
+        store.announce(req, clock::now_secs(), peers)
     }
 
     /// Scrape counts of a torrent of this shard.
@@ -249,7 +263,7 @@ impl Shard {
                 Ok(answer(Ok(counts), &a.peers))
             }
             ShardReply::Announce(Err(refused)) => Ok(answer(Err(refused), &[])),
-            _ => unreachable!("owners answer in kind"),
+            _ => Err(RouteError::Failed),
         }
     }
 
@@ -291,7 +305,7 @@ impl Shard {
                         out[pos] = stat;
                     }
                 }
-                _ => unreachable!("owners answer in kind"),
+                _ => return Err(RouteError::Failed),
             }
         }
         Ok(())
@@ -314,7 +328,7 @@ impl Shard {
         for reply in asked {
             match reply.await? {
                 ShardReply::ScrapeSome(counts) => out.extend(counts),
-                _ => unreachable!("owners answer in kind"),
+                _ => return Err(RouteError::Failed),
             }
         }
         out.truncate(start + max);

@@ -34,4 +34,18 @@ pub struct MeshStats {
     pub backpressure_waits: Counter,
     /// Requests dropped because too many were already awaiting answers.
     pub overloaded: Counter,
+    /// Requests from other workers whose serving panicked (contained: the
+    /// asker got a failure answer).
+    pub panics: Counter,
+}
+
+/// What the swarm store of one worker turned away because it was full.
+#[derive(Default, Debug)]
+pub struct StoreStats {
+    /// Announces refused because they would create a torrent past
+    /// `swarm.max_torrents_per_worker`.
+    pub refused_torrents: Counter,
+    /// New peers answered but not stored: their torrent held
+    /// `swarm.max_peers_per_torrent`, or the worker `swarm.max_peers_per_worker`.
+    pub unstored_peers: Counter,
 }

@@ -29,6 +29,7 @@ use glommio::GlommioError;
 use rustls::ServerConfig;
 use tracing::{debug, warn};
 use tracker_common::config::{HttpConfig, SwarmConfig};
+use tracker_common::contain::Contained;
 use tracker_common::mesh::{RouteError, Shard};
 use tracker_common::signals::LocalCopy;
 use tracker_common::stats::Counter;
@@ -56,6 +57,8 @@ const WRITE_BATCH: usize = 64 << 10;
 const LINGER: Duration = Duration::from_secs(1);
 /// Bytes read at most while lingering.
 const LINGER_BYTES: usize = 64 << 10;
+/// The failure reason of a request whose handling failed (a contained panic).
+const INTERNAL_ERROR: &str = "internal error";
 
 /// Per-worker HTTP and HTTPS counters.
 #[derive(Default, Debug)]
@@ -85,6 +88,13 @@ pub struct HttpStats {
     pub refused: Counter,
     /// Requests for other shards refused because too many await answers.
     pub overloaded: Counter,
+    /// Requests (or connections) whose handling panicked: contained, the
+    /// request answered with a 500 and the connection closed (or, for a panic
+    /// outside a request's answer, the connection dropped).
+    pub panics: Counter,
+    /// Requests that got a 500 because the owner of their torrent failed to
+    /// serve them (it counted the panic).
+    pub failed_at_owner: Counter,
     pub bytes_in: Counter,
     pub bytes_out: Counter,
 }
@@ -236,7 +246,8 @@ impl HttpService {
             self.open.set(self.open.get() + 1);
             let open = OpenConnection(self.clone());
             glommio::spawn_local(async move {
-                open.0.connection(stream, acceptor).await;
+                // A panic anywhere in the connection drops just it.
+                Contained::new(&open.0.stats.panics, open.0.connection(stream, acceptor)).await;
                 drop(open);
             })
             .detach();
@@ -326,13 +337,23 @@ impl HttpService {
                         } else {
                             request.connection
                         };
+                        let answered_from = c.out.len();
                         let scratch = Scratch {
                             out: &mut c.out,
                             hashes: &mut c.hashes,
                             stats: &mut c.stats,
                             files: &mut c.files,
                         };
-                        self.answer(&request, connection, peer_ip, scratch).await;
+                        let answer = self.answer(&request, connection, peer_ip, scratch);
+                        if Contained::new(&self.stats.panics, answer).await.is_none() {
+                            // Contained: the half-written answer is replaced
+                            // by a 500, and the connection ends, as nothing
+                            // it carries is to be trusted after this.
+                            c.out.truncate(answered_from);
+                            return self
+                                .answer_and_close(stream, &mut c.out, 500, INTERNAL_ERROR)
+                                .await;
+                        }
                         c.start += consumed;
                         if last {
                             return match self.flush(stream, &mut c.out).await {
@@ -413,7 +434,19 @@ impl HttpService {
         out: &mut Vec<u8>,
         error: RequestError,
     ) -> End {
-        self.fail(out, error.status(), Connection::Close, error.reason());
+        self.answer_and_close(stream, out, error.status(), error.reason())
+            .await
+    }
+
+    /// Answers with a failure reason, then ends the connection.
+    async fn answer_and_close<S: Transport>(
+        &self,
+        stream: &mut S,
+        out: &mut Vec<u8>,
+        status: u16,
+        reason: &str,
+    ) -> End {
+        self.fail(out, status, Connection::Close, reason);
         match self.flush(stream, out).await {
             Ok(()) => End::Closed,
             Err(()) => End::Gone,
@@ -595,12 +628,16 @@ impl HttpService {
     }
 
     fn route_failed(&self, out: &mut Vec<u8>, connection: Connection, e: RouteError) {
-        self.stats.overloaded.inc();
-        let reason = match e {
-            RouteError::Overloaded => "tracker overloaded: try again later",
-            RouteError::OwnerGone => "tracker is stopping",
+        let (status, reason) = match e {
+            RouteError::Overloaded => (503, "tracker overloaded: try again later"),
+            RouteError::OwnerGone => (503, "tracker is stopping"),
+            RouteError::Failed => {
+                self.stats.failed_at_owner.inc();
+                return self.fail(out, 500, connection, INTERNAL_ERROR);
+            }
         };
-        self.fail(out, 503, connection, reason);
+        self.stats.overloaded.inc();
+        self.fail(out, status, connection, reason);
     }
 
     fn fail(&self, out: &mut Vec<u8>, status: u16, connection: Connection, reason: &str) {

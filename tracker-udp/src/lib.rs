@@ -30,5 +30,6 @@ pub mod codec;
     )
 )]
 pub mod cookie;
+pub mod ratelimit;
 pub mod server;
 pub mod socket;

@@ -6,7 +6,9 @@ use crate::codec::{
     IpFamily, Request, TransactionId,
 };
 use crate::cookie::ConnectionCookies;
+use crate::ratelimit::ConnectLimiter;
 use crate::socket::{canonical_ip, send_one, LocalAddr, RecvBatch, SendBatch};
+use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
@@ -14,10 +16,14 @@ use std::rc::Rc;
 use tracing::{debug, warn};
 use tracker_common::clock;
 use tracker_common::config::{SwarmConfig, UdpConfig};
-use tracker_common::mesh::Shard;
+use tracker_common::contain::{contain, Contained};
+use tracker_common::mesh::{RouteError, Shard};
 use tracker_common::stats::Counter;
 use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
 use tracker_common::types::{Announce, InfoHash, PeerEntry, ScrapeStats};
+
+/// An error answer's action and transaction id, before its message.
+const ERROR_HEADER_BYTES: usize = 8;
 
 /// Per-worker UDP counters.
 #[derive(Default, Debug)]
@@ -40,6 +46,14 @@ pub struct UdpStats {
     /// Requests for other shards dropped because too many await answers.
     pub dropped_overloaded: Counter,
     pub send_errors: Counter,
+    /// Connect requests dropped by `udp.max_connects_per_ip_per_sec`.
+    pub connects_limited: Counter,
+    /// Requests whose handling panicked: contained, the datagram dropped
+    /// unanswered, the worker unharmed.
+    pub panics: Counter,
+    /// Requests dropped because the owner of their torrent failed to serve
+    /// them (it counted the panic).
+    pub failed_at_owner: Counter,
 }
 
 /// A worker's UDP service: shared by its sockets and by the tasks that wait for
@@ -49,6 +63,7 @@ pub struct UdpService {
     cookies: ConnectionCookies,
     swarm: SwarmConfig,
     max_scrape_hashes: usize,
+    connect_limit: Option<RefCell<ConnectLimiter>>,
     pub stats: UdpStats,
 }
 
@@ -64,6 +79,11 @@ impl UdpService {
             cookies,
             swarm,
             max_scrape_hashes: udp.max_scrape_hashes,
+            connect_limit: ConnectLimiter::new(
+                udp.max_connects_per_ip_per_sec,
+                udp.connect_limit_slots,
+            )
+            .map(RefCell::new),
             stats: UdpStats::default(),
         })
     }
@@ -87,7 +107,13 @@ impl UdpService {
                         if let Some(packet) = rx.get(i) {
                             self.stats.bytes_in.add(packet.data.len() as u64);
                             if !packet.truncated {
-                                self.handle(packet.data, packet.from, packet.to, fd, &mut tx);
+                                self.handle_contained(
+                                    packet.data,
+                                    packet.from,
+                                    packet.to,
+                                    fd,
+                                    &mut tx,
+                                );
                             } else {
                                 self.stats.malformed.inc();
                             }
@@ -125,9 +151,9 @@ impl UdpService {
         self.stats.send_errors.add(failed as u64);
     }
 
-    /// Answers one datagram: into `tx` when this worker can answer now, or from
-    /// a task once the owning worker has answered.
-    fn handle(
+    /// `handle`, with a panic contained: the datagram goes unanswered (whatever
+    /// it had queued is taken back) and the panic is counted.
+    fn handle_contained(
         self: &Rc<Self>,
         data: &[u8],
         from: SocketAddr,
@@ -138,10 +164,32 @@ impl UdpService {
         if tx.is_full() {
             self.flush(fd, tx);
         }
+        let queued = tx.len();
+        if contain(&self.stats.panics, || self.handle(data, from, to, fd, tx)).is_none() {
+            tx.truncate(queued);
+        }
+    }
+
+    /// Answers one datagram: into `tx` when this worker can answer now, or from
+    /// a task once the owning worker has answered. `tx` has room for one.
+    fn handle(
+        self: &Rc<Self>,
+        data: &[u8],
+        from: SocketAddr,
+        to: Option<LocalAddr>,
+        fd: RawFd,
+        tx: &mut SendBatch,
+    ) {
         let ip = canonical_ip(from.ip());
         let now = clock::unix_secs();
         match Request::parse(data) {
             Ok(Request::Connect(req)) => {
+                if let Some(limit) = &self.connect_limit {
+                    if !limit.borrow_mut().allow(ip, now as u32) {
+                        self.stats.connects_limited.inc();
+                        return;
+                    }
+                }
                 self.stats.connects.inc();
                 let id = self.cookies.issue(ip, now);
                 write_connect_response(tx.push(from, to), req.transaction_id, id);
@@ -176,14 +224,17 @@ impl UdpService {
                 if written.is_none() {
                     let this = self.clone();
                     glommio::spawn_local(async move {
-                        let mut out = Vec::new();
-                        let routed = this.shard.announce(announce, |counts, peers| {
-                            this.write_announce(&mut out, txid, family, counts, peers)
-                        });
-                        match routed.await {
-                            Ok(()) => this.send_now(fd, &out, from, to),
-                            Err(_) => this.stats.dropped_overloaded.inc(),
-                        }
+                        let task = async {
+                            let mut out = Vec::new();
+                            let routed = this.shard.announce(announce, |counts, peers| {
+                                this.write_announce(&mut out, txid, family, counts, peers)
+                            });
+                            match routed.await {
+                                Ok(()) => this.send_now(fd, &out, from, to),
+                                Err(e) => this.route_failed(e),
+                            }
+                        };
+                        Contained::new(&this.stats.panics, task).await;
                     })
                     .detach();
                 }
@@ -207,14 +258,16 @@ impl UdpService {
                     let hashes: Vec<InfoHash> = req.info_hashes.iter().collect();
                     let this = self.clone();
                     glommio::spawn_local(async move {
-                        let mut stats: Vec<ScrapeStats> = Vec::new();
-                        if this.shard.scrape(&hashes, &mut stats).await.is_err() {
-                            this.stats.dropped_overloaded.inc();
-                            return;
-                        }
-                        let mut out = Vec::new();
-                        write_scrape_response(&mut out, txid, stats.iter().copied());
-                        this.send_now(fd, &out, from, to);
+                        let task = async {
+                            let mut stats: Vec<ScrapeStats> = Vec::new();
+                            if let Err(e) = this.shard.scrape(&hashes, &mut stats).await {
+                                return this.route_failed(e);
+                            }
+                            let mut out = Vec::new();
+                            write_scrape_response(&mut out, txid, stats.iter().copied());
+                            this.send_now(fd, &out, from, to);
+                        };
+                        Contained::new(&this.stats.panics, task).await;
                     })
                     .detach();
                 }
@@ -228,7 +281,12 @@ impl UdpService {
                 };
                 if self.cookies.is_valid(id, ip, now) {
                     self.stats.errors_sent.inc();
-                    write_error_response(tx.push(from, to), txid, err.message().as_bytes());
+                    // Never answer with more than was asked: a short packet
+                    // gets a shortened message.
+                    let message = err.message().as_bytes();
+                    let room = data.len().saturating_sub(ERROR_HEADER_BYTES);
+                    let message = message.get(..room).unwrap_or(message);
+                    write_error_response(tx.push(from, to), txid, message);
                 }
             }
         }
@@ -259,6 +317,13 @@ impl UdpService {
                 self.stats.errors_sent.inc();
                 write_error_response(out, txid, b"tracker is full: torrent not stored");
             }
+        }
+    }
+
+    fn route_failed(&self, e: RouteError) {
+        match e {
+            RouteError::Overloaded | RouteError::OwnerGone => self.stats.dropped_overloaded.inc(),
+            RouteError::Failed => self.stats.failed_at_owner.inc(),
         }
     }
 

@@ -18,6 +18,7 @@ use ahash::RandomState;
 
 use self::rng::WyRand;
 use self::torrent::{Torrent, Visit};
+use crate::stats::StoreStats;
 use crate::types::{Announce, AnnounceEvent, InfoHash, PeerEntry, ScrapeStats};
 
 /// What the store accepts.
@@ -30,6 +31,9 @@ pub struct StoreLimits {
     /// A new peer beyond this many in one torrent is answered but not stored.
     /// Counts are u32, so at most `u32::MAX` is used.
     pub max_peers_per_torrent: usize,
+    /// A new peer beyond this many in the whole store is answered but not
+    /// stored, and creates no torrent. Expired peers count until cleaned.
+    pub max_peers: usize,
 }
 
 /// Why an announce was not served.
@@ -109,6 +113,8 @@ pub struct SwarmStore {
     rng: WyRand,
     torrents: usize,
     peers: PeerTotals,
+    /// What the limits turned away.
+    pub stats: StoreStats,
 }
 
 impl SwarmStore {
@@ -130,6 +136,7 @@ impl SwarmStore {
             rng: WyRand::new(rng_seed),
             torrents: 0,
             peers: PeerTotals::default(),
+            stats: StoreStats::default(),
         }
     }
 
@@ -159,6 +166,11 @@ impl SwarmStore {
     /// `req.numwant` live peers of the requester's address family, never the
     /// requester; a seeder is given leechers only. Returns the swarm's counts after
     /// the update, of both families.
+    ///
+    /// When full: an announce that would create a torrent past `max_torrents` is
+    /// refused; a new peer past `max_peers_per_torrent` in its torrent, or past
+    /// `max_peers` in the store, is answered but not stored (and creates no
+    /// torrent). Both are counted in `stats`.
     pub fn announce(
         &mut self,
         req: &Announce,
@@ -174,7 +186,16 @@ impl SwarmStore {
                 return Ok(SwarmCounts::default())
             }
             Entry::Vacant(_) if self.torrents >= self.limits.max_torrents => {
-                return Err(AnnounceRefused::TorrentLimit)
+                self.stats.refused_torrents.inc();
+                return Err(AnnounceRefused::TorrentLimit);
+            }
+            // An empty torrent would be memory for nothing: answer as a swarm
+            // of none.
+            Entry::Vacant(_)
+                if self.peers.seeders + self.peers.leechers >= self.limits.max_peers =>
+            {
+                self.stats.unstored_peers.inc();
+                return Ok(SwarmCounts::default());
             }
             Entry::Vacant(entry) => {
                 self.torrents += 1;
@@ -186,9 +207,12 @@ impl SwarmStore {
             req,
             now,
             expiry: now.saturating_add(self.limits.peer_timeout_secs),
-            room: ((before.seeders + before.leechers) as usize) < self.limits.max_peers_per_torrent,
+            room: ((before.seeders + before.leechers) as usize) < self.limits.max_peers_per_torrent
+                && self.peers.seeders + self.peers.leechers < self.limits.max_peers,
         };
-        torrent.announce(&visit, &mut self.rng, peers);
+        if torrent.announce(&visit, &mut self.rng, peers) {
+            self.stats.unstored_peers.inc();
+        }
         let after = torrent.counts();
         self.peers.replace(before, after);
         Ok(after)
