@@ -5,6 +5,17 @@
 pub mod clock;
 pub mod config;
 pub mod contain;
+// Routing runs on every forwarded request: nothing in it may panic.
+#[cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::unreachable
+    )
+)]
 pub mod mesh;
 pub mod runtime;
 pub mod shard;

@@ -281,13 +281,17 @@ impl Shard {
         for (i, hash) in hashes.iter().enumerate() {
             let owner = self.owner(hash);
             if owner == self.index {
-                out[i] = self.scrape_local(hash);
+                if let Some(slot) = out.get_mut(i) {
+                    *slot = self.scrape_local(hash);
+                }
             } else {
                 if by_owner.is_empty() {
                     by_owner.resize_with(self.workers, Default::default);
                 }
-                by_owner[owner].0.push(i);
-                by_owner[owner].1.push(*hash);
+                if let Some((positions, owner_hashes)) = by_owner.get_mut(owner) {
+                    positions.push(i);
+                    owner_hashes.push(*hash);
+                }
             }
         }
         for (owner, (positions, owner_hashes)) in by_owner.into_iter().enumerate() {
@@ -302,7 +306,9 @@ impl Shard {
             match reply.await? {
                 ShardReply::Scrape(stats) => {
                     for (pos, stat) in positions.into_iter().zip(stats) {
-                        out[pos] = stat;
+                        if let Some(slot) = out.get_mut(pos) {
+                            *slot = stat;
+                        }
                     }
                 }
                 _ => return Err(RouteError::Failed),

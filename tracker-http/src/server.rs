@@ -325,7 +325,12 @@ impl HttpService {
         loop {
             // Answer every complete request already received, in order.
             loop {
-                match parse_head(&c.buf[c.start..c.end], real_ip_header) {
+                // start <= end <= buf.len() always; a broken invariant ends
+                // the connection rather than the worker.
+                let Some(unanswered) = c.buf.get(c.start..c.end) else {
+                    return End::Gone;
+                };
+                match parse_head(unanswered, real_ip_header) {
                     Ok(Parsed::Partial) => break,
                     Ok(Parsed::Complete { request, consumed }) => {
                         self.stats.requests.inc();
@@ -408,7 +413,10 @@ impl HttpService {
                 return End::Gone;
             };
             let _ = stream.tcp().set_read_timeout(Some(left));
-            match stream.read(&mut c.buf[c.end..]).await {
+            let Some(free) = c.buf.get_mut(c.end..) else {
+                return End::Gone;
+            };
+            match stream.read(free).await {
                 Ok(0) => return End::Gone,
                 Ok(n) => {
                     self.stats.bytes_in.add(n as u64);
