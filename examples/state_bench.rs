@@ -34,6 +34,7 @@ fn main() {
         peer_timeout_secs: 2700,
         max_torrents: usize::MAX,
         max_peers_per_torrent: 100_000,
+        max_peers: usize::MAX,
     };
     let mut store = SwarmStore::new(limits, 1);
     let mut peers = Vec::new();

@@ -140,6 +140,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Before any worker starts: contained panics are logged sparingly.
+    tracker_common::contain::install_panic_hook();
     match run(config, access) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -626,6 +628,7 @@ async fn worker(
         peer_timeout_secs: config.swarm.peer_timeout_secs,
         max_torrents: config.swarm.max_torrents_per_worker,
         max_peers_per_torrent: config.swarm.max_peers_per_torrent,
+        max_peers: config.swarm.max_peers_per_worker,
     };
     let mut store = SwarmStore::new(limits, seed);
     if let Some(bytes) = state.bytes {

@@ -1,6 +1,8 @@
 //! Starting the real `tracker` binary for integration tests.
 #![allow(dead_code)] // each test file uses its own part of this module
 
+pub mod wire;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::PathBuf;
@@ -106,6 +108,7 @@ pub struct TrackerBuilder {
     allow_root: bool,
     pre_exec: Option<fn() -> std::io::Result<()>>,
     state: Option<PathBuf>,
+    env: Vec<(String, String)>,
 }
 
 impl Tracker {
@@ -122,6 +125,7 @@ impl Tracker {
             allow_root: true,
             pre_exec: None,
             state: None,
+            env: Vec::new(),
         }
     }
 
@@ -153,6 +157,23 @@ impl Tracker {
         }
     }
 
+    /// Stops the process (SIGTERM) and returns what it wrote to stderr.
+    pub fn stop(self) -> String {
+        // SAFETY: kill has no memory preconditions; the pid is our child's.
+        unsafe { libc::kill(self.pid() as i32, libc::SIGTERM) };
+        self.wait_exit(Duration::from_secs(10)).1
+    }
+
+    /// Resident memory of the process in KiB (VmRSS of /proc/PID/status).
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS in /proc/PID/status")
+    }
+
     /// True while the process has not exited.
     pub fn is_running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
@@ -168,6 +189,12 @@ impl TrackerBuilder {
 
     pub fn arg(mut self, arg: &str) -> Self {
         self.args.push(arg.into());
+        self
+    }
+
+    /// Sets an environment variable for the tracker process.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.into(), value.into()));
         self
     }
 
@@ -240,6 +267,7 @@ impl TrackerBuilder {
             // SAFETY: `f` only makes async-signal-safe calls (setrlimit).
             unsafe { cmd.pre_exec(f) };
         }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         for (flag, addrs) in [
             ("--udp", &self.udp),
             ("--http", &self.http),

@@ -69,6 +69,9 @@ pub struct SwarmConfig {
     /// Peers each torrent holds at most; new peers past it are answered but not
     /// stored.
     pub max_peers_per_torrent: usize,
+    /// Peers each worker holds at most, over all its torrents; new peers past
+    /// it are answered but not stored (and create no torrent).
+    pub max_peers_per_worker: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -85,6 +88,13 @@ pub struct UdpConfig {
     /// Receive buffer asked for on each socket, in bytes (the kernel caps it at
     /// net.core.rmem_max).
     pub recv_buffer_bytes: usize,
+    /// Connect requests answered per second from one IP address, by each
+    /// worker; more are dropped. 0 turns the limit off.
+    pub max_connects_per_ip_per_sec: u32,
+    /// Slots of the per-worker table that tracks the connect limit (addresses
+    /// hash into it; colliding ones share a budget). Fixed memory: 8 bytes a
+    /// slot, allocated only when the limit is on.
+    pub connect_limit_slots: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -273,6 +283,7 @@ impl Default for SwarmConfig {
             max_numwant: 200,
             max_torrents_per_worker: 5_000_000,
             max_peers_per_torrent: 100_000,
+            max_peers_per_worker: 20_000_000,
         }
     }
 }
@@ -287,6 +298,8 @@ impl Default for UdpConfig {
             connection_secret: String::new(),
             max_scrape_hashes: 74,
             recv_buffer_bytes: 4 << 20,
+            max_connects_per_ip_per_sec: 0,
+            connect_limit_slots: 1 << 16,
         }
     }
 }
@@ -390,6 +403,7 @@ impl Config {
         )?;
         positive("swarm.max_torrents_per_worker", s.max_torrents_per_worker)?;
         positive("swarm.max_peers_per_torrent", s.max_peers_per_torrent)?;
+        positive("swarm.max_peers_per_worker", s.max_peers_per_worker)?;
         if s.default_numwant > s.max_numwant {
             return Err(ConfigError::key(
                 "swarm.default_numwant",
@@ -408,6 +422,12 @@ impl Config {
             return Err(ConfigError::key(
                 "udp.max_scrape_hashes",
                 "must be 1 to 74 (what fits one datagram)",
+            ));
+        }
+        if !(1..=MAX_CONNECT_LIMIT_SLOTS).contains(&u.connect_limit_slots) {
+            return Err(ConfigError::key(
+                "udp.connect_limit_slots",
+                format!("must be 1 to {MAX_CONNECT_LIMIT_SLOTS}"),
             ));
         }
         let h = &self.http;
@@ -516,6 +536,8 @@ impl Config {
 /// and a size past which a connection's buffer is a liability.
 const MIN_REQUEST_HEAD_BYTES: usize = 512;
 const MAX_REQUEST_HEAD_BYTES: usize = 1 << 20;
+/// 128 MiB of table per worker at most.
+const MAX_CONNECT_LIMIT_SLOTS: usize = 1 << 24;
 
 /// A `tchar` of RFC 9110: what a header name is made of.
 fn is_header_name_byte(b: u8) -> bool {
@@ -594,6 +616,9 @@ max_numwant = {max_numwant}
 max_torrents_per_worker = {max_torrents_per_worker}
 # Peers each torrent holds at most; new peers past it are answered, not stored.
 max_peers_per_torrent = {max_peers_per_torrent}
+# Peers each worker holds at most, over all its torrents; new peers past it are
+# answered, not stored, and create no torrent. About 50 bytes per IPv4 peer.
+max_peers_per_worker = {max_peers_per_worker}
 
 [udp]
 # Addresses to serve the UDP tracker (BEP 15) on; every worker binds each of
@@ -607,6 +632,14 @@ max_scrape_hashes = {max_scrape_hashes}
 # Receive buffer asked for on each socket, in bytes; the kernel caps it at
 # net.core.rmem_max (see deploy/sysctl.conf).
 recv_buffer_bytes = {recv_buffer_bytes}
+# Connect requests answered per second from one IP address, by each worker;
+# more are dropped without an answer. 0 turns the limit off. SO_REUSEPORT may
+# spread one address's sockets over several workers, each with its own budget.
+max_connects_per_ip_per_sec = {max_connects_per_ip_per_sec}
+# Slots of each worker's connect-limit table (1 to {max_slots}); addresses hash
+# into it and colliding ones share a budget. 8 bytes a slot, only when the
+# limit is on.
+connect_limit_slots = {connect_limit_slots}
 
 [http]
 # Addresses to serve the plain HTTP tracker (BEP 3, 7, 23, 48) on; every worker
@@ -714,10 +747,14 @@ drain_timeout_secs = {drain_timeout_secs}
         max_numwant = c.swarm.max_numwant,
         max_torrents_per_worker = c.swarm.max_torrents_per_worker,
         max_peers_per_torrent = c.swarm.max_peers_per_torrent,
+        max_peers_per_worker = c.swarm.max_peers_per_worker,
         listen = list(&c.udp.listen),
         connection_secret = c.udp.connection_secret,
         max_scrape_hashes = c.udp.max_scrape_hashes,
         recv_buffer_bytes = c.udp.recv_buffer_bytes,
+        max_connects_per_ip_per_sec = c.udp.max_connects_per_ip_per_sec,
+        max_slots = MAX_CONNECT_LIMIT_SLOTS,
+        connect_limit_slots = c.udp.connect_limit_slots,
         http_listen = list(&c.http.listen),
         https_listen = list(&c.http.https_listen),
         tls_cert_file = c.http.tls_cert_file,
@@ -894,6 +931,14 @@ mod tests {
             (
                 |c: &mut Config| c.state.drain_timeout_secs = 601,
                 "state.drain_timeout_secs",
+            ),
+            (
+                |c: &mut Config| c.swarm.max_peers_per_worker = 0,
+                "swarm.max_peers_per_worker",
+            ),
+            (
+                |c: &mut Config| c.udp.connect_limit_slots = 0,
+                "udp.connect_limit_slots",
             ),
         ] {
             let mut c = Config::default();

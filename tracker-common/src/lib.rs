@@ -5,7 +5,19 @@
 pub mod access;
 pub mod clock;
 pub mod config;
+pub mod contain;
 pub mod host;
+// Routing runs on every forwarded request: nothing in it may panic.
+#[cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::unreachable
+    )
+)]
 pub mod mesh;
 pub mod metrics;
 pub mod privileges;

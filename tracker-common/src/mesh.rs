@@ -9,6 +9,7 @@
 
 use crate::access::AccessList;
 use crate::clock;
+use crate::contain::contain;
 use crate::metrics::{MetricSource, Sample, PEERS, TORRENTS};
 use crate::shard::owner_of;
 use crate::signals::{LocalCopy, Reloadable};
@@ -45,6 +46,8 @@ pub enum ShardReply {
     Scrape(Vec<ScrapeStats>),
     ScrapeSome(Vec<(InfoHash, ScrapeStats)>),
     Metrics(Vec<Sample>),
+    /// Serving the request panicked (the panic was contained and counted).
+    Failed,
 }
 
 /// A message on a mesh: `token` names the waiting request on the worker that
@@ -62,6 +65,9 @@ pub enum RouteError {
     Overloaded,
     /// The owner is gone (the process is stopping).
     OwnerGone,
+    /// The owner failed to serve it (a contained panic), or answered in a
+    /// kind that does not fit the request.
+    Failed,
 }
 
 /// The two meshes, built once and cloned into every worker before it starts.
@@ -164,13 +170,18 @@ impl Shard {
         let reply_senders = reply_senders.map(Rc::new);
         for (from, stream) in request_streams {
             let shard = shard.clone();
-            let reply_senders = reply_senders.clone().expect("mesh joined");
+            let Some(reply_senders) = reply_senders.clone() else {
+                return Err("request streams without answer senders".into());
+            };
             glommio::spawn_local(async move {
                 while let Some(Envelope { token, body }) = stream.recv().await {
                     if !matches!(body, ShardRequest::Metrics) {
                         shard.stats.served_for_others.inc();
                     }
-                    let body = shard.serve(body);
+                    // A panic while serving still answers, so that the asker
+                    // never waits for an answer that cannot come.
+                    let body = contain(&shard.stats.panics, || shard.serve(body))
+                        .unwrap_or(ShardReply::Failed);
                     if reply_senders
                         .send_to(from, Envelope { token, body })
                         .await
@@ -247,9 +258,12 @@ impl Shard {
             peers.clear();
             return Err(AnnounceRefused::NotAllowed);
         }
-        self.store
-            .borrow_mut()
-            .announce(req, clock::now_secs(), peers)
+        let mut store = self.store.borrow_mut();
+        // Debug builds only: lets tests make a request panic here, with the
+        // store borrowed, to prove that the panic is contained and the borrow
+        // released.
+        crate::contain::test_panic_hook(&req.info_hash);
+        store.announce(req, clock::now_secs(), peers)
     }
 
     /// Scrape counts of a torrent of this shard.
@@ -302,7 +316,7 @@ impl Shard {
                 Ok(answer(Ok(counts), &a.peers))
             }
             ShardReply::Announce(Err(refused)) => Ok(answer(Err(refused), &[])),
-            _ => unreachable!("owners answer in kind"),
+            _ => Err(RouteError::Failed),
         }
     }
 
@@ -320,13 +334,17 @@ impl Shard {
         for (i, hash) in hashes.iter().enumerate() {
             let owner = self.owner(hash);
             if owner == self.index {
-                out[i] = self.scrape_local(hash);
+                if let Some(slot) = out.get_mut(i) {
+                    *slot = self.scrape_local(hash);
+                }
             } else {
                 if by_owner.is_empty() {
                     by_owner.resize_with(self.workers, Default::default);
                 }
-                by_owner[owner].0.push(i);
-                by_owner[owner].1.push(*hash);
+                if let Some((positions, owner_hashes)) = by_owner.get_mut(owner) {
+                    positions.push(i);
+                    owner_hashes.push(*hash);
+                }
             }
         }
         for (owner, (positions, owner_hashes)) in by_owner.into_iter().enumerate() {
@@ -341,10 +359,12 @@ impl Shard {
             match reply.await? {
                 ShardReply::Scrape(stats) => {
                     for (pos, stat) in positions.into_iter().zip(stats) {
-                        out[pos] = stat;
+                        if let Some(slot) = out.get_mut(pos) {
+                            *slot = stat;
+                        }
                     }
                 }
-                _ => unreachable!("owners answer in kind"),
+                _ => return Err(RouteError::Failed),
             }
         }
         Ok(())
@@ -367,7 +387,7 @@ impl Shard {
         for reply in asked {
             match reply.await? {
                 ShardReply::ScrapeSome(counts) => out.extend(counts),
-                _ => unreachable!("owners answer in kind"),
+                _ => return Err(RouteError::Failed),
             }
         }
         out.truncate(start + max);
@@ -389,6 +409,7 @@ impl Shard {
         }
         self.stats.samples(&[], out);
         let store = self.store.borrow();
+        store.stats.samples(&[], out);
         let peers = store.peer_count();
         out.push(Sample::new(&TORRENTS, &[], store.torrent_count() as u64));
         out.push(Sample::new(
@@ -415,7 +436,7 @@ impl Shard {
         for (owner, reply) in asked {
             match reply.await? {
                 ShardReply::Metrics(samples) => all.push((owner, samples)),
-                _ => unreachable!("owners answer in kind"),
+                _ => return Err(RouteError::Failed),
             }
         }
         all.sort_by_key(|(worker, _)| *worker);

@@ -121,6 +121,12 @@ families! {
         "Sends to another worker that found the channel full and waited.";
     MESH_OVERLOADED = "tracker_mesh_overloaded_total", Counter,
         "Requests for other workers refused because too many awaited answers.";
+    /// Label: component (udp, http, mesh).
+    PANICS = "tracker_panics_total", Counter,
+        "Panics contained to one request (the request failed, the worker went on), by component.";
+    /// Label: kind (torrent_refused, peer_not_stored).
+    STORE_FULL = "tracker_store_full_total", Counter,
+        "Announces the swarm store could not take in full because a limit was reached, by kind.";
     TORRENTS = "tracker_torrents", Gauge,
         "Torrents stored.";
     /// Label: role (seeder, leecher).

@@ -153,6 +153,21 @@ counters! {
         pub backpressure_waits: Counter => crate::metrics::MESH_BACKPRESSURE {},
         /// Requests dropped because too many were already awaiting answers.
         pub overloaded: Counter => crate::metrics::MESH_OVERLOADED {},
+        /// Requests from other workers whose serving panicked (contained: the
+        /// asker got a failure answer).
+        pub panics: Counter => crate::metrics::PANICS { component = "mesh" },
+    }
+}
+
+counters! {
+    /// What the swarm store of one worker turned away because it was full.
+    pub struct StoreStats {
+        /// Announces refused because they would create a torrent past
+        /// `swarm.max_torrents_per_worker`.
+        pub refused_torrents: Counter => crate::metrics::STORE_FULL { kind = "torrent_refused" },
+        /// New peers answered but not stored: their torrent held
+        /// `swarm.max_peers_per_torrent`, or the worker `swarm.max_peers_per_worker`.
+        pub unstored_peers: Counter => crate::metrics::STORE_FULL { kind = "peer_not_stored" },
     }
 }
 
@@ -184,6 +199,7 @@ mod tests {
                 ("tracker_mesh_served_total", 0),
                 ("tracker_mesh_backpressure_waits_total", 0),
                 ("tracker_mesh_overloaded_total", 1),
+                ("tracker_panics_total", 0),
             ]
         );
         assert!(out.iter().all(|s| s.scope == [("x", "y")]));

@@ -143,7 +143,7 @@ impl<'a> Decoder<'a> {
         let rest = self.input.get(self.pos..).unwrap_or_default();
         let len = rest.iter().position(|&b| b == end).ok_or(self.error())?;
         self.pos += len + 1;
-        Ok(&rest[..len])
+        rest.get(..len).ok_or(self.error())
     }
 }
 

@@ -493,13 +493,20 @@ fn decode_into<'b>(value: &[u8], buf: &'b mut [u8]) -> Option<&'b [u8]> {
 /// Appends `bytes` percent-encoded: RFC 3986 unreserved bytes as they are, all
 /// others as `%XX`.
 pub fn percent_encode(out: &mut Vec<u8>, bytes: &[u8]) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for &b in bytes {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
             out.push(b);
         } else {
-            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+            out.extend_from_slice(&[b'%', upper_hex(b >> 4), upper_hex(b & 15)]);
         }
+    }
+}
+
+/// The upper-case hex digit of a nibble (`n` below 16).
+fn upper_hex(n: u8) -> u8 {
+    match n {
+        0..=9 => b'0' + n,
+        _ => b'A' + (n & 15).saturating_sub(10),
     }
 }
 

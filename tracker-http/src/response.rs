@@ -144,7 +144,9 @@ pub fn write_response(
         Connection::Close => b"\r\nConnection: close\r\n\r\n",
     });
     let head_len = out.len() - start - body_len;
-    out[start..].rotate_right(head_len);
+    if let Some(answer) = out.get_mut(start..) {
+        answer.rotate_right(head_len);
+    }
 }
 
 /// The reason phrase of the statuses a tracker answers with.
@@ -164,17 +166,18 @@ fn status_text(status: u16) -> &'static str {
 
 /// `n` in decimal.
 fn put_uint(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0; 20];
-    let mut start = digits.len();
+    // u64::MAX has 20 digits; written backwards, then reversed in place.
+    let from = out.len();
     loop {
-        start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
+        out.push(b'0' + (n % 10) as u8);
         n /= 10;
         if n == 0 {
             break;
         }
     }
-    out.extend_from_slice(&digits[start..]);
+    if let Some(digits) = out.get_mut(from..) {
+        digits.reverse();
+    }
 }
 
 /// A bencoded integer.
@@ -200,7 +203,7 @@ fn put_ip_text(out: &mut Vec<u8>, ip: IpAddr) {
     let unused = unused.len();
     let len = text.len() - unused;
     put_length(out, len);
-    out.extend_from_slice(&text[..len]);
+    out.extend_from_slice(text.get(..len).unwrap_or_default());
 }
 
 #[cfg(test)]

@@ -29,11 +29,12 @@ use glommio::GlommioError;
 use rustls::ServerConfig;
 use tracing::{debug, warn};
 use tracker_common::config::{HttpConfig, SwarmConfig};
+use tracker_common::contain::Contained;
 use tracker_common::counters;
 use tracker_common::mesh::{RouteError, Shard};
 use tracker_common::metrics::{
     Label, MetricSource, Sample, CONNECTIONS_ACCEPTED, HTTP_ERRORS, HTTP_FAILURE_RESPONSES,
-    HTTP_FULL_SCRAPES, OPEN_CONNECTIONS, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES,
+    HTTP_FULL_SCRAPES, OPEN_CONNECTIONS, PANICS, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES,
     TLS_HANDSHAKES, TLS_HANDSHAKE_FAILURES,
 };
 use tracker_common::shutdown::StopEvent;
@@ -63,6 +64,8 @@ const WRITE_BATCH: usize = 64 << 10;
 const LINGER: Duration = Duration::from_secs(1);
 /// Bytes read at most while lingering.
 const LINGER_BYTES: usize = 64 << 10;
+/// The failure reason of a request whose handling failed (a contained panic).
+const INTERNAL_ERROR: &str = "internal error";
 
 counters! {
     /// Per-worker counters of HTTP and HTTPS together.
@@ -91,6 +94,13 @@ counters! {
         pub tls_handshakes: Counter => TLS_HANDSHAKES {},
         pub tls_handshake_failures: Counter => TLS_HANDSHAKE_FAILURES { kind = "error" },
         pub tls_handshake_timeouts: Counter => TLS_HANDSHAKE_FAILURES { kind = "timeout" },
+        /// Requests that got a 500 because the owner of their torrent failed
+        /// to serve them (it counted the panic).
+        pub failed_at_owner: Counter => HTTP_ERRORS { kind = "failed_at_owner" },
+        /// Requests (or connections) whose handling panicked: contained, the
+        /// request answered with a 500 and the connection closed (or, for a
+        /// panic outside a request's answer, the connection dropped).
+        pub panics: Counter => PANICS { component = "http" },
     }
 }
 
@@ -122,6 +132,18 @@ impl HttpTraffic {
 
 /// The `protocol` label of each entry of `HttpService::traffic`.
 const PROTOCOLS: [&[Label]; 2] = [&[("protocol", "http")], &[("protocol", "https")]];
+
+impl HttpService {
+    /// The counters of HTTPS (`tls`) or plain HTTP.
+    fn traffic_of(&self, tls: bool) -> &HttpTraffic {
+        let [http, https] = &self.traffic;
+        if tls {
+            https
+        } else {
+            http
+        }
+    }
+}
 
 impl MetricSource for HttpService {
     fn samples(&self, out: &mut Vec<Sample>) {
@@ -319,7 +341,7 @@ impl HttpService {
                 self.stats.rejected.inc();
                 continue;
             }
-            self.traffic[usize::from(tls)].accepted.inc();
+            self.traffic_of(tls).accepted.inc();
             // The newest certificate, for new connections only; one relaxed
             // load when nothing changed.
             let acceptor = match (&self.tls, tls) {
@@ -328,7 +350,8 @@ impl HttpService {
             };
             let open = OpenConnection::new(self.clone(), tls);
             glommio::spawn_local(async move {
-                open.0.connection(stream, acceptor).await;
+                // A panic anywhere in the connection drops just it.
+                Contained::new(&open.0.stats.panics, open.0.connection(stream, acceptor)).await;
                 drop(open);
             })
             .detach();
@@ -413,11 +436,15 @@ impl HttpService {
         loop {
             // Answer every complete request already received, in order.
             loop {
-                match parse_head(&c.buf[c.start..c.end], real_ip_header) {
+                // start <= end <= buf.len() always; a broken invariant ends
+                // the connection rather than the worker.
+                let Some(unanswered) = c.buf.get(c.start..c.end) else {
+                    return End::Gone;
+                };
+                match parse_head(unanswered, real_ip_header) {
                     Ok(Parsed::Partial) => break,
                     Ok(Parsed::Complete { request, consumed }) => {
-                        let (requests, responses) =
-                            self.traffic[usize::from(S::TLS)].of(request.endpoint);
+                        let (requests, responses) = self.traffic_of(S::TLS).of(request.endpoint);
                         let client_ip = request.real_ip.map_or(peer_ip, canonical_ip);
                         requests.inc(client_ip);
                         c.served += 1;
@@ -428,13 +455,23 @@ impl HttpService {
                         } else {
                             request.connection
                         };
+                        let answered_from = c.out.len();
                         let scratch = Scratch {
                             out: &mut c.out,
                             hashes: &mut c.hashes,
                             stats: &mut c.stats,
                             files: &mut c.files,
                         };
-                        self.answer(&request, connection, peer_ip, scratch).await;
+                        let answer = self.answer(&request, connection, peer_ip, scratch);
+                        if Contained::new(&self.stats.panics, answer).await.is_none() {
+                            // Contained: the half-written answer is replaced
+                            // by a 500, and the connection ends, as nothing
+                            // it carries is to be trusted after this.
+                            c.out.truncate(answered_from);
+                            return self
+                                .answer_and_close(stream, &mut c.out, 500, INTERNAL_ERROR)
+                                .await;
+                        }
                         responses.inc(client_ip);
                         c.start += consumed;
                         if last {
@@ -494,20 +531,20 @@ impl HttpService {
                 return End::Closed;
             }
             let _ = stream.tcp().set_read_timeout(Some(left));
-            let read = futures_lite::future::or(
-                async { Some(stream.read(&mut c.buf[c.end..]).await) },
-                async {
-                    self.stop.wait().await;
-                    None
-                },
-            );
+            let Some(free) = c.buf.get_mut(c.end..) else {
+                return End::Gone;
+            };
+            let read = futures_lite::future::or(async { Some(stream.read(free).await) }, async {
+                self.stop.wait().await;
+                None
+            });
             let Some(read) = read.await else {
                 return End::Closed;
             };
             match read {
                 Ok(0) => return End::Gone,
                 Ok(n) => {
-                    self.traffic[usize::from(S::TLS)].bytes_in.add(n as u64);
+                    self.traffic_of(S::TLS).bytes_in.add(n as u64);
                     c.end += n;
                 }
                 Err(e) => {
@@ -530,7 +567,19 @@ impl HttpService {
         out: &mut Vec<u8>,
         error: RequestError,
     ) -> End {
-        self.fail(out, error.status(), Connection::Close, error.reason());
+        self.answer_and_close(stream, out, error.status(), error.reason())
+            .await
+    }
+
+    /// Answers with a failure reason, then ends the connection.
+    async fn answer_and_close<S: Transport>(
+        &self,
+        stream: &mut S,
+        out: &mut Vec<u8>,
+        status: u16,
+        reason: &str,
+    ) -> End {
+        self.fail(out, status, Connection::Close, reason);
         match self.flush(stream, out).await {
             Ok(()) => End::Closed,
             Err(()) => End::Gone,
@@ -547,9 +596,7 @@ impl HttpService {
         .await;
         match written {
             Ok(()) => {
-                self.traffic[usize::from(S::TLS)]
-                    .bytes_out
-                    .add(out.len() as u64);
+                self.traffic_of(S::TLS).bytes_out.add(out.len() as u64);
                 out.clear();
                 Ok(())
             }
@@ -721,12 +768,16 @@ impl HttpService {
     }
 
     fn route_failed(&self, out: &mut Vec<u8>, connection: Connection, e: RouteError) {
-        self.stats.overloaded.inc();
-        let reason = match e {
-            RouteError::Overloaded => "tracker overloaded: try again later",
-            RouteError::OwnerGone => "tracker is stopping",
+        let (status, reason) = match e {
+            RouteError::Overloaded => (503, "tracker overloaded: try again later"),
+            RouteError::OwnerGone => (503, "tracker is stopping"),
+            RouteError::Failed => {
+                self.stats.failed_at_owner.inc();
+                return self.fail(out, 500, connection, INTERNAL_ERROR);
+            }
         };
-        self.fail(out, 503, connection, reason);
+        self.stats.overloaded.inc();
+        self.fail(out, status, connection, reason);
     }
 
     fn fail(&self, out: &mut Vec<u8>, status: u16, connection: Connection, reason: &str) {

@@ -30,5 +30,16 @@ pub mod codec;
     )
 )]
 pub mod cookie;
+pub mod ratelimit;
+#[cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::unreachable
+    )
+)]
 pub mod server;
 pub mod socket;

@@ -6,8 +6,9 @@ use crate::codec::{
     IpFamily, Request, TransactionId,
 };
 use crate::cookie::ConnectionCookies;
+use crate::ratelimit::ConnectLimiter;
 use crate::socket::{canonical_ip, send_one, LocalAddr, RecvBatch, SendBatch};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
@@ -15,10 +16,11 @@ use std::rc::{Rc, Weak};
 use tracing::{debug, warn};
 use tracker_common::clock;
 use tracker_common::config::{SwarmConfig, UdpConfig};
+use tracker_common::contain::{contain, Contained};
 use tracker_common::counters;
-use tracker_common::mesh::Shard;
+use tracker_common::mesh::{RouteError, Shard};
 use tracker_common::metrics::{
-    MetricSource, Sample, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES, UDP_ERRORS,
+    MetricSource, Sample, PANICS, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES, UDP_ERRORS,
     UDP_ERROR_RESPONSES,
 };
 use tracker_common::shutdown::StopEvent;
@@ -54,8 +56,19 @@ counters! {
         /// Requests for other shards dropped because too many await answers.
         pub dropped_overloaded: Counter => UDP_ERRORS { kind = "overloaded" },
         pub send_errors: Counter => UDP_ERRORS { kind = "send_failed" },
+        /// Connect requests dropped by `udp.max_connects_per_ip_per_sec`.
+        pub connects_limited: Counter => UDP_ERRORS { kind = "connect_limited" },
+        /// Requests dropped because the owner of their torrent failed to serve
+        /// them (it counted the panic).
+        pub failed_at_owner: Counter => UDP_ERRORS { kind = "failed_at_owner" },
+        /// Requests whose handling panicked: contained, the datagram dropped
+        /// unanswered, the worker unharmed.
+        pub panics: Counter => PANICS { component = "udp" },
     }
 }
+
+/// An error answer's action and transaction id, before its message.
+const ERROR_HEADER_BYTES: usize = 8;
 
 impl MetricSource for UdpService {
     fn samples(&self, out: &mut Vec<Sample>) {
@@ -74,6 +87,7 @@ pub struct UdpService {
     stop: StopEvent,
     /// Requests waiting on another worker's answer.
     in_flight: Cell<usize>,
+    connect_limit: Option<RefCell<ConnectLimiter>>,
     pub stats: UdpStats,
 }
 
@@ -112,6 +126,11 @@ impl UdpService {
             max_scrape_hashes: udp.max_scrape_hashes,
             stop: StopEvent::default(),
             in_flight: Cell::new(0),
+            connect_limit: ConnectLimiter::new(
+                udp.max_connects_per_ip_per_sec,
+                udp.connect_limit_slots,
+            )
+            .map(RefCell::new),
             stats: UdpStats::default(),
         });
         let source: Weak<dyn MetricSource> = Rc::downgrade(&service) as _;
@@ -161,7 +180,13 @@ impl UdpService {
                         if let Some(packet) = rx.get(i) {
                             self.stats.bytes_in.add(packet.data.len() as u64);
                             if !packet.truncated {
-                                self.handle(packet.data, packet.from, packet.to, &parker, &mut tx);
+                                self.handle_contained(
+                                    packet.data,
+                                    packet.from,
+                                    packet.to,
+                                    &parker,
+                                    &mut tx,
+                                );
                             } else {
                                 self.stats.malformed.inc();
                             }
@@ -205,9 +230,9 @@ impl UdpService {
         self.stats.send_errors.add(failed as u64);
     }
 
-    /// Answers one datagram: into `tx` when this worker can answer now, or from
-    /// a task once the owning worker has answered.
-    fn handle(
+    /// `handle`, with a panic contained: the datagram goes unanswered (whatever
+    /// it had queued is taken back) and the panic is counted.
+    fn handle_contained(
         self: &Rc<Self>,
         data: &[u8],
         from: SocketAddr,
@@ -219,11 +244,37 @@ impl UdpService {
         if tx.is_full() {
             self.flush(fd, tx);
         }
+        let queued = tx.len();
+        if contain(&self.stats.panics, || {
+            self.handle(data, from, to, socket, tx)
+        })
+        .is_none()
+        {
+            tx.truncate(queued);
+        }
+    }
+
+    /// Answers one datagram: into `tx` when this worker can answer now, or from
+    /// a task once the owning worker has answered. `tx` has room for one.
+    fn handle(
+        self: &Rc<Self>,
+        data: &[u8],
+        from: SocketAddr,
+        to: Option<LocalAddr>,
+        socket: &Socket,
+        tx: &mut SendBatch,
+    ) {
         let ip = canonical_ip(from.ip());
         let now = clock::unix_secs();
         match Request::parse(data) {
             Ok(Request::Connect(req)) => {
                 self.stats.connects.inc(ip);
+                if let Some(limit) = &self.connect_limit {
+                    if !limit.borrow_mut().allow(ip, now as u32) {
+                        self.stats.connects_limited.inc();
+                        return;
+                    }
+                }
                 self.stats.connect_responses.inc(ip);
                 let id = self.cookies.issue(ip, now);
                 write_connect_response(tx.push(from, to), req.transaction_id, id);
@@ -263,14 +314,17 @@ impl UdpService {
                     glommio::spawn_local(async move {
                         let _in_flight = in_flight;
                         let fd = socket.as_raw_fd();
-                        let mut out = Vec::new();
-                        let routed = this.shard.announce(announce, |counts, peers| {
-                            this.write_announce(&mut out, txid, family, counts, peers)
-                        });
-                        match routed.await {
-                            Ok(()) => this.send_now(fd, &out, from, to),
-                            Err(_) => this.stats.dropped_overloaded.inc(),
-                        }
+                        let task = async {
+                            let mut out = Vec::new();
+                            let routed = this.shard.announce(announce, |counts, peers| {
+                                this.write_announce(&mut out, txid, family, counts, peers)
+                            });
+                            match routed.await {
+                                Ok(()) => this.send_now(fd, &out, from, to),
+                                Err(e) => this.route_failed(e),
+                            }
+                        };
+                        Contained::new(&this.stats.panics, task).await;
                     })
                     .detach();
                 }
@@ -300,15 +354,17 @@ impl UdpService {
                     glommio::spawn_local(async move {
                         let _in_flight = in_flight;
                         let fd = socket.as_raw_fd();
-                        let mut stats: Vec<ScrapeStats> = Vec::new();
-                        if this.shard.scrape(&hashes, &mut stats).await.is_err() {
-                            this.stats.dropped_overloaded.inc();
-                            return;
-                        }
-                        let mut out = Vec::new();
-                        this.stats.scrape_responses.inc(ip);
-                        write_scrape_response(&mut out, txid, stats.iter().copied());
-                        this.send_now(fd, &out, from, to);
+                        let task = async {
+                            let mut stats: Vec<ScrapeStats> = Vec::new();
+                            if let Err(e) = this.shard.scrape(&hashes, &mut stats).await {
+                                return this.route_failed(e);
+                            }
+                            let mut out = Vec::new();
+                            this.stats.scrape_responses.inc(ip);
+                            write_scrape_response(&mut out, txid, stats.iter().copied());
+                            this.send_now(fd, &out, from, to);
+                        };
+                        Contained::new(&this.stats.panics, task).await;
                     })
                     .detach();
                 }
@@ -322,7 +378,12 @@ impl UdpService {
                 };
                 if self.cookies.is_valid(id, ip, now) {
                     self.stats.errors_sent.inc();
-                    write_error_response(tx.push(from, to), txid, err.message().as_bytes());
+                    // Never answer with more than was asked: a short packet
+                    // gets a shortened message.
+                    let message = err.message().as_bytes();
+                    let room = data.len().saturating_sub(ERROR_HEADER_BYTES);
+                    let message = message.get(..room).unwrap_or(message);
+                    write_error_response(tx.push(from, to), txid, message);
                 }
             }
         }
@@ -362,6 +423,13 @@ impl UdpService {
                 self.stats.errors_sent.inc();
                 write_error_response(out, txid, b"torrent not allowed");
             }
+        }
+    }
+
+    fn route_failed(&self, e: RouteError) {
+        match e {
+            RouteError::Overloaded | RouteError::OwnerGone => self.stats.dropped_overloaded.inc(),
+            RouteError::Failed => self.stats.failed_at_owner.inc(),
         }
     }
 

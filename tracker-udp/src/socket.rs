@@ -225,6 +225,19 @@ impl SendBatch {
         buf
     }
 
+    /// Datagrams queued.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Takes back every `push` after the first `len` (answers that will not be
+    /// sent: their handling failed).
+    pub fn truncate(&mut self, len: usize) {
+        while self.len > len {
+            self.pop();
+        }
+    }
+
     /// Takes back the last `push` (its answer turned out not to be sent).
     pub fn pop(&mut self) {
         if self.len > 0 {

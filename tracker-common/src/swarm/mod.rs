@@ -20,6 +20,8 @@ use self::peers::Peer;
 use self::rng::WyRand;
 use self::torrent::{Clocks, Torrent, Visit};
 use crate::state::{SavedTorrent, Section, TorrentRecord};
+
+use crate::stats::StoreStats;
 use crate::types::{Announce, AnnounceEvent, InfoHash, PeerEntry, ScrapeStats};
 
 /// What the store accepts.
@@ -32,6 +34,9 @@ pub struct StoreLimits {
     /// A new peer beyond this many in one torrent is answered but not stored.
     /// Counts are u32, so at most `u32::MAX` is used.
     pub max_peers_per_torrent: usize,
+    /// A new peer beyond this many in the whole store is answered but not
+    /// stored, and creates no torrent. Expired peers count until cleaned.
+    pub max_peers: usize,
 }
 
 /// Why an announce was not served.
@@ -137,6 +142,8 @@ pub struct SwarmStore {
     rng: WyRand,
     torrents: usize,
     peers: PeerTotals,
+    /// What the limits turned away.
+    pub stats: StoreStats,
 }
 
 impl SwarmStore {
@@ -158,6 +165,7 @@ impl SwarmStore {
             rng: WyRand::new(rng_seed),
             torrents: 0,
             peers: PeerTotals::default(),
+            stats: StoreStats::default(),
         }
     }
 
@@ -187,6 +195,11 @@ impl SwarmStore {
     /// `req.numwant` live peers of the requester's address family, never the
     /// requester; a seeder is given leechers only. Returns the swarm's counts after
     /// the update, of both families.
+    ///
+    /// When full: an announce that would create a torrent past `max_torrents` is
+    /// refused; a new peer past `max_peers_per_torrent` in its torrent, or past
+    /// `max_peers` in the store, is answered but not stored (and creates no
+    /// torrent). Both are counted in `stats`.
     pub fn announce(
         &mut self,
         req: &Announce,
@@ -202,7 +215,16 @@ impl SwarmStore {
                 return Ok(SwarmCounts::default())
             }
             Entry::Vacant(_) if self.torrents >= self.limits.max_torrents => {
-                return Err(AnnounceRefused::TorrentLimit)
+                self.stats.refused_torrents.inc();
+                return Err(AnnounceRefused::TorrentLimit);
+            }
+            // An empty torrent would be memory for nothing: answer as a swarm
+            // of none.
+            Entry::Vacant(_)
+                if self.peers.seeders + self.peers.leechers >= self.limits.max_peers =>
+            {
+                self.stats.unstored_peers.inc();
+                return Ok(SwarmCounts::default());
             }
             Entry::Vacant(entry) => {
                 self.torrents += 1;
@@ -214,9 +236,12 @@ impl SwarmStore {
             req,
             now,
             expiry: now.saturating_add(self.limits.peer_timeout_secs),
-            room: ((before.seeders + before.leechers) as usize) < self.limits.max_peers_per_torrent,
+            room: ((before.seeders + before.leechers) as usize) < self.limits.max_peers_per_torrent
+                && self.peers.seeders + self.peers.leechers < self.limits.max_peers,
         };
-        torrent.announce(&visit, &mut self.rng, peers);
+        if torrent.announce(&visit, &mut self.rng, peers) {
+            self.stats.unstored_peers.inc();
+        }
         let after = torrent.counts();
         self.peers.replace(before, after);
         Ok(after)
@@ -354,10 +379,15 @@ impl SwarmStore {
         if live == 0 {
             return done;
         }
+        // Peers this worker may still take (`max_peers`, all torrents).
+        let worker_room = self
+            .limits
+            .max_peers
+            .saturating_sub(self.peers.seeders + self.peers.leechers);
         let segment = self.segment_of(&record.info_hash);
         let torrent = match self.segments[segment].entry(record.info_hash) {
             Entry::Occupied(entry) => entry.into_mut(),
-            Entry::Vacant(_) if self.torrents >= self.limits.max_torrents => {
+            Entry::Vacant(_) if self.torrents >= self.limits.max_torrents || worker_room == 0 => {
                 done.refused = live;
                 return done;
             }
@@ -384,7 +414,7 @@ impl SwarmStore {
                 expiry,
                 peer_id: p.peer_id,
             };
-            if !has_room(torrent) {
+            if !has_room(torrent) || done.peers >= worker_room {
                 done.refused += 1;
             } else if torrent.restore_v4(peer, seeder) {
                 done.peers += 1;
@@ -400,7 +430,7 @@ impl SwarmStore {
                 expiry,
                 peer_id: p.peer_id,
             };
-            if !has_room(torrent) {
+            if !has_room(torrent) || done.peers >= worker_room {
                 done.refused += 1;
             } else if torrent.restore_v6(peer, seeder) {
                 done.peers += 1;

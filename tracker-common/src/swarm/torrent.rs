@@ -50,6 +50,16 @@ pub(super) struct Visit<'a> {
     pub room: bool,
 }
 
+/// What one announce did to a swarm half.
+#[derive(Default)]
+struct Outcome {
+    /// It completes a download: event `completed` from a peer not already
+    /// stored as a seeder.
+    completes: bool,
+    /// A new peer that found no room, answered but not stored.
+    unstored: bool,
+}
+
 /// The peers of one address family. Seeders are kept before leechers, so the
 /// seeder count is also the boundary, and a seeder's answer is a run of leechers.
 struct Half<I> {
@@ -117,22 +127,21 @@ impl<I: PeerIp> Half<I> {
     }
 
     /// Applies `visit.req` from the peer at `ip` and the request's port, and unless it
-    /// stopped, writes the answer's peers to `out`. Returns whether it completes a
-    /// download: event `completed` from a peer not already stored as a seeder.
+    /// stopped, writes the answer's peers to `out`.
     fn announce(
         &mut self,
         ip: I,
         visit: &Visit,
         rng: &mut WyRand,
         out: &mut Vec<PeerEntry>,
-    ) -> bool {
+    ) -> Outcome {
         let req = visit.req;
         let found = self.peers.find(ip, req.peer_addr.port());
         if req.event == AnnounceEvent::Stopped {
             if let Some(i) = found {
                 self.remove(i);
             }
-            return false;
+            return Outcome::default();
         }
         let completes =
             req.event == AnnounceEvent::Completed && !found.is_some_and(|i| self.is_seeder(i));
@@ -155,7 +164,10 @@ impl<I: PeerIp> Half<I> {
             None => None,
         };
         self.select(requester, seeder, req.numwant, visit.now, rng, out);
-        completes
+        Outcome {
+            completes,
+            unstored: requester.is_none(),
+        }
     }
 
     /// Writes up to `numwant` live peers other than the one at `requester` to `out`:
@@ -280,9 +292,9 @@ impl Torrent {
     }
 
     /// Applies an announce to the half of the peer's family; the answer's peers go to
-    /// `out`.
-    pub fn announce(&mut self, visit: &Visit, rng: &mut WyRand, out: &mut Vec<PeerEntry>) {
-        let completes = match visit.req.peer_addr.ip() {
+    /// `out`. Returns whether the peer was new and not stored (no room).
+    pub fn announce(&mut self, visit: &Visit, rng: &mut WyRand, out: &mut Vec<PeerEntry>) -> bool {
+        let outcome = match visit.req.peer_addr.ip() {
             IpAddr::V4(ip) => self.v4.announce(ip, visit, rng, out),
             IpAddr::V6(ip) => match &mut self.v6 {
                 Some(v6) => v6.announce(ip, visit, rng, out),
@@ -291,10 +303,14 @@ impl Torrent {
                     v6.announce(ip, visit, rng, out)
                 }
                 // No IPv6 peer to update or hand out, and none to store.
-                None => visit.req.event == AnnounceEvent::Completed,
+                None => Outcome {
+                    completes: visit.req.event == AnnounceEvent::Completed,
+                    unstored: visit.req.event != AnnounceEvent::Stopped,
+                },
             },
         };
-        self.completed = self.completed.saturating_add(u32::from(completes));
+        self.completed = self.completed.saturating_add(u32::from(outcome.completes));
+        outcome.unstored
     }
 
     /// Writes the torrent's completed count and live peers to `out` (all but

@@ -1,0 +1,106 @@
+//! Raw BEP 15 and HTTP requests for tests that need many clients or odd
+//! packets, built with the tracker's own codecs.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::time::Duration;
+
+use tracker_common::types::{AnnounceEvent, InfoHash, PeerId};
+use tracker_udp::codec::{
+    AnnounceOptions, AnnounceRequest, ConnectRequest, ConnectionId, Request, TransactionId,
+};
+
+/// Connects `sock` to the UDP tracker at `target`: the connection id, or None
+/// when no answer came within the socket's read timeout.
+pub fn udp_connect(sock: &UdpSocket, target: SocketAddr) -> Option<ConnectionId> {
+    let mut out = Vec::new();
+    Request::Connect(ConnectRequest {
+        transaction_id: TransactionId(0x0c0c),
+    })
+    .write(&mut out);
+    sock.send_to(&out, target).ok()?;
+    let mut buf = [0u8; 64];
+    loop {
+        let (n, _) = sock.recv_from(&mut buf).ok()?;
+        if n == 16 && buf[..4] == 0i32.to_be_bytes() && buf[4..8] == 0x0c0ci32.to_be_bytes() {
+            let id = i64::from_be_bytes(buf[8..16].try_into().unwrap());
+            return Some(ConnectionId(id));
+        }
+    }
+}
+
+/// A BEP 15 announce of a leecher (`left` 1) or seeder (`left` 0).
+pub fn udp_announce(
+    connection_id: ConnectionId,
+    txid: i32,
+    info_hash: InfoHash,
+    port: u16,
+    event: AnnounceEvent,
+    left: u64,
+) -> Vec<u8> {
+    let mut peer_id = [b'-'; 20];
+    peer_id[..2].copy_from_slice(&port.to_be_bytes());
+    let mut out = Vec::new();
+    Request::Announce(AnnounceRequest {
+        connection_id,
+        transaction_id: TransactionId(txid),
+        info_hash,
+        peer_id: PeerId(peer_id),
+        downloaded: 0,
+        left,
+        uploaded: 0,
+        event,
+        ip_address: 0,
+        key: 0,
+        num_want: -1,
+        port,
+        options: AnnounceOptions::EMPTY,
+    })
+    .write(&mut out);
+    out
+}
+
+/// The path and query of an HTTP announce.
+pub fn http_announce_target(info_hash: InfoHash, port: u16) -> String {
+    let mut peer_id = [b'-'; 20];
+    peer_id[..2].copy_from_slice(&port.to_be_bytes());
+    let request = tracker_http::request::AnnounceRequest {
+        info_hash,
+        peer_id: PeerId(peer_id),
+        port,
+        uploaded: 0,
+        downloaded: 0,
+        left: 1,
+        event: AnnounceEvent::Started,
+        compact: true,
+        no_peer_id: false,
+        numwant: None,
+        key: None,
+        trackerid: None,
+        ip: None,
+        ipv4: None,
+        ipv6: None,
+    };
+    let mut out = Vec::new();
+    tracker_http::request::write_announce_target(&mut out, &request);
+    String::from_utf8(out).unwrap()
+}
+
+/// One HTTP/1.1 request on a new connection, `Connection: close`: the status
+/// and the body, or None when the connection failed or took over `wait`.
+pub fn http_get(addr: SocketAddr, target: &str, wait: Duration) -> Option<(u16, Vec<u8>)> {
+    let mut tcp = TcpStream::connect_timeout(&addr, wait).ok()?;
+    tcp.set_read_timeout(Some(wait)).ok()?;
+    let request = format!("GET {target} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    tcp.write_all(request.as_bytes()).ok()?;
+    let mut answer = Vec::new();
+    tcp.read_to_end(&mut answer).ok()?;
+    let head_end = answer.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let status = std::str::from_utf8(answer.get(9..12)?).ok()?.parse().ok()?;
+    Some((status, answer[head_end + 4..].to_vec()))
+}
+
+/// 40 hex digits of an info-hash (for the tracker's test hook).
+pub fn hex(info_hash: &InfoHash) -> String {
+    info_hash.0.iter().map(|b| format!("{b:02x}")).collect()
+}
