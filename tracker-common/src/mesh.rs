@@ -222,14 +222,6 @@ impl Shard {
         self.owner(info_hash) == self.index
     }
 
-    /// Warms the caches for a coming request to `info_hash`, if this shard
-    /// owns it (see `SwarmStore::warm`).
-    pub fn warm(&self, info_hash: &InfoHash) {
-        if self.is_local(info_hash) {
-            self.store.borrow().warm(info_hash);
-        }
-    }
-
     /// Whether the access list (if any) lets announces for `info_hash` in:
     /// one relaxed atomic load and one set lookup, nothing when lists are off.
     #[inline]

@@ -246,17 +246,6 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// The (first) info-hash of an announce or scrape, read at its fixed offset
-    /// without parsing the rest: a hint for warming caches, never trusted.
-    pub fn peek_info_hash(bytes: &[u8]) -> Option<InfoHash> {
-        let action = bytes.get(8..12)?;
-        if action != ACTION_ANNOUNCE.to_be_bytes() && action != ACTION_SCRAPE.to_be_bytes() {
-            return None;
-        }
-        let hash: [u8; 20] = bytes.get(16..36)?.try_into().ok()?;
-        Some(InfoHash(hash))
-    }
-
     /// Appends the packet to `out`.
     pub fn write(&self, out: &mut Vec<u8>) {
         match self {
@@ -1245,18 +1234,6 @@ mod tests {
             assert_reparses(&bytes, family);
             // The same body as a response: action and transaction id first.
             assert_reparses(&bytes[8..], family);
-            // The peeked hash is the parsed one whenever the request parses.
-            match Request::parse(&bytes) {
-                Ok(Request::Announce(a)) => {
-                    prop_assert_eq!(Request::peek_info_hash(&bytes), Some(a.info_hash))
-                }
-                Ok(Request::Scrape(s)) => prop_assert_eq!(
-                    Request::peek_info_hash(&bytes),
-                    s.info_hashes.iter().next()
-                ),
-                Ok(Request::Connect(_)) => prop_assert_eq!(Request::peek_info_hash(&bytes), None),
-                Err(_) => {}
-            }
         }
     }
 }

@@ -171,12 +171,6 @@ impl UdpService {
             match rx.recv(fd) {
                 Ok(n) => {
                     for i in 0..n {
-                        if let Some(hash) = rx.get(i).and_then(|p| Request::peek_info_hash(p.data))
-                        {
-                            self.shard.warm(&hash);
-                        }
-                    }
-                    for i in 0..n {
                         if let Some(packet) = rx.get(i) {
                             self.stats.bytes_in.add(packet.data.len() as u64);
                             if !packet.truncated {

@@ -247,16 +247,6 @@ impl SwarmStore {
         Ok(after)
     }
 
-    /// Loads what an announce to `info_hash` will read first: the torrent's
-    /// slot, and (prefetched) its first peers. A batch warms every request
-    /// before answering any, so that its cache misses overlap instead of
-    /// queueing one after another.
-    pub fn warm(&self, info_hash: &InfoHash) {
-        if let Some(torrent) = self.segments[self.segment_of(info_hash)].get(info_hash) {
-            torrent.prefetch_peers();
-        }
-    }
-
     /// The counts of a torrent; zeros for one not stored.
     pub fn scrape(&self, info_hash: &InfoHash) -> ScrapeStats {
         self.segments[self.segment_of(info_hash)]

@@ -277,20 +277,6 @@ impl Torrent {
         self.counts() == SwarmCounts::default()
     }
 
-    /// Asks the CPU to fetch the first IPv4 peers (where most answers start)
-    /// without waiting for them.
-    pub fn prefetch_peers(&self) {
-        let peers = self.v4.peers.as_slice();
-        if !peers.is_empty() {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: a prefetch is a hint; it never faults, even on a bad address.
-            unsafe {
-                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                _mm_prefetch::<_MM_HINT_T0>(peers.as_ptr().cast());
-            }
-        }
-    }
-
     /// Applies an announce to the half of the peer's family; the answer's peers go to
     /// `out`. Returns whether the peer was new and not stored (no room).
     pub fn announce(&mut self, visit: &Visit, rng: &mut WyRand, out: &mut Vec<PeerEntry>) -> bool {
