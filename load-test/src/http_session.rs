@@ -240,7 +240,10 @@ impl HttpSession {
             stats.invalid(Invalid::HttpStatus);
             return;
         }
-        let body = &buf[framed.body_start..framed.len];
+        // aquatic_http ends its bodies with CRLF after the bencoded value;
+        // clients ignore it, and so do we (an answer is a dictionary, which
+        // never ends in whitespace).
+        let body = buf[framed.body_start..framed.len].trim_ascii_end();
         let verdict = match bencode::decode(body) {
             Err(_) => Err(Invalid::BadBencode),
             Ok(value) => {
@@ -525,6 +528,16 @@ mod tests {
         assert_eq!(stats.counters.invalid, 0);
         assert_eq!(stats.peers_returned, 1);
         assert_eq!(stats.latency[Kind::Announce as usize].max(), 4_000);
+    }
+
+    #[test]
+    fn a_crlf_after_the_body_is_tolerated_and_garbage_is_not() {
+        let stats = announce_once(&[peer("127.1.0.9:2000")], 5, |b| {
+            b.extend_from_slice(b"\r\n")
+        });
+        assert_eq!(stats.counters.ok[Kind::Announce as usize], 1);
+        let stats = announce_once(&[peer("127.1.0.9:2000")], 5, |b| b.extend_from_slice(b"x"));
+        assert_eq!(stats.counters.ok[Kind::Announce as usize], 0);
     }
 
     #[test]

@@ -11,16 +11,29 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::NoServerSessionStorage;
-use rustls::ServerConfig;
+use rustls::{CipherSuite, ServerConfig};
 use tracker_common::signals::Reloadable;
 
 /// The TLS configuration every worker's HTTPS listeners use, replaced on
 /// SIGHUP; workers pick up a new one on their next accept.
 pub type SharedTlsConfig = Arc<Reloadable<ServerConfig>>;
 
-/// The one crypto provider: ring.
+/// The one crypto provider: ring, with the SHA-256 cipher suites first.
+/// A handshake's key schedule hashes with its suite's hash: SHA-256 runs on
+/// the SHA instructions of current x86 and ARM CPUs, SHA-384 does not (it was
+/// a tenth of a worker's time in handshakes), and AES-128-GCM is as safe for
+/// a tracker's answers. Clients pay the same difference.
 pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider.cipher_suites.sort_by_key(|suite| {
+        matches!(
+            suite.suite(),
+            CipherSuite::TLS13_AES_256_GCM_SHA384
+                | CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
+                | CipherSuite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384
+        )
+    });
+    Arc::new(provider)
 }
 
 /// A server configuration ready to serve, with what the log should say of it.
@@ -96,6 +109,9 @@ fn server_config(
     config.session_storage = Arc::new(NoServerSessionStorage {});
     // Say plainly that this is HTTP/1.1 to clients that ask (never h2).
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // Our order (see `provider`), not the client's, which often puts
+    // AES-256-GCM with SHA-384 first.
+    config.ignore_client_order = true;
     Ok(LoadedConfig {
         config,
         fingerprint,
