@@ -93,7 +93,9 @@ fn server_config(
     certs: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
 ) -> Result<LoadedConfig, String> {
-    let leaf = certs.first().ok_or("the certificate file holds no certificate")?;
+    let leaf = certs
+        .first()
+        .ok_or("the certificate file holds no certificate")?;
     let fingerprint = fingerprint(leaf);
     let mut config = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()

@@ -6,6 +6,48 @@
 
 mod peers;
 mod rng;
+/// How many more peers a restore may store.
+#[derive(Clone, Copy)]
+struct Room {
+    /// `max_peers_per_torrent`.
+    per_torrent: usize,
+    /// What `max_peers` leaves for this worker, for the whole restore.
+    in_worker: usize,
+}
+
+/// Stores one address family's saved peers in `torrent` with `store`, the
+/// expired ones left out, within `room`; counts into `done`.
+fn restore_half<I>(
+    torrent: &mut Torrent,
+    saved: impl Iterator<Item = (bool, SavedPeer<I>)>,
+    clocks: &Clocks,
+    room: Room,
+    done: &mut Restored,
+    store: fn(&mut Torrent, Peer<I>, bool) -> bool,
+) {
+    for (seeder, p) in saved {
+        let Some(expiry) = clocks.expiry(p.last_seen) else {
+            continue;
+        };
+        let held = torrent.counts();
+        if (held.seeders + held.leechers) as usize >= room.per_torrent
+            || done.peers >= room.in_worker
+        {
+            done.refused += 1;
+            continue;
+        }
+        let peer = Peer {
+            ip: p.ip,
+            port: p.port,
+            expiry,
+            peer_id: p.peer_id,
+        };
+        if store(torrent, peer, seeder) {
+            done.peers += 1;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;
 mod torrent;
@@ -19,7 +61,7 @@ use ahash::RandomState;
 use self::peers::Peer;
 use self::rng::WyRand;
 use self::torrent::{Clocks, Torrent, Visit};
-use crate::state::{SavedTorrent, Section, TorrentRecord};
+use crate::state::{SavedPeer, SavedTorrent, Section, TorrentRecord};
 
 use crate::stats::StoreStats;
 use crate::types::{Announce, AnnounceEvent, InfoHash, PeerEntry, ScrapeStats};
@@ -389,43 +431,26 @@ impl SwarmStore {
         };
         let before = torrent.counts();
         torrent.restore_completed(record.completed);
-        let max_peers = self.limits.max_peers_per_torrent;
-        let has_room = |t: &Torrent| {
-            let c = t.counts();
-            ((c.seeders + c.leechers) as usize) < max_peers
+        let room = Room {
+            per_torrent: self.limits.max_peers_per_torrent,
+            in_worker: worker_room,
         };
-        for (seeder, p) in record.v4.peers() {
-            let Some(expiry) = clocks.expiry(p.last_seen) else {
-                continue;
-            };
-            let peer = Peer {
-                ip: p.ip,
-                port: p.port,
-                expiry,
-                peer_id: p.peer_id,
-            };
-            if !has_room(torrent) || done.peers >= worker_room {
-                done.refused += 1;
-            } else if torrent.restore_v4(peer, seeder) {
-                done.peers += 1;
-            }
-        }
-        for (seeder, p) in record.v6.peers() {
-            let Some(expiry) = clocks.expiry(p.last_seen) else {
-                continue;
-            };
-            let peer = Peer {
-                ip: p.ip,
-                port: p.port,
-                expiry,
-                peer_id: p.peer_id,
-            };
-            if !has_room(torrent) || done.peers >= worker_room {
-                done.refused += 1;
-            } else if torrent.restore_v6(peer, seeder) {
-                done.peers += 1;
-            }
-        }
+        restore_half(
+            torrent,
+            record.v4.peers(),
+            &clocks,
+            room,
+            &mut done,
+            Torrent::restore_v4,
+        );
+        restore_half(
+            torrent,
+            record.v6.peers(),
+            &clocks,
+            room,
+            &mut done,
+            Torrent::restore_v6,
+        );
         let after = torrent.counts();
         self.peers.replace(before, after);
         done
