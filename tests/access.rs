@@ -4,16 +4,15 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::tempfile_path::TempPath;
+use support::wire::{hash_owned_by, hex, http_get_ok};
 use support::Tracker;
-use tracker_common::shard::owner_of;
 use tracker_common::types::{AnnounceEvent, InfoHash, PeerId};
 use tracker_http::bencode::{decode, Value};
 use tracker_http::request::{write_announce_target, write_scrape_target, AnnounceRequest};
@@ -152,25 +151,6 @@ impl Udp {
     }
 }
 
-/// One HTTP request on its own connection; the bencoded body.
-fn http_get(addr: SocketAddr, target: &[u8]) -> Vec<u8> {
-    let mut tcp = TcpStream::connect(addr).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut request = b"GET ".to_vec();
-    request.extend_from_slice(target);
-    request.extend_from_slice(b" HTTP/1.1\r\nHost: tracker\r\nConnection: close\r\n\r\n");
-    tcp.write_all(&request).unwrap();
-    let mut answer = Vec::new();
-    tcp.read_to_end(&mut answer).unwrap();
-    let head_end = answer
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a whole head")
-        + 4;
-    assert!(answer.starts_with(b"HTTP/1.1 200 "), "{answer:?}");
-    answer[head_end..].to_vec()
-}
-
 fn http_announce(addr: SocketAddr, info_hash: InfoHash, port: u16) -> Answer {
     let mut target = Vec::new();
     write_announce_target(
@@ -193,7 +173,7 @@ fn http_announce(addr: SocketAddr, info_hash: InfoHash, port: u16) -> Answer {
             ipv6: None,
         },
     );
-    let body = http_get(addr, &target);
+    let body = http_get_ok(addr, std::str::from_utf8(&target).unwrap());
     let value = decode(&body).unwrap();
     if let Some(reason) = value.get(b"failure reason").and_then(Value::as_bytes) {
         return Answer::Refused(String::from_utf8_lossy(reason).into_owned());
@@ -206,7 +186,7 @@ fn http_announce(addr: SocketAddr, info_hash: InfoHash, port: u16) -> Answer {
 fn http_scrape(addr: SocketAddr, hashes: &[InfoHash]) -> Vec<[u32; 3]> {
     let mut target = Vec::new();
     write_scrape_target(&mut target, hashes);
-    let body = http_get(addr, &target);
+    let body = http_get_ok(addr, std::str::from_utf8(&target).unwrap());
     let value = decode(&body).unwrap();
     let files = value.get(b"files").expect("files");
     hashes
@@ -219,25 +199,9 @@ fn http_scrape(addr: SocketAddr, hashes: &[InfoHash]) -> Vec<[u32; 3]> {
         .collect()
 }
 
-/// An info-hash owned by worker `owner`, distinct per `seed`.
-fn hash_owned_by(owner: usize, seed: u8) -> InfoHash {
-    (0u32..)
-        .map(|i| {
-            let mut h = [seed; 20];
-            h[..4].copy_from_slice(&i.to_be_bytes());
-            InfoHash(h)
-        })
-        .find(|h| owner_of(h, WORKERS) == owner)
-        .unwrap()
-}
-
 /// One hash on each worker.
 fn pair(seed: u8) -> [InfoHash; 2] {
-    [hash_owned_by(0, seed), hash_owned_by(1, seed)]
-}
-
-fn hex(h: &InfoHash) -> String {
-    h.0.iter().map(|b| format!("{b:02x}")).collect()
+    [0, 1].map(|owner| hash_owned_by(owner, WORKERS, seed.into()))
 }
 
 /// A list file in the formats people write: comments, blank lines, both

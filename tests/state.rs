@@ -6,14 +6,14 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use support::tempfile_path::TempPath;
+use support::wire::{hash_owned_by, http_get_ok};
 use support::Tracker;
-use tracker_common::shard::owner_of;
 use tracker_common::state::StateFile;
 use tracker_common::types::{AnnounceEvent, InfoHash, PeerId, ScrapeStats};
 use tracker_http::bencode::{decode, Value};
@@ -22,28 +22,6 @@ use tracker_udp::codec::{
     write_scrape_request, AnnounceOptions, AnnounceRequest as UdpAnnounce, ConnectRequest,
     ConnectionId, IpFamily, Request, Response, TransactionId,
 };
-
-/// One HTTP request on its own connection; the bencoded body.
-fn http_get(addr: SocketAddr, target: &str) -> Vec<u8> {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {target} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).unwrap();
-    let head_end = answer
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("an HTTP answer")
-        + 4;
-    assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
-    answer.split_off(head_end)
-}
 
 /// An HTTP announce from 127.0.0.1:`port`; the peers handed back.
 fn http_announce(
@@ -74,7 +52,7 @@ fn http_announce(
             ipv6: None,
         },
     );
-    let body = http_get(addr, std::str::from_utf8(&out).unwrap());
+    let body = http_get_ok(addr, std::str::from_utf8(&out).unwrap());
     let value = decode(&body).unwrap();
     let Some(Value::Bytes(peers)) = value.get(b"peers") else {
         panic!("no peers in {:?}", String::from_utf8_lossy(&body));
@@ -89,7 +67,7 @@ fn http_announce(
 fn http_scrape(addr: SocketAddr, hashes: &[InfoHash]) -> Vec<[i64; 3]> {
     let mut out = Vec::new();
     write_scrape_target(&mut out, hashes);
-    let body = http_get(addr, std::str::from_utf8(&out).unwrap());
+    let body = http_get_ok(addr, std::str::from_utf8(&out).unwrap());
     let value = decode(&body).unwrap();
     let Some(Value::Dict(files)) = value.get(b"files") else {
         panic!("no files in {:?}", String::from_utf8_lossy(&body));
@@ -174,19 +152,6 @@ impl Udp {
             other => panic!("{other:?}"),
         }
     }
-}
-
-/// An info-hash owned by worker `owner` of `workers`, distinct per `seed`.
-fn hash_owned_by(owner: usize, workers: usize, seed: u32) -> InfoHash {
-    (0u32..)
-        .map(|i| {
-            let mut h = [0u8; 20];
-            h[..4].copy_from_slice(&seed.to_be_bytes());
-            h[4..8].copy_from_slice(&i.to_be_bytes());
-            InfoHash(h)
-        })
-        .find(|h| owner_of(h, workers) == owner)
-        .unwrap()
 }
 
 fn start(workers: usize, state: &Path) -> Tracker {

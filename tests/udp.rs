@@ -5,8 +5,8 @@ mod support;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
+use support::wire::hash_owned_by;
 use support::Tracker;
-use tracker_common::shard::owner_of;
 use tracker_common::types::{AnnounceEvent, InfoHash, PeerId, ScrapeStats};
 use tracker_udp::codec::{
     write_scrape_request, AnnounceOptions, AnnounceRequest, ConnectRequest, ConnectionId, IpFamily,
@@ -175,19 +175,6 @@ impl Client {
             .unwrap();
         got
     }
-}
-
-/// An info-hash owned by worker `owner` of `workers`, distinct per `seed`.
-fn hash_owned_by(owner: usize, workers: usize, seed: u32) -> InfoHash {
-    (0u32..)
-        .map(|i| {
-            let mut h = [0u8; 20];
-            h[..4].copy_from_slice(&seed.to_be_bytes());
-            h[4..8].copy_from_slice(&i.to_be_bytes());
-            InfoHash(h)
-        })
-        .find(|h| owner_of(h, workers) == owner)
-        .unwrap()
 }
 
 fn v4(ip: &str, port: u16) -> SocketAddr {

@@ -5,6 +5,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::Duration;
 
+use tracker_common::shard::owner_of;
 use tracker_common::types::{AnnounceEvent, InfoHash, PeerId};
 use tracker_udp::codec::{
     AnnounceOptions, AnnounceRequest, ConnectRequest, ConnectionId, Request, TransactionId,
@@ -103,4 +104,26 @@ pub fn http_get(addr: SocketAddr, target: &str, wait: Duration) -> Option<(u16, 
 /// 40 hex digits of an info-hash (for the tracker's test hook).
 pub fn hex(info_hash: &InfoHash) -> String {
     info_hash.0.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The body of a 200 answer to one HTTP request on its own connection.
+pub fn http_get_ok(addr: SocketAddr, target: &str) -> Vec<u8> {
+    match http_get(addr, target, Duration::from_secs(5)) {
+        Some((200, body)) => body,
+        other => panic!("GET {target}: {other:?}"),
+    }
+}
+
+/// The first of a run of info-hashes (starting with `seed`) that `owner`
+/// owns among `workers`: how a test puts a torrent on the worker it wants.
+pub fn hash_owned_by(owner: usize, workers: usize, seed: u32) -> InfoHash {
+    (0u32..)
+        .map(|i| {
+            let mut h = [0u8; 20];
+            h[..4].copy_from_slice(&seed.to_be_bytes());
+            h[4..8].copy_from_slice(&i.to_be_bytes());
+            InfoHash(h)
+        })
+        .find(|h| owner_of(h, workers) == owner)
+        .unwrap()
 }
