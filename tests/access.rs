@@ -11,11 +11,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::tempfile_path::TempPath;
-use support::wire::{hash_owned_by, hex, http_get_ok};
+use support::wire::{hash_owned_by, hex, http_announce_target, http_get_ok};
 use support::Tracker;
 use tracker_common::types::{AnnounceEvent, InfoHash, PeerId};
 use tracker_http::bencode::{decode, Value};
-use tracker_http::request::{write_announce_target, write_scrape_target, AnnounceRequest};
+use tracker_http::request::write_scrape_target;
 use tracker_udp::codec::{
     write_scrape_request, AnnounceOptions, ConnectRequest, ConnectionId, IpFamily, Request,
     Response, TransactionId,
@@ -152,28 +152,7 @@ impl Udp {
 }
 
 fn http_announce(addr: SocketAddr, info_hash: InfoHash, port: u16) -> Answer {
-    let mut target = Vec::new();
-    write_announce_target(
-        &mut target,
-        &AnnounceRequest {
-            info_hash,
-            peer_id: PeerId([port as u8; 20]),
-            port,
-            uploaded: 0,
-            downloaded: 0,
-            left: 1,
-            event: AnnounceEvent::Started,
-            compact: true,
-            no_peer_id: false,
-            numwant: None,
-            key: None,
-            trackerid: None,
-            ip: None,
-            ipv4: None,
-            ipv6: None,
-        },
-    );
-    let body = http_get_ok(addr, std::str::from_utf8(&target).unwrap());
+    let body = http_get_ok(addr, &http_announce_target(info_hash, port));
     let value = decode(&body).unwrap();
     if let Some(reason) = value.get(b"failure reason").and_then(Value::as_bytes) {
         return Answer::Refused(String::from_utf8_lossy(reason).into_owned());
