@@ -17,7 +17,7 @@ use std::time::Duration;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 use glommio::GlommioError;
-use tracing::{debug, warn};
+use tracing::debug;
 
 use crate::config::MetricsConfig;
 use crate::mesh::Shard;
@@ -288,7 +288,7 @@ impl Endpoint {
             let stream = match listener.accept().await {
                 Ok(stream) => stream,
                 Err(e) => {
-                    accept_failed(local, e).await?;
+                    crate::runtime::accept_failed("metrics", local, e).await?;
                     continue;
                 }
             };
@@ -382,25 +382,6 @@ async fn respond(
     stream.flush().await?;
     stream.close().await?;
     Ok(())
-}
-
-/// As for the tracker's own listeners: a listener that is no longer one ends
-/// the worker; anything else concerns one connection or passes.
-async fn accept_failed(local: SocketAddr, e: GlommioError<()>) -> Result<(), String> {
-    let GlommioError::IoError(e) = e else {
-        return Err(format!("metrics {local}: accept failed: {e}"));
-    };
-    match e.raw_os_error() {
-        Some(libc::EBADF | libc::EINVAL | libc::ENOTSOCK | libc::EOPNOTSUPP) => {
-            Err(format!("metrics {local}: accept failed: {e}"))
-        }
-        Some(libc::ECONNABORTED | libc::EINTR | libc::EAGAIN) => Ok(()),
-        _ => {
-            warn!("metrics {local}: accept failed: {e}; pausing accepts for 100 ms");
-            glommio::timer::sleep(Duration::from_millis(100)).await;
-            Ok(())
-        }
-    }
 }
 
 /// Binds the endpoint's listener: one socket, served by worker 0 alone, so

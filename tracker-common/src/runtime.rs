@@ -215,6 +215,31 @@ where
     Ok(results.into_iter().flatten().collect())
 }
 
+/// Decides what a failed accept on a `protocol` listener at `local` means:
+/// most failures concern one connection or are passing shortages (out of file
+/// descriptors), after which the loop pauses briefly rather than spin (Ok); a
+/// listener that is no longer a listener ends the worker (Err).
+pub async fn accept_failed(
+    protocol: &str,
+    local: std::net::SocketAddr,
+    e: glommio::GlommioError<()>,
+) -> Result<(), String> {
+    let glommio::GlommioError::IoError(e) = e else {
+        return Err(format!("{protocol} {local}: accept failed: {e}"));
+    };
+    match e.raw_os_error() {
+        Some(libc::EBADF | libc::EINVAL | libc::ENOTSOCK | libc::EOPNOTSUPP) => {
+            Err(format!("{protocol} {local}: accept failed: {e}"))
+        }
+        Some(libc::ECONNABORTED | libc::EINTR | libc::EAGAIN) => Ok(()),
+        _ => {
+            tracing::warn!("{protocol} {local}: accept failed: {e}; pausing accepts for 100 ms");
+            glommio::timer::sleep(std::time::Duration::from_millis(100)).await;
+            Ok(())
+        }
+    }
+}
+
 /// Waits for `tasks`: the first error, or Ok once every one has ended Ok.
 pub async fn all_or_first_error<E>(mut tasks: Vec<glommio::Task<Result<(), E>>>) -> Result<(), E> {
     futures_lite::future::poll_fn(|cx| {

@@ -27,7 +27,7 @@ use futures_rustls::TlsAcceptor;
 use glommio::net::{TcpListener, TcpStream};
 use glommio::GlommioError;
 use rustls::ServerConfig;
-use tracing::{debug, warn};
+use tracing::debug;
 use tracker_common::config::{HttpConfig, SwarmConfig};
 use tracker_common::contain::Contained;
 use tracker_common::counters;
@@ -37,6 +37,7 @@ use tracker_common::metrics::{
     HTTP_FULL_SCRAPES, OPEN_CONNECTIONS, PANICS, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES,
     TLS_HANDSHAKES, TLS_HANDSHAKE_FAILURES,
 };
+use tracker_common::runtime;
 use tracker_common::shutdown::StopEvent;
 use tracker_common::signals::LocalCopy;
 use tracker_common::stats::ByFamily;
@@ -333,7 +334,7 @@ impl HttpService {
                 Some(Ok(stream)) => stream,
                 Some(Err(e)) => {
                     self.stats.accept_errors.inc();
-                    self.accept_failed(local, e).await?;
+                    runtime::accept_failed("http", local, e).await?;
                     continue;
                 }
             };
@@ -358,27 +359,6 @@ impl HttpService {
             // An accept that finds a connection waiting returns at once: let
             // the connections (and everything else) run between accepts.
             futures_lite::future::yield_now().await;
-        }
-    }
-
-    /// Decides what a failed accept means: most failures concern one
-    /// connection or are passing shortages (out of file descriptors), after
-    /// which the loop pauses briefly rather than spin; a listener that is no
-    /// longer a listener ends the worker.
-    async fn accept_failed(&self, local: SocketAddr, e: GlommioError<()>) -> Result<(), String> {
-        let GlommioError::IoError(e) = e else {
-            return Err(format!("http {local}: accept failed: {e}"));
-        };
-        match e.raw_os_error() {
-            Some(libc::EBADF | libc::EINVAL | libc::ENOTSOCK | libc::EOPNOTSUPP) => {
-                Err(format!("http {local}: accept failed: {e}"))
-            }
-            Some(libc::ECONNABORTED | libc::EINTR | libc::EAGAIN) => Ok(()),
-            _ => {
-                warn!("http {local}: accept failed: {e}; pausing accepts for 100 ms");
-                glommio::timer::sleep(Duration::from_millis(100)).await;
-                Ok(())
-            }
         }
     }
 
