@@ -137,34 +137,13 @@ pub fn parse(bytes: &[u8]) -> Result<HashList, LineError> {
         if content.is_empty() {
             continue;
         }
-        let hash = parse_hex(content).ok_or_else(|| LineError {
+        let hash = InfoHash::from_hex(content).ok_or_else(|| LineError {
             line: index + 1,
             message: describe(content),
         })?;
         hashes.insert(hash);
     }
     Ok(hashes)
-}
-
-/// 40 hex digits as an info-hash.
-fn parse_hex(text: &[u8]) -> Option<InfoHash> {
-    if text.len() != 40 {
-        return None;
-    }
-    let mut out = [0u8; 20];
-    for (byte, pair) in out.iter_mut().zip(text.chunks_exact(2)) {
-        *byte = (hex_digit(pair[0])? << 4) | hex_digit(pair[1])?;
-    }
-    Some(InfoHash(out))
-}
-
-fn hex_digit(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
 }
 
 /// Why a non-empty line is not a hash, briefly (the line itself may be long
@@ -191,7 +170,7 @@ mod tests {
     const B: &str = "FEDCBA9876543210FEDCBA9876543210FEDCBA98";
 
     fn hash(hex: &str) -> InfoHash {
-        parse_hex(hex.as_bytes()).unwrap()
+        InfoHash::from_hex(hex.as_bytes()).unwrap()
     }
 
     #[test]

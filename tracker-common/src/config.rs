@@ -556,12 +556,7 @@ fn parse_secret(hex: &str) -> Result<[u8; 16], String> {
     if hex.len() != 32 {
         return Err(format!("must be 32 hex digits, not {}", hex.len()));
     }
-    let mut out = [0u8; 16];
-    for (byte, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
-        let text = std::str::from_utf8(pair).map_err(|_| "must be hex digits".to_string())?;
-        *byte = u8::from_str_radix(text, 16).map_err(|_| format!("`{text}` is not hex"))?;
-    }
-    Ok(out)
+    crate::types::decode_hex(hex).ok_or_else(|| "must be hex digits".to_string())
 }
 
 /// The default configuration as a TOML file with a comment on every key.

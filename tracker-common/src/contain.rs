@@ -158,19 +158,11 @@ pub const TEST_PANIC_ENV: &str = "TRACKER_TEST_PANIC_INFO_HASH";
 #[cfg(debug_assertions)]
 pub fn test_panic_hook(info_hash: &crate::types::InfoHash) {
     use std::sync::OnceLock;
-    static TARGET: OnceLock<Option<[u8; 20]>> = OnceLock::new();
+    static TARGET: OnceLock<Option<crate::types::InfoHash>> = OnceLock::new();
     let target = TARGET.get_or_init(|| {
-        let hex = std::env::var(TEST_PANIC_ENV).ok()?;
-        let mut out = [0u8; 20];
-        if hex.len() != 40 {
-            return None;
-        }
-        for (byte, pair) in out.iter_mut().zip(hex.as_bytes().chunks_exact(2)) {
-            *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
-        }
-        Some(out)
+        crate::types::InfoHash::from_hex(std::env::var(TEST_PANIC_ENV).ok()?.as_bytes())
     });
-    if target.as_ref() == Some(&info_hash.0) {
+    if target.as_ref() == Some(info_hash) {
         panic!("test hook {TEST_PANIC_ENV}: announce for the named info-hash");
     }
 }

@@ -14,9 +14,40 @@ pub fn canonical_ip(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// The value of one hex digit, either case.
+pub fn hex_digit(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Exactly `N` bytes from exactly `2 * N` hex digits, either case; nothing
+/// else (no sign, no spaces) is accepted.
+pub fn decode_hex<const N: usize>(text: &[u8]) -> Option<[u8; N]> {
+    if text.len() != 2 * N {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (byte, pair) in out.iter_mut().zip(text.chunks_exact(2)) {
+        let (high, low) = (*pair.first()?, *pair.get(1)?);
+        *byte = (hex_digit(high)? << 4) | hex_digit(low)?;
+    }
+    Some(out)
+}
+
 /// A torrent's 20-byte SHA-1 info-hash.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct InfoHash(pub [u8; 20]);
+
+impl InfoHash {
+    /// An info-hash written as 40 hex digits.
+    pub fn from_hex(text: &[u8]) -> Option<InfoHash> {
+        decode_hex(text).map(InfoHash)
+    }
+}
 
 /// A client's self-chosen 20-byte peer id.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -100,5 +131,18 @@ mod tests {
         assert_eq!(canonical_ip(ip("1.2.3.4")), ip("1.2.3.4"));
         assert_eq!(canonical_ip(ip("::1")), ip("::1"));
         assert_eq!(canonical_ip(ip("2001:db8::1")), ip("2001:db8::1"));
+    }
+
+    #[test]
+    fn hex_decodes_exactly_and_strictly() {
+        assert_eq!(decode_hex::<2>(b"0aFf"), Some([0x0a, 0xff]));
+        assert_eq!(decode_hex::<2>(b"0aF"), None);
+        assert_eq!(decode_hex::<2>(b"0aFf0"), None);
+        // What `u8::from_str_radix` would let through.
+        assert_eq!(decode_hex::<2>(b"+a0f"), None);
+        assert_eq!(decode_hex::<1>(b" f"), None);
+        let hash = InfoHash::from_hex(b"0123456789abcdefABCDEF0123456789abcdef01").unwrap();
+        assert_eq!(hash.0[..3], [0x01, 0x23, 0x45]);
+        assert_eq!(format!("{hash:?}"), "0123456789abcdefabcdef0123456789abcdef01");
     }
 }

@@ -12,7 +12,7 @@ use std::fmt;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use tracker_common::types::{AnnounceEvent, InfoHash, PeerId};
+use tracker_common::types::{hex_digit, AnnounceEvent, InfoHash, PeerId};
 
 /// Header lines a request may carry; more are refused with 431.
 pub const MAX_HEADERS: usize = 32;
@@ -411,15 +411,6 @@ fn percent_decode(value: &[u8]) -> impl Iterator<Item = Result<u8, RequestError>
             other => Ok(other),
         })
     })
-}
-
-fn hex_digit(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
 }
 
 /// Decodes exactly 20 bytes, or fails with `wrong_length`.
