@@ -143,6 +143,9 @@ mod tests {
         assert_eq!(decode_hex::<1>(b" f"), None);
         let hash = InfoHash::from_hex(b"0123456789abcdefABCDEF0123456789abcdef01").unwrap();
         assert_eq!(hash.0[..3], [0x01, 0x23, 0x45]);
-        assert_eq!(format!("{hash:?}"), "0123456789abcdefabcdef0123456789abcdef01");
+        assert_eq!(
+            format!("{hash:?}"),
+            "0123456789abcdefabcdef0123456789abcdef01"
+        );
     }
 }

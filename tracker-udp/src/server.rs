@@ -3,14 +3,14 @@
 
 use crate::codec::{
     write_announce_response, write_connect_response, write_error_response, write_scrape_response,
-    IpFamily, Request, TransactionId,
+    ConnectionId, IpFamily, Request, TransactionId,
 };
 use crate::cookie::ConnectionCookies;
 use crate::ratelimit::ConnectLimiter;
 use crate::socket::{canonical_ip, send_one, LocalAddr, RecvBatch, SendBatch};
 use std::cell::{Cell, RefCell};
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
 use std::rc::{Rc, Weak};
 use tracing::{debug, warn};
@@ -274,8 +274,7 @@ impl UdpService {
                 write_connect_response(tx.push(from, to), req.transaction_id, id);
             }
             Ok(Request::Announce(req)) => {
-                if !self.cookies.is_valid(req.connection_id, ip, now) {
-                    self.stats.bad_connection_id.inc();
+                if !self.proves_address(req.connection_id, ip, now) {
                     return;
                 }
                 self.stats.announces.inc(ip);
@@ -324,8 +323,7 @@ impl UdpService {
                 }
             }
             Ok(Request::Scrape(req)) => {
-                if !self.cookies.is_valid(req.connection_id, ip, now) {
-                    self.stats.bad_connection_id.inc();
+                if !self.proves_address(req.connection_id, ip, now) {
                     return;
                 }
                 self.stats.scrapes.inc(ip);
@@ -381,6 +379,16 @@ impl UdpService {
                 }
             }
         }
+    }
+
+    /// Whether `id` is a connection id we issued to `ip` (and still honour);
+    /// a request without one is dropped unanswered, and counted.
+    fn proves_address(&self, id: ConnectionId, ip: IpAddr, now: u64) -> bool {
+        let valid = self.cookies.is_valid(id, ip, now);
+        if !valid {
+            self.stats.bad_connection_id.inc();
+        }
+        valid
     }
 
     fn write_announce(
