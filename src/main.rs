@@ -297,7 +297,8 @@ fn run(config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<()
     // where the same path names the same file.
     let loaded = state_path
         .as_deref()
-        .and_then(|path| load_state(&outside_chroot(path, &privilege_plan)));
+        .and_then(|path| state::file::load(&outside_chroot(path, &privilege_plan)))
+        .map(Arc::new);
     // Every socket is bound and every file read: give up root before any
     // thread starts, as credentials are per thread.
     if let PrivilegePlan::Drop { identity, chroot } = &privilege_plan {
@@ -360,7 +361,7 @@ fn run(config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<()
     })?;
     // Every worker stopped on request and has handed over its swarms.
     match state_path {
-        Some(path) => save_state(&path, sections.into_iter().flatten().collect()),
+        Some(path) => state::file::save(&path, &sections.into_iter().flatten().collect::<Vec<_>>()),
         None => {
             info!("stopped (no state file configured: the swarms are not saved)");
             Ok(())
@@ -393,76 +394,6 @@ struct RestoreProgress {
     restored: Restored,
     workers_done: usize,
     started: Option<Instant>,
-}
-
-/// Reads and checks the state file: its bytes when it can be loaded, None
-/// (and a message saying why) when the tracker must start empty. A damaged
-/// file never stops the tracker; it is replaced at the next stop.
-fn load_state(path: &std::path::Path) -> Option<Arc<Vec<u8>>> {
-    let start = Instant::now();
-    if let Err(e) = state::file::check_writable(path) {
-        warn!(
-            "state file {}: cannot write beside it ({e}): the swarms will not be saved at \
-             the next stop unless that is fixed",
-            path.display()
-        );
-    }
-    let bytes = match state::file::read(path) {
-        Ok(Some(bytes)) => bytes,
-        Ok(None) => {
-            info!("state file {}: none yet, starting empty", path.display());
-            return None;
-        }
-        Err(e) => {
-            warn!(
-                "state file {}: cannot read it ({e}); starting empty",
-                path.display()
-            );
-            return None;
-        }
-    };
-    match StateFile::parse(&bytes) {
-        Ok(file) => {
-            info!(
-                "state file {}: {} torrents saved {} s ago, {} bytes checked in {} ms; \
-                 restoring",
-                path.display(),
-                file.torrents,
-                clock::unix_secs().saturating_sub(file.saved_at),
-                bytes.len(),
-                start.elapsed().as_millis()
-            );
-        }
-        Err(e) => {
-            warn!(
-                "state file {}: {e}; starting empty (the file is replaced at the next stop)",
-                path.display()
-            );
-            return None;
-        }
-    }
-    Some(Arc::new(bytes))
-}
-
-/// Writes the workers' sections to the state file, replacing it atomically.
-fn save_state(path: &std::path::Path, sections: Vec<Section>) -> Result<(), String> {
-    let start = Instant::now();
-    let header = state::header(&sections, clock::unix_secs());
-    let trailer = state::trailer(&header, &sections);
-    let mut parts: Vec<&[u8]> = vec![&header];
-    parts.extend(sections.iter().map(Section::as_bytes));
-    parts.push(&trailer);
-    state::file::write_atomic(path, &parts)
-        .map_err(|e| format!("cannot save the swarms to {}: {e}", path.display()))?;
-    let bytes: usize = parts.iter().map(|p| p.len()).sum();
-    info!(
-        "stopped: saved {} torrents and {} peers to {} ({bytes} bytes) in {} ms",
-        sections.iter().map(Section::torrents).sum::<u64>(),
-        sections.iter().map(Section::peers).sum::<u64>(),
-        path.display(),
-        start.elapsed().as_millis()
-    );
-    Ok(())
 }
 
 /// The HTTPS configuration: from the configured files, or a self-signed
@@ -748,29 +679,17 @@ fn restore_shard(
     config: &Config,
 ) {
     let started = Instant::now();
-    let mut restored = Restored::default();
-    match StateFile::reopen(bytes) {
-        Ok(file) => {
-            let (now, now_unix) = (clock::now_secs(), clock::unix_secs());
-            for record in file.records() {
-                match record {
-                    Ok(record)
-                        if owner_of(&record.info_hash, workers) == index
-                            && access.map_or(true, |list| list.allows(&record.info_hash)) =>
-                    {
-                        restored.add(store.restore(&record, now, now_unix));
-                    }
-                    Ok(_) => {}
-                    // Cannot happen to a checked file; keep what was read.
-                    Err(e) => {
-                        warn!("worker {index}: state file: {e}");
-                        break;
-                    }
-                }
-            }
-        }
-        Err(e) => warn!("worker {index}: state file: {e}"),
-    }
+    let keep = |hash: &tracker_common::types::InfoHash| {
+        owner_of(hash, workers) == index && access.map_or(true, |list| list.allows(hash))
+    };
+    let restored = StateFile::reopen(bytes)
+        .map_err(|e| (e, Restored::default()))
+        .and_then(|file| store.restore_file(&file, clock::now_secs(), clock::unix_secs(), keep))
+        .unwrap_or_else(|(e, restored)| {
+            // Cannot happen to a checked file; keep what was read.
+            warn!("worker {index}: state file: {e}");
+            restored
+        });
     let mut progress = progress.lock().unwrap_or_else(|e| e.into_inner());
     progress.restored.add(restored);
     progress.workers_done += 1;
@@ -780,7 +699,7 @@ fn restore_shard(
         let r = progress.restored;
         info!(
             "restored {} torrents and {} peers from {} in {} ms ({} peers had expired; {} \
-             over swarm.max_torrents_per_worker or swarm.max_peers_per_torrent)",
+             over swarm.max_torrents_per_worker, max_peers_per_torrent or max_peers_per_worker)",
             r.torrents,
             r.peers,
             config.state.file,

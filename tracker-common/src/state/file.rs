@@ -6,6 +6,82 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use tracing::{info, warn};
+
+use super::{header, trailer, Section, StateFile};
+use crate::clock;
+
+/// Reads and checks the state file: its bytes when it can be loaded, None
+/// (and a message saying why) when the tracker must start empty. A damaged
+/// file never stops the tracker; it is replaced at the next stop.
+pub fn load(path: &Path) -> Option<Vec<u8>> {
+    let start = Instant::now();
+    if let Err(e) = check_writable(path) {
+        warn!(
+            "state file {}: cannot write beside it ({e}): the swarms will not be saved at \
+             the next stop unless that is fixed",
+            path.display()
+        );
+    }
+    let bytes = match read(path) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => {
+            info!("state file {}: none yet, starting empty", path.display());
+            return None;
+        }
+        Err(e) => {
+            warn!(
+                "state file {}: cannot read it ({e}); starting empty",
+                path.display()
+            );
+            return None;
+        }
+    };
+    match StateFile::parse(&bytes) {
+        Ok(file) => {
+            info!(
+                "state file {}: {} torrents saved {} s ago, {} bytes checked in {} ms; \
+                 restoring",
+                path.display(),
+                file.torrents,
+                clock::unix_secs().saturating_sub(file.saved_at),
+                bytes.len(),
+                start.elapsed().as_millis()
+            );
+        }
+        Err(e) => {
+            warn!(
+                "state file {}: {e}; starting empty (the file is replaced at the next stop)",
+                path.display()
+            );
+            return None;
+        }
+    }
+    Some(bytes)
+}
+
+/// Writes the workers' sections to the state file, replacing it atomically.
+pub fn save(path: &Path, sections: &[Section]) -> Result<(), String> {
+    let start = Instant::now();
+    let header = header(sections, clock::unix_secs());
+    let trailer = trailer(&header, sections);
+    let mut parts: Vec<&[u8]> = vec![&header];
+    parts.extend(sections.iter().map(Section::as_bytes));
+    parts.push(&trailer);
+    write_atomic(path, &parts)
+        .map_err(|e| format!("cannot save the swarms to {}: {e}", path.display()))?;
+    let bytes: usize = parts.iter().map(|p| p.len()).sum();
+    info!(
+        "stopped: saved {} torrents and {} peers to {} ({bytes} bytes) in {} ms",
+        sections.iter().map(Section::torrents).sum::<u64>(),
+        sections.iter().map(Section::peers).sum::<u64>(),
+        path.display(),
+        start.elapsed().as_millis()
+    );
+    Ok(())
+}
 
 /// The whole file, or `None` when there is none.
 pub fn read(path: &Path) -> io::Result<Option<Vec<u8>>> {

@@ -61,7 +61,7 @@ use ahash::RandomState;
 use self::peers::Peer;
 use self::rng::WyRand;
 use self::torrent::{Clocks, Torrent, Visit};
-use crate::state::{SavedPeer, SavedTorrent, Section, TorrentRecord};
+use crate::state::{SavedPeer, SavedTorrent, Section, StateError, StateFile, TorrentRecord};
 
 use crate::stats::StoreStats;
 use crate::types::{Announce, AnnounceEvent, InfoHash, PeerEntry, ScrapeStats};
@@ -384,6 +384,29 @@ impl SwarmStore {
             scratch.info_hash = *info_hash;
             section.push(&scratch);
         }
+    }
+
+    /// Stores the torrents of a state file that `keep` accepts (a worker keeps
+    /// those it owns), as `restore` does each; on a damaged record, what was
+    /// restored before it comes with the error.
+    pub fn restore_file(
+        &mut self,
+        file: &StateFile<'_>,
+        now: u32,
+        now_unix: u64,
+        keep: impl Fn(&InfoHash) -> bool,
+    ) -> Result<Restored, (StateError, Restored)> {
+        let mut done = Restored::default();
+        for record in file.records() {
+            match record {
+                Ok(record) if keep(&record.info_hash) => {
+                    done.add(self.restore(&record, now, now_unix));
+                }
+                Ok(_) => {}
+                Err(e) => return Err((e, done)),
+            }
+        }
+        Ok(done)
     }
 
     /// Stores a torrent of a state file (any torrent: the caller decides which

@@ -839,13 +839,10 @@ fn restored(
     let bytes = crate::state::encode(&[section], saved_at.1);
     let file = crate::state::StateFile::parse(&bytes).unwrap();
     let mut new = SwarmStore::new(limits, 99);
-    let mut done = Restored::default();
-    for record in file.records() {
-        let record = record.unwrap();
-        if keep(&record.info_hash) {
-            done.add(new.restore(&record, now.0, now.1));
-        }
-    }
+    let done = new
+        .restore_file(&file, now.0, now.1, keep)
+        .map_err(|(e, _)| e)
+        .unwrap();
     (new, done)
 }
 
