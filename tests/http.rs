@@ -9,11 +9,12 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
+use support::wire::{announce_request, target};
 use support::{TestCert, Tracker};
 use tracker_common::shard::owner_of;
 use tracker_common::types::{AnnounceEvent, InfoHash, PeerId};
 use tracker_http::bencode::{decode, Value};
-use tracker_http::request::{write_announce_target, write_scrape_target, AnnounceRequest};
+use tracker_http::request::write_scrape_target;
 
 /// Plain TCP or TLS: both are read and written alike.
 trait Stream: Read + Write {}
@@ -261,36 +262,8 @@ impl Client {
     }
 }
 
-fn announce_request(hash: InfoHash, port: u16, left: u64) -> AnnounceRequest<'static> {
-    let mut peer_id = [b'-'; 20];
-    peer_id[..2].copy_from_slice(&port.to_be_bytes());
-    AnnounceRequest {
-        info_hash: hash,
-        peer_id: PeerId(peer_id),
-        port,
-        uploaded: 0,
-        downloaded: 0,
-        left,
-        event: AnnounceEvent::Started,
-        compact: true,
-        no_peer_id: false,
-        numwant: None,
-        key: None,
-        trackerid: None,
-        ip: None,
-        ipv4: None,
-        ipv6: None,
-    }
-}
-
-fn target(announce: &AnnounceRequest<'_>) -> String {
-    let mut out = Vec::new();
-    write_announce_target(&mut out, announce);
-    String::from_utf8(out).unwrap()
-}
-
 fn announce(hash: InfoHash, port: u16, left: u64) -> String {
-    target(&announce_request(hash, port, left))
+    target(&announce_request(hash, port, left, AnnounceEvent::Started))
 }
 
 fn scrape(hashes: &[InfoHash]) -> String {
@@ -342,7 +315,7 @@ fn announces_compact_and_not_over_http_and_https_on_every_shard() {
             );
 
             // Non-compact, with and without peer ids.
-            let mut req = announce_request(hash, 5001, 0);
+            let mut req = announce_request(hash, 5001, 0, AnnounceEvent::Started);
             req.compact = false;
             req.event = AnnounceEvent::None;
             let dicts = seeder.get(&target(&req));
@@ -374,7 +347,7 @@ fn numwant_events_and_completed_counts() {
         for port in 6000..6010 {
             client.get(&announce(hash, port, 1));
         }
-        let mut req = announce_request(hash, 7000, 1);
+        let mut req = announce_request(hash, 7000, 1, AnnounceEvent::Started);
         req.numwant = Some(3);
         let three = client.get(&target(&req));
         assert_eq!(three.peers().len(), 3);
@@ -390,7 +363,7 @@ fn numwant_events_and_completed_counts() {
         client.get(&target(&req));
         let counts = client.get(&scrape(&[hash])).counts_of(&hash);
         assert_eq!(counts, Some([1, 1, 10]), "complete, downloaded, incomplete");
-        let mut stop = announce_request(hash, 6000, 1);
+        let mut stop = announce_request(hash, 6000, 1, AnnounceEvent::Started);
         stop.event = AnnounceEvent::Stopped;
         client.get(&target(&stop));
         let counts = client.get(&scrape(&[hash])).counts_of(&hash);
@@ -426,7 +399,7 @@ fn ipv6_peers_come_in_peers6_and_stay_apart_from_ipv4() {
     let seen4 = a4.get(&announce(hash, 4004, 1));
     assert!(seen4.peers().is_empty(), "no IPv6 peer in an IPv4 answer");
     // Non-compact IPv6 peers carry their address as text.
-    let mut req = announce_request(hash, 6008, 1);
+    let mut req = announce_request(hash, 6008, 1, AnnounceEvent::Started);
     req.compact = false;
     assert_eq!(
         b6.get(&target(&req)).peers().len(),

@@ -9,10 +9,11 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
+use support::wire::{announce_request, target};
 use support::{free_port, Tracker};
 use tracker_common::shard::owner_of;
 use tracker_common::types::{AnnounceEvent, InfoHash, PeerId};
-use tracker_http::request::{write_announce_target, write_scrape_target, AnnounceRequest};
+use tracker_http::request::write_scrape_target;
 use tracker_udp::codec::{
     AnnounceOptions, AnnounceRequest as UdpAnnounce, ConnectRequest, ConnectionId, IpFamily,
     Request, Response, TransactionId,
@@ -269,30 +270,10 @@ fn metrics_endpoint_content_and_counters_moving() {
     udp_exchange(&udp, tracker.udp[0], &packet);
 
     // HTTP: an announce as a leecher, on a connection kept open.
-    let mut target = Vec::new();
-    write_announce_target(
-        &mut target,
-        &AnnounceRequest {
-            info_hash: hash,
-            peer_id: PeerId([b'l'; 20]),
-            port: 6882,
-            uploaded: 0,
-            downloaded: 0,
-            left: 100,
-            event: AnnounceEvent::Started,
-            compact: true,
-            no_peer_id: false,
-            numwant: None,
-            key: None,
-            trackerid: None,
-            ip: None,
-            ipv4: None,
-            ipv6: None,
-        },
-    );
+    let target = target(&announce_request(hash, 6882, 100, AnnounceEvent::Started));
     let mut http = TcpStream::connect(tracker.http[0]).unwrap();
     http.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let body = exchange(&mut http, &target);
+    let body = exchange(&mut http, target.as_bytes());
     assert!(body.windows(5).any(|w| w == b"peers"), "{body:?}");
 
     // HTTPS: a scrape, on a connection kept open.

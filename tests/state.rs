@@ -12,12 +12,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use support::tempfile_path::TempPath;
-use support::wire::{hash_owned_by, http_get_ok};
+use support::wire::{announce_request, hash_owned_by, http_get_ok, target};
 use support::Tracker;
 use tracker_common::state::StateFile;
 use tracker_common::types::{AnnounceEvent, InfoHash, PeerId, ScrapeStats};
 use tracker_http::bencode::{decode, Value};
-use tracker_http::request::{write_announce_target, write_scrape_target, AnnounceRequest};
+use tracker_http::request::write_scrape_target;
 use tracker_udp::codec::{
     write_scrape_request, AnnounceOptions, AnnounceRequest as UdpAnnounce, ConnectRequest,
     ConnectionId, IpFamily, Request, Response, TransactionId,
@@ -31,28 +31,7 @@ fn http_announce(
     left: u64,
     event: AnnounceEvent,
 ) -> BTreeSet<u16> {
-    let mut out = Vec::new();
-    write_announce_target(
-        &mut out,
-        &AnnounceRequest {
-            info_hash: hash,
-            peer_id: PeerId([port as u8; 20]),
-            port,
-            uploaded: 0,
-            downloaded: 0,
-            left,
-            event,
-            compact: true,
-            no_peer_id: false,
-            numwant: None,
-            key: None,
-            trackerid: None,
-            ip: None,
-            ipv4: None,
-            ipv6: None,
-        },
-    );
-    let body = http_get_ok(addr, std::str::from_utf8(&out).unwrap());
+    let body = http_get_ok(addr, &target(&announce_request(hash, port, left, event)));
     let value = decode(&body).unwrap();
     let Some(Value::Bytes(peers)) = value.get(b"peers") else {
         panic!("no peers in {:?}", String::from_utf8_lossy(&body));

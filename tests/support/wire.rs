@@ -61,18 +61,23 @@ pub fn udp_announce(
     out
 }
 
-/// The path and query of an HTTP announce.
-pub fn http_announce_target(info_hash: InfoHash, port: u16) -> String {
+/// An HTTP announce from port `port` (its peer id made from the port), compact.
+pub fn announce_request(
+    info_hash: InfoHash,
+    port: u16,
+    left: u64,
+    event: AnnounceEvent,
+) -> tracker_http::request::AnnounceRequest<'static> {
     let mut peer_id = [b'-'; 20];
     peer_id[..2].copy_from_slice(&port.to_be_bytes());
-    let request = tracker_http::request::AnnounceRequest {
+    tracker_http::request::AnnounceRequest {
         info_hash,
         peer_id: PeerId(peer_id),
         port,
         uploaded: 0,
         downloaded: 0,
-        left: 1,
-        event: AnnounceEvent::Started,
+        left,
+        event,
         compact: true,
         no_peer_id: false,
         numwant: None,
@@ -81,10 +86,24 @@ pub fn http_announce_target(info_hash: InfoHash, port: u16) -> String {
         ip: None,
         ipv4: None,
         ipv6: None,
-    };
+    }
+}
+
+/// The path and query of an HTTP announce.
+pub fn target(announce: &tracker_http::request::AnnounceRequest<'_>) -> String {
     let mut out = Vec::new();
-    tracker_http::request::write_announce_target(&mut out, &request);
+    tracker_http::request::write_announce_target(&mut out, announce);
     String::from_utf8(out).unwrap()
+}
+
+/// The path and query of a leecher's first HTTP announce.
+pub fn http_announce_target(info_hash: InfoHash, port: u16) -> String {
+    target(&announce_request(
+        info_hash,
+        port,
+        1,
+        AnnounceEvent::Started,
+    ))
 }
 
 /// One HTTP/1.1 request on a new connection, `Connection: close`: the status
