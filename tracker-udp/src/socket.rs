@@ -17,8 +17,9 @@ pub const BATCH: usize = 64;
 /// Bytes kept of each datagram; longer ones are flagged as truncated. A BEP 15
 /// request with a generous BEP 41 URL fits well inside.
 pub const MAX_DATAGRAM: usize = 2048;
-/// Room for one IP_PKTINFO or IPV6_PKTINFO control message.
-const CMSG_BUF: usize = 64;
+/// Room for an IP_PKTINFO or IPV6_PKTINFO control message and an
+/// SCM_TIMESTAMPNS one.
+const CMSG_BUF: usize = 128;
 
 /// Binds a UDP socket that other workers can bind too (`SO_REUSEPORT`, the
 /// kernel spreading clients among them). IPv6 sockets are IPv6-only, so `[::]`
@@ -51,6 +52,18 @@ pub fn bind_reuseport(
     }
     socket.bind(&addr.into())?;
     Ok(socket.into())
+}
+
+/// Asks the kernel to stamp each datagram `socket` receives with the time it
+/// arrived (SO_TIMESTAMPNS, see [`Received::arrived_unix_ns`]): a load
+/// generator then times an answer from its arrival, not from when its own
+/// loop got round to reading it.
+pub fn timestamp_arrivals(socket: &std::net::UdpSocket) -> io::Result<()> {
+    setsockopt_on(
+        &socket2::SockRef::from(socket),
+        libc::SOL_SOCKET,
+        libc::SO_TIMESTAMPNS,
+    )
 }
 
 fn setsockopt_on(socket: &socket2::Socket, level: i32, name: i32) -> io::Result<()> {
@@ -88,6 +101,9 @@ pub struct Received<'a> {
     pub to: Option<LocalAddr>,
     /// Longer than `MAX_DATAGRAM`: what is in `data` is only its start.
     pub truncated: bool,
+    /// When the kernel took it in, in nanoseconds since the Unix epoch (real
+    /// time); only on a socket set up by [`timestamp_arrivals`].
+    pub arrived_unix_ns: Option<u64>,
 }
 
 #[repr(C, align(8))]
@@ -165,11 +181,13 @@ impl RecvBatch {
         let hdr = &self.hdrs[i];
         let len = (hdr.msg_len as usize).min(MAX_DATAGRAM);
         let from = sockaddr_to_std(&self.names[i])?;
+        let control = read_control(&hdr.msg_hdr);
         Some(Received {
             data: &self.bufs[i][..len],
             from,
-            to: read_pktinfo(&hdr.msg_hdr),
+            to: control.to,
             truncated: hdr.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+            arrived_unix_ns: control.arrived_unix_ns,
         })
     }
 }
@@ -328,33 +346,47 @@ pub fn send_one(
     }
 }
 
-/// Reads the destination address from a received header's control messages.
-fn read_pktinfo(hdr: &libc::msghdr) -> Option<LocalAddr> {
+/// What a received header's control messages say.
+#[derive(Default)]
+struct Control {
+    to: Option<LocalAddr>,
+    arrived_unix_ns: Option<u64>,
+}
+
+fn read_control(hdr: &libc::msghdr) -> Control {
+    let mut control = Control::default();
     // SAFETY: the kernel filled msg_control/msg_controllen; the CMSG macros
-    // walk inside them.
+    // walk inside them, and each payload is read as the type its level and
+    // type name.
     unsafe {
         let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
         while !cmsg.is_null() {
             let c = &*cmsg;
-            if c.cmsg_level == libc::IPPROTO_IP && c.cmsg_type == libc::IP_PKTINFO {
-                let info =
-                    std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::in_pktinfo);
-                return Some(LocalAddr::V4(Ipv4Addr::from(u32::from_be(
-                    info.ipi_addr.s_addr,
-                ))));
-            }
-            if c.cmsg_level == libc::IPPROTO_IPV6 && c.cmsg_type == libc::IPV6_PKTINFO {
-                let info =
-                    std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::in6_pktinfo);
-                return Some(LocalAddr::V6(
-                    Ipv6Addr::from(info.ipi6_addr.s6_addr),
-                    info.ipi6_ifindex,
-                ));
+            let data = libc::CMSG_DATA(cmsg);
+            match (c.cmsg_level, c.cmsg_type) {
+                (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
+                    let info = std::ptr::read_unaligned(data as *const libc::in_pktinfo);
+                    let ip = Ipv4Addr::from(u32::from_be(info.ipi_addr.s_addr));
+                    control.to = Some(LocalAddr::V4(ip));
+                }
+                (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
+                    let info = std::ptr::read_unaligned(data as *const libc::in6_pktinfo);
+                    let ip = Ipv6Addr::from(info.ipi6_addr.s6_addr);
+                    control.to = Some(LocalAddr::V6(ip, info.ipi6_ifindex));
+                }
+                (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => {
+                    let ts = std::ptr::read_unaligned(data as *const libc::timespec);
+                    control.arrived_unix_ns = u64::try_from(ts.tv_sec)
+                        .ok()
+                        .and_then(|s| s.checked_mul(1_000_000_000))
+                        .and_then(|ns| ns.checked_add(u64::try_from(ts.tv_nsec).ok()?));
+                }
+                _ => {}
             }
             cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
         }
     }
-    None
+    control
 }
 
 /// Writes the source-address control message into `hdr.msg_control` (which
@@ -505,6 +537,32 @@ mod tests {
     fn batches_roundtrip_on_a_wildcard_address_with_pktinfo() {
         roundtrip("0.0.0.0:0", "127.0.0.1:0");
         roundtrip("[::]:0", "[::1]:0");
+    }
+
+    #[test]
+    fn arrivals_are_stamped_when_asked() {
+        let plain = bind_reuseport("127.0.0.1:0".parse().unwrap(), 1 << 20).unwrap();
+        let stamped = bind_reuseport("0.0.0.0:0".parse().unwrap(), 1 << 20).unwrap();
+        timestamp_arrivals(&stamped).unwrap();
+        let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        client.send_to(b"x", plain.local_addr().unwrap()).unwrap();
+        let port = stamped.local_addr().unwrap().port();
+        client.send_to(b"y", ("127.0.0.1", port)).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut rx = RecvBatch::default();
+        assert_eq!(rx.recv(plain.as_raw_fd()).unwrap(), 1);
+        assert_eq!(rx.get(0).unwrap().arrived_unix_ns, None);
+        assert_eq!(rx.recv(stamped.as_raw_fd()).unwrap(), 1);
+        // Both control messages are read, whichever comes first.
+        let pkt = rx.get(0).unwrap();
+        assert!(pkt.to.is_some());
+        let arrived = pkt.arrived_unix_ns.expect("a kernel timestamp");
+        assert!(arrived >= before - 1_000_000, "{arrived} vs {before}");
+        assert!(arrived < before + 10_000_000_000, "{arrived} vs {before}");
     }
 
     #[test]
