@@ -21,7 +21,7 @@ fn config(target: String) -> Config {
     };
     config.traffic.torrents = 10_000;
     config.traffic.peers = 50_000;
-    config.udp.sockets_per_worker = 4;
+    config.udp.sources_per_worker = 4;
     config.udp.in_flight = Some(8);
     config.http.connections_per_worker = 4;
     config

@@ -113,10 +113,10 @@ impl Default for EventWeights {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct UdpConfig {
-    /// Sockets per worker, each bound to its own 127.x.y.z (raised so that
-    /// every peer has its own address and port).
-    pub sockets_per_worker: u32,
-    /// Requests in flight per socket: kept so in the closed loop, the most
+    /// Source addresses per worker, 127.1.x.y each with its own connection
+    /// id (raised so that every peer has its own address and port).
+    pub sources_per_worker: u32,
+    /// Requests in flight per source: kept so in the closed loop, the most
     /// allowed in the open loop (default 16 closed, 1024 open).
     pub in_flight: Option<u32>,
     pub mix: UdpMix,
@@ -125,7 +125,7 @@ pub struct UdpConfig {
 impl Default for UdpConfig {
     fn default() -> Self {
         UdpConfig {
-            sockets_per_worker: 8,
+            sources_per_worker: 8,
             in_flight: None,
             mix: UdpMix::default(),
         }
@@ -231,8 +231,8 @@ impl Config {
         if self.workers == Some(0) {
             return Err("`workers` must be at least 1".into());
         }
-        if self.udp.sockets_per_worker == 0 {
-            return Err("`udp.sockets_per_worker` must be at least 1".into());
+        if self.udp.sources_per_worker == 0 {
+            return Err("`udp.sources_per_worker` must be at least 1".into());
         }
         if matches!(self.udp.in_flight, Some(0 | 65536..)) {
             return Err("`udp.in_flight` must be within 1..=65535".into());
@@ -243,7 +243,7 @@ impl Config {
         Ok(())
     }
 
-    /// Requests in flight per UDP socket.
+    /// Requests in flight per UDP source.
     pub fn udp_in_flight(&self) -> u32 {
         self.udp
             .in_flight
@@ -296,7 +296,7 @@ mod tests {
             completed = 3
             stopped = 4
             [udp]
-            sockets_per_worker = 4
+            sources_per_worker = 4
             in_flight = 32
             [udp.mix]
             connect = 1
@@ -328,7 +328,7 @@ mod tests {
         assert_eq!(config.traffic.numwant, -1);
         assert_eq!(config.traffic.scrape_hashes, 3);
         assert_eq!(config.traffic.events.as_array(), [1, 2, 3, 4]);
-        assert_eq!(config.udp.sockets_per_worker, 4);
+        assert_eq!(config.udp.sources_per_worker, 4);
         assert_eq!(config.udp_in_flight(), 32);
         assert_eq!(
             config.udp.mix,
@@ -382,7 +382,7 @@ mod tests {
             "timeout_ms = 0",
             "rate = -1.0",
             "workers = 0",
-            "[udp]\nsockets_per_worker = 0",
+            "[udp]\nsources_per_worker = 0",
             "[udp]\nin_flight = 70000",
             "[http]\nconnections_per_worker = 0",
         ];

@@ -105,6 +105,7 @@ pub fn run(config: &Config) -> Result<Summary, String> {
         mode,
         workers: workers as usize,
         sockets: connections,
+        sources: connections,
         kinds: &KINDS,
     };
     Ok(Summary::new(&stats, &info, config.duration_secs))

@@ -118,11 +118,12 @@ struct RunArgs {
     /// ANNOUNCE:SCRAPE (default 99:1). [key: udp.mix.*, http.mix.*]
     #[arg(long, value_name = "W:W[:W]")]
     mix: Option<String>,
-    /// UDP: sockets per worker, each on its own 127.x.y.z (default 8; raised
-    /// to give every peer its own address and port). [key: udp.sockets_per_worker]
+    /// UDP: source addresses per worker, each 127.1.x.y with its own
+    /// connection id (default 8; raised to give every peer its own address
+    /// and port). [key: udp.sources_per_worker]
     #[arg(long, value_name = "N")]
-    sockets: Option<u32>,
-    /// UDP: requests in flight per socket (closed loop, default 16) or the most
+    sources: Option<u32>,
+    /// UDP: requests in flight per source (closed loop, default 16) or the most
     /// allowed (open loop, default 1024). [key: udp.in_flight]
     #[arg(long, value_name = "N")]
     in_flight: Option<u32>,
@@ -187,7 +188,7 @@ impl RunArgs {
                 c.http.mix = HttpMix { announce, scrape };
             }
         }
-        set(&mut c.udp.sockets_per_worker, self.sockets);
+        set(&mut c.udp.sources_per_worker, self.sources);
         set(&mut c.udp.in_flight, self.in_flight.map(Some));
         set(&mut c.http.connections_per_worker, self.connections);
         if self.insecure {

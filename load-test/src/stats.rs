@@ -298,6 +298,9 @@ pub struct Summary {
     pub workers: usize,
     /// Sockets (UDP) or connections (HTTP) in all.
     pub sockets: u32,
+    /// Source addresses the load came from (UDP; for HTTP, a connection is
+    /// a source).
+    pub sources: u32,
     pub duration_secs: f64,
     pub requests_sent: u64,
     pub responses: u64,
@@ -324,6 +327,7 @@ pub struct RunInfo<'a> {
     pub mode: String,
     pub workers: usize,
     pub sockets: u32,
+    pub sources: u32,
     pub kinds: &'a [Kind],
 }
 
@@ -374,6 +378,7 @@ impl Summary {
             mode: info.mode.clone(),
             workers: info.workers,
             sockets: info.sockets,
+            sources: info.sources,
             duration_secs,
             requests_sent: c.sent.iter().sum(),
             responses,
@@ -410,19 +415,14 @@ impl Summary {
             out.push_str(&s);
             out.push('\n');
         };
+        let endpoints = if self.protocol == "udp" {
+            format!("{} sources on {} sockets", self.sources, self.sockets)
+        } else {
+            format!("{} connections", self.sockets)
+        };
         line(format!(
-            "{} load on {} ({}), {} worker(s), {} {}, {:.2} s",
-            self.protocol,
-            self.target,
-            self.mode,
-            self.workers,
-            self.sockets,
-            if self.protocol == "udp" {
-                "sockets"
-            } else {
-                "connections"
-            },
-            self.duration_secs
+            "{} load on {} ({}), {} worker(s), {endpoints}, {:.2} s",
+            self.protocol, self.target, self.mode, self.workers, self.duration_secs
         ));
         line(format!(
             "requests sent {}   responses {} ({}/s)   errors {}   time-outs {}   invalid {}",
@@ -542,6 +542,7 @@ mod tests {
             mode: "closed loop".into(),
             workers: 2,
             sockets: 4,
+            sources: 4,
             kinds: &Kind::ALL,
         };
         let summary = Summary::new(&a, &info, 2.0);

@@ -105,7 +105,7 @@ fn a_short_udp_run_writes_a_clean_json_summary() {
     let config = temp("config.toml");
     std::fs::write(
         &config,
-        "duration_secs = 30.0\n[traffic]\npeers = 1000\ntorrents = 100\n[udp]\nsockets_per_worker = 2\nin_flight = 4\n",
+        "duration_secs = 30.0\n[traffic]\npeers = 1000\ntorrents = 100\n[udp]\nsources_per_worker = 2\nin_flight = 4\n",
     )
     .unwrap();
     let output = load_test()
@@ -128,7 +128,9 @@ fn a_short_udp_run_writes_a_clean_json_summary() {
     assert_eq!(summary["protocol"], "udp");
     // The flag won over the file's 30 s.
     assert_eq!(summary["duration_secs"], 1.0);
-    assert_eq!(summary["sockets"], 2);
+    // IPv4: one socket per worker, sending for every source.
+    assert_eq!(summary["sources"], 2);
+    assert_eq!(summary["sockets"], 1);
     assert_eq!(summary["invalid"], 0, "{stdout}");
     assert_eq!(summary["errors"], 0, "{stdout}");
     assert_eq!(summary["timeouts"], 0, "{stdout}");
