@@ -196,7 +196,8 @@ async fn worker(plan: Arc<Plan>, env: WorkerEnv) -> Result<Stats, String> {
                 })
                 .collect(),
         };
-        let seed = plan.seed ^ (u64::from(group[0]) << 32) ^ 0xa5a5;
+        let first = group.first().copied().unwrap_or_default();
+        let seed = plan.seed ^ (u64::from(first) << 32) ^ 0xa5a5;
         let (plan, env, stats) = (plan.clone(), env.clone(), stats.clone());
         tasks.push(glommio::spawn_local(socket_loop(
             plan, env, stats, sources, seed, socket,
@@ -208,7 +209,8 @@ async fn worker(plan: Arc<Plan>, env: WorkerEnv) -> Result<Stats, String> {
 }
 
 /// One socket until the end of the run: send what the loop allows, receive
-/// what has come, and sleep on the socket when neither has anything to do.
+/// what has come, and sleep: the closed loop on the socket until answers
+/// come, the open loop until its next tick.
 async fn socket_loop(
     plan: Arc<Plan>,
     env: Rc<WorkerEnv>,
