@@ -12,15 +12,14 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use support::tempfile_path::TempPath;
-use support::wire::{announce_request, hash_owned_by, http_get_ok, target};
+use support::wire::{announce_request, hash_owned_by, http_get_ok, target, udp_announce};
 use support::Tracker;
 use tracker_common::state::StateFile;
-use tracker_common::types::{AnnounceEvent, InfoHash, PeerId, ScrapeStats};
+use tracker_common::types::{AnnounceEvent, InfoHash, ScrapeStats};
 use tracker_http::bencode::{decode, Value};
 use tracker_http::request::write_scrape_target;
 use tracker_udp::codec::{
-    write_scrape_request, AnnounceOptions, AnnounceRequest as UdpAnnounce, ConnectRequest,
-    ConnectionId, IpFamily, Request, Response, TransactionId,
+    write_scrape_request, ConnectRequest, ConnectionId, IpFamily, Request, Response, TransactionId,
 };
 
 /// An HTTP announce from 127.0.0.1:`port`; the peers handed back.
@@ -103,23 +102,7 @@ impl Udp {
     }
 
     fn announce(&self, hash: InfoHash, port: u16, left: u64, event: AnnounceEvent) {
-        let mut out = Vec::new();
-        Request::Announce(UdpAnnounce {
-            connection_id: self.id,
-            transaction_id: TransactionId(2),
-            info_hash: hash,
-            peer_id: PeerId([port as u8; 20]),
-            downloaded: 0,
-            left,
-            uploaded: 0,
-            event,
-            ip_address: 0,
-            key: 0,
-            num_want: -1,
-            port,
-            options: AnnounceOptions::EMPTY,
-        })
-        .write(&mut out);
+        let out = udp_announce(self.id, 2, hash, port, event, left);
         assert!(matches!(self.exchange(&out), Response::Announce { .. }));
     }
 

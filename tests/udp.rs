@@ -5,12 +5,11 @@ mod support;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
-use support::wire::hash_owned_by;
+use support::wire::{hash_owned_by, udp_announce_wanting};
 use support::Tracker;
-use tracker_common::types::{AnnounceEvent, InfoHash, PeerId, ScrapeStats};
+use tracker_common::types::{AnnounceEvent, InfoHash, ScrapeStats};
 use tracker_udp::codec::{
-    write_scrape_request, AnnounceOptions, AnnounceRequest, ConnectRequest, ConnectionId, IpFamily,
-    Request, Response, TransactionId,
+    write_scrape_request, ConnectRequest, ConnectionId, IpFamily, Request, Response, TransactionId,
 };
 
 /// A BEP 15 client bound to one loopback address.
@@ -91,25 +90,15 @@ impl Client {
         numwant: i32,
     ) -> (TransactionId, Vec<u8>) {
         let txid = self.txid();
-        let mut peer_id = [b'-'; 20];
-        peer_id[..2].copy_from_slice(&port.to_be_bytes());
-        let mut out = Vec::new();
-        Request::Announce(AnnounceRequest {
-            connection_id: self.connection_id,
-            transaction_id: txid,
+        let out = udp_announce_wanting(
+            self.connection_id,
+            txid.0,
             info_hash,
-            peer_id: PeerId(peer_id),
-            downloaded: 0,
-            left,
-            uploaded: 0,
-            event,
-            ip_address: 0,
-            key: 0,
-            num_want: numwant,
             port,
-            options: AnnounceOptions::EMPTY,
-        })
-        .write(&mut out);
+            event,
+            left,
+            numwant,
+        );
         (txid, out)
     }
 

@@ -30,7 +30,8 @@ pub fn udp_connect(sock: &UdpSocket, target: SocketAddr) -> Option<ConnectionId>
     }
 }
 
-/// A BEP 15 announce of a leecher (`left` 1) or seeder (`left` 0).
+/// A BEP 15 announce of a leecher (`left` 1) or seeder (`left` 0), asking for
+/// the tracker's default number of peers.
 pub fn udp_announce(
     connection_id: ConnectionId,
     txid: i32,
@@ -38,6 +39,19 @@ pub fn udp_announce(
     port: u16,
     event: AnnounceEvent,
     left: u64,
+) -> Vec<u8> {
+    udp_announce_wanting(connection_id, txid, info_hash, port, event, left, -1)
+}
+
+/// `udp_announce` asking for `num_want` peers (-1: the tracker's default).
+pub fn udp_announce_wanting(
+    connection_id: ConnectionId,
+    txid: i32,
+    info_hash: InfoHash,
+    port: u16,
+    event: AnnounceEvent,
+    left: u64,
+    num_want: i32,
 ) -> Vec<u8> {
     let mut peer_id = [b'-'; 20];
     peer_id[..2].copy_from_slice(&port.to_be_bytes());
@@ -53,7 +67,7 @@ pub fn udp_announce(
         event,
         ip_address: 0,
         key: 0,
-        num_want: -1,
+        num_want,
         port,
         options: AnnounceOptions::EMPTY,
     })
