@@ -131,24 +131,30 @@ pub fn run(config: &Config) -> Result<Summary, String> {
     Ok(Summary::new(&stats, &info, config.duration_secs))
 }
 
-/// The sources one socket sends for, each with its conversation.
+/// The sources one socket sends for, each with its conversation: source
+/// `first + i * step` is `sessions[i]`.
 struct Sources {
     sessions: Vec<Session>,
-    /// Each session's source address, as the answers' destination shows it.
-    addrs: Vec<LocalAddr>,
+    first: u32,
+    step: u32,
 }
 
 impl Sources {
     /// The session an answer that came to `to` belongs to: a socket with
-    /// one source has no choice to make.
+    /// one source has no choice to make; otherwise the address tells.
     fn session_for(&mut self, to: Option<LocalAddr>) -> Option<&mut Session> {
-        match self.sessions.as_mut_slice() {
-            [only] => Some(only),
-            sessions => {
-                let i = self.addrs.iter().position(|a| Some(*a) == to)?;
-                sessions.get_mut(i)
+        let i = match (self.sessions.len(), to) {
+            (1, _) => 0,
+            (_, Some(LocalAddr::V4(ip))) => {
+                let offset = u32::from(ip).checked_sub(FIRST_SOURCE_V4 + self.first)?;
+                if offset % self.step != 0 {
+                    return None;
+                }
+                (offset / self.step) as usize
             }
-        }
+            _ => return None,
+        };
+        self.sessions.get_mut(i)
     }
 }
 
@@ -174,6 +180,7 @@ async fn worker(plan: Arc<Plan>, env: WorkerEnv) -> Result<Stats, String> {
             .map_err(|e| format!("cannot bind a UDP socket on {local}: {e}"))?;
         timestamp_arrivals(&socket)
             .map_err(|e| format!("cannot ask for arrival times on {local}: {e}"))?;
+        let first = group.first().copied().unwrap_or_default();
         let sources = Sources {
             sessions: group
                 .iter()
@@ -188,15 +195,9 @@ async fn worker(plan: Arc<Plan>, env: WorkerEnv) -> Result<Stats, String> {
                     )
                 })
                 .collect(),
-            addrs: group
-                .iter()
-                .map(|&g| match source_ip(plan.target, g) {
-                    IpAddr::V4(ip) => LocalAddr::V4(ip),
-                    IpAddr::V6(ip) => LocalAddr::V6(ip, 0),
-                })
-                .collect(),
+            first,
+            step: plan.workers,
         };
-        let first = group.first().copied().unwrap_or_default();
         let seed = plan.seed ^ (u64::from(first) << 32) ^ 0xa5a5;
         let (plan, env, stats) = (plan.clone(), env.clone(), stats.clone());
         tasks.push(glommio::spawn_local(socket_loop(
@@ -250,12 +251,21 @@ async fn socket_loop(
         let mut wake_ns = now + MAX_PARK.as_nanos() as u64;
         if now < end_ns {
             let mut stats = stats.borrow_mut();
-            let Sources { sessions, addrs } = &mut sources;
+            let Sources {
+                sessions,
+                first,
+                step,
+            } = &mut sources;
+            let (first, step) = (*first, *step);
             // Whether source `i` sent its next request; `late` counts one it
             // could not send as skipped, unless it still awaits its first
             // connection id (before which nothing is late).
             let mut send = |i: usize, late: bool, tx: &mut SendBatch, stats: &mut Stats| {
-                let from = pick_source.then(|| addrs[i]);
+                let from =
+                    pick_source.then(|| match source_ip(plan.target, first + i as u32 * step) {
+                        IpAddr::V4(ip) => LocalAddr::V4(ip),
+                        IpAddr::V6(ip) => LocalAddr::V6(ip, 0),
+                    });
                 let out = tx.push(plan.target, from);
                 let session = &mut sessions[i];
                 let sent = session.write_next(&plan.model, &mut rng, now, out, stats);
