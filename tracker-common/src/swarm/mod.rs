@@ -6,48 +6,6 @@
 
 mod peers;
 mod rng;
-/// How many more peers a restore may store.
-#[derive(Clone, Copy)]
-struct Room {
-    /// `max_peers_per_torrent`.
-    per_torrent: usize,
-    /// What `max_peers` leaves for this worker, for the whole restore.
-    in_worker: usize,
-}
-
-/// Stores one address family's saved peers in `torrent` with `store`, the
-/// expired ones left out, within `room`; counts into `done`.
-fn restore_half<I>(
-    torrent: &mut Torrent,
-    saved: impl Iterator<Item = (bool, SavedPeer<I>)>,
-    clocks: &Clocks,
-    room: Room,
-    done: &mut Restored,
-    store: fn(&mut Torrent, Peer<I>, bool) -> bool,
-) {
-    for (seeder, p) in saved {
-        let Some(expiry) = clocks.expiry(p.last_seen) else {
-            continue;
-        };
-        let held = torrent.counts();
-        if (held.seeders + held.leechers) as usize >= room.per_torrent
-            || done.peers >= room.in_worker
-        {
-            done.refused += 1;
-            continue;
-        }
-        let peer = Peer {
-            ip: p.ip,
-            port: p.port,
-            expiry,
-            peer_id: p.peer_id,
-        };
-        if store(torrent, peer, seeder) {
-            done.peers += 1;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests;
 mod torrent;
@@ -487,5 +445,47 @@ impl SwarmStore {
     /// count until their segment is cleaned).
     pub fn peer_count(&self) -> PeerTotals {
         self.peers
+    }
+}
+
+/// How many more peers a restore may store.
+#[derive(Clone, Copy)]
+struct Room {
+    /// `max_peers_per_torrent`.
+    per_torrent: usize,
+    /// What `max_peers` leaves for this worker, for the whole restore.
+    in_worker: usize,
+}
+
+/// Stores one address family's saved peers in `torrent` with `store`, the
+/// expired ones left out, within `room`; counts into `done`.
+fn restore_half<I>(
+    torrent: &mut Torrent,
+    saved: impl Iterator<Item = (bool, SavedPeer<I>)>,
+    clocks: &Clocks,
+    room: Room,
+    done: &mut Restored,
+    store: fn(&mut Torrent, Peer<I>, bool) -> bool,
+) {
+    for (seeder, p) in saved {
+        let Some(expiry) = clocks.expiry(p.last_seen) else {
+            continue;
+        };
+        let held = torrent.counts();
+        if (held.seeders + held.leechers) as usize >= room.per_torrent
+            || done.peers >= room.in_worker
+        {
+            done.refused += 1;
+            continue;
+        }
+        let peer = Peer {
+            ip: p.ip,
+            port: p.port,
+            expiry,
+            peer_id: p.peer_id,
+        };
+        if store(torrent, peer, seeder) {
+            done.peers += 1;
+        }
     }
 }
