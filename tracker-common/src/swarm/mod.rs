@@ -4,6 +4,7 @@
 //! Time is the caller's: `now` is seconds on a monotonic clock, which keeps expiry
 //! testable.
 
+mod index;
 mod peers;
 mod rng;
 #[cfg(test)]
@@ -128,8 +129,8 @@ type Segment = HashMap<InfoHash, Torrent, RandomState>;
 ///   per IPv6 peer, grown 1, 2, 4, ...: with malloc's overhead one IPv4 peer takes
 ///   48 bytes, two take 80. The first IPv6 peer of a swarm adds its boxed half, 48
 ///   bytes.
-/// - A swarm above 32 peers of a family also indexes them: 12 (IPv4) or 24 (IPv6)
-///   bytes per index slot, 7/16 to 7/8 of the slots used.
+/// - A swarm above 32 peers of a family also indexes them: 9 bytes per index
+///   slot (position, hash and control byte), 7/16 to 7/8 of the slots used.
 ///
 /// Measured: a million torrents with two IPv4 peers each, 237 MB (maps just
 /// doubled); 900,000 with two each, 150 MB (maps nearly full); a million with one

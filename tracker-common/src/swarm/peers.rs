@@ -1,14 +1,12 @@
 //! The peers of one address family of one swarm: a plain `Vec` searched linearly
-//! while small, the same `Vec` plus a hash index from address to position once large.
+//! while small, the same `Vec` plus an index from address to position once large.
 //! Either way the peers stay contiguous, so an answer is copied from a run of memory.
 
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::mem;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use ahash::RandomState;
-
+use super::index::AddressIndex;
 use crate::types::{PeerEntry, PeerId};
 
 /// A swarm half is indexed once it grows past this many peers (a linear scan of 32
@@ -59,8 +57,23 @@ pub(super) enum Peers<I> {
 
 pub(super) struct Indexed<I> {
     peers: Vec<Peer<I>>,
-    /// Address to position in `peers`; u32 keeps an IPv4 slot at 12 bytes.
-    index: HashMap<(I, u16), u32, RandomState>,
+    /// Address to position in `peers`.
+    index: AddressIndex,
+}
+
+impl<I: PeerIp> Indexed<I> {
+    fn new(peers: Vec<Peer<I>>) -> Self {
+        let mut index = AddressIndex::new();
+        for (i, peer) in peers.iter().enumerate() {
+            index.insert(index.hash(&peer.key()), i);
+        }
+        Indexed { peers, index }
+    }
+
+    fn hash_at(&self, i: usize) -> Option<u32> {
+        let peer = self.peers.get(i)?;
+        Some(self.index.hash(&peer.key()))
+    }
 }
 
 impl<I> Default for Peers<I> {
@@ -85,7 +98,12 @@ impl<I: PeerIp> Peers<I> {
     pub fn find(&self, ip: I, port: u16) -> Option<usize> {
         match self {
             Peers::Small(peers) => peers.iter().position(|p| p.key() == (ip, port)),
-            Peers::Large(large) => large.index.get(&(ip, port)).map(|&i| i as usize),
+            Peers::Large(large) => {
+                let hash = large.index.hash(&(ip, port));
+                let peers = &large.peers;
+                let is_key = |i: usize| peers.get(i).is_some_and(|p| p.key() == (ip, port));
+                large.index.find(hash, is_key)
+            }
         }
     }
 
@@ -104,10 +122,11 @@ impl<I: PeerIp> Peers<I> {
             _ if a == b => {}
             Peers::Small(peers) => peers.swap(a, b),
             Peers::Large(large) => {
+                let (Some(hash_a), Some(hash_b)) = (large.hash_at(a), large.hash_at(b)) else {
+                    return;
+                };
                 large.peers.swap(a, b);
-                for i in [a, b] {
-                    large.index.insert(large.peers[i].key(), i as u32);
-                }
+                large.index.swap(hash_a, a, hash_b, b);
             }
         }
     }
@@ -126,12 +145,11 @@ impl<I: PeerIp> Peers<I> {
             Peers::Small(peers) => {
                 let mut peers = mem::take(peers);
                 peers.push(peer);
-                let index = peers.iter().enumerate().map(|(i, p)| (p.key(), i as u32));
-                let index = index.collect();
-                *self = Peers::Large(Box::new(Indexed { peers, index }));
+                *self = Peers::Large(Box::new(Indexed::new(peers)));
             }
             Peers::Large(large) => {
-                large.index.insert(peer.key(), large.peers.len() as u32);
+                let hash = large.index.hash(&peer.key());
+                large.index.insert(hash, large.peers.len());
                 large.peers.push(peer);
             }
         }
@@ -144,10 +162,11 @@ impl<I: PeerIp> Peers<I> {
                 peers.swap_remove(i);
             }
             Peers::Large(large) => {
+                let last = large.peers.len() - 1;
                 let gone = large.peers.swap_remove(i);
-                large.index.remove(&gone.key());
-                if let Some(moved) = large.peers.get(i) {
-                    large.index.insert(moved.key(), i as u32);
+                large.index.remove(large.index.hash(&gone.key()), i);
+                if let Some(moved) = large.hash_at(i) {
+                    large.index.relocate(moved, last, i);
                 }
                 if large.peers.len() < SMALL {
                     let mut peers = mem::take(&mut large.peers);
@@ -174,8 +193,11 @@ impl<I: PeerIp> Peers<I> {
                 shrink(peers);
             }
             Peers::Large(large) => {
+                // Rebuilt rather than shrunk in place: that also merges the
+                // sub-tables that emptied. The peers were just walked by the
+                // cleaner, so this is of the same order.
                 if shrink(&mut large.peers) {
-                    large.index.shrink_to_fit();
+                    **large = Indexed::new(mem::take(&mut large.peers));
                 }
             }
         }
@@ -203,6 +225,7 @@ mod tests {
         if let Peers::Large(large) = peers {
             assert_eq!(large.index.len(), large.peers.len());
         }
+        assert_eq!(peers.find(Ipv4Addr::new(10, 0, 0, 2), 1), None);
     }
 
     #[test]
