@@ -437,15 +437,19 @@ impl Shard {
 
     /// Drops expired peers and empty torrents, one segment of the store at a
     /// time, so that a pass over the whole shard takes `period` and no request
-    /// ever waits behind more than one segment's work.
+    /// ever waits behind more than one segment's small torrents or one window
+    /// of a large one.
     pub async fn clean_forever(self: Rc<Self>, period: Duration) {
         let pause = period / SwarmStore::SEGMENTS as u32;
         loop {
             for segment in 0..SwarmStore::SEGMENTS {
                 glommio::timer::sleep(pause).await;
-                self.store
-                    .borrow_mut()
-                    .clean_segment(segment, clock::now_secs());
+                let now = clock::now_secs();
+                self.store.borrow_mut().clean_segment(segment, now);
+                while self.store.borrow().cleaning() {
+                    futures_lite::future::yield_now().await;
+                    self.store.borrow_mut().clean_more(now);
+                }
             }
         }
     }

@@ -19,7 +19,7 @@ use ahash::RandomState;
 
 use self::peers::Peer;
 use self::rng::WyRand;
-use self::torrent::{Clocks, Torrent, Visit};
+use self::torrent::{Clocks, Torrent, Visit, CLEAN_WINDOW};
 use crate::state::{SavedPeer, SavedTorrent, Section, StateError, StateFile, TorrentRecord};
 
 use crate::stats::StoreStats;
@@ -84,11 +84,25 @@ impl PeerTotals {
     }
 }
 
-/// What `SwarmStore::clean_segment` removed.
+/// What `SwarmStore::clean_segment` or `clean_more` removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CleanReport {
     pub torrents: usize,
     pub peers: PeerTotals,
+}
+
+impl CleanReport {
+    pub fn add(&mut self, other: CleanReport) {
+        self.torrents += other.torrents;
+        self.peers.seeders += other.peers.seeders;
+        self.peers.leechers += other.peers.leechers;
+    }
+
+    /// Adds what a torrent lost between `before` and `after`.
+    fn count(&mut self, before: SwarmCounts, after: SwarmCounts) {
+        self.peers.seeders += (before.seeders - after.seeders) as usize;
+        self.peers.leechers += (before.leechers - after.leechers) as usize;
+    }
 }
 
 /// What `SwarmStore::restore` did with the torrents of a state file.
@@ -143,6 +157,9 @@ pub struct SwarmStore {
     rng: WyRand,
     torrents: usize,
     peers: PeerTotals,
+    /// Torrents of more than `CLEAN_WINDOW` peers left by `clean_segment` for
+    /// `clean_more`, each cleaned a window at a time.
+    clean_pending: Vec<InfoHash>,
     /// What the limits turned away.
     pub stats: StoreStats,
 }
@@ -166,6 +183,7 @@ impl SwarmStore {
             rng: WyRand::new(rng_seed),
             torrents: 0,
             peers: PeerTotals::default(),
+            clean_pending: Vec::new(),
             stats: StoreStats::default(),
         }
     }
@@ -271,15 +289,25 @@ impl SwarmStore {
     /// Drops the peers of segment `segment` (0..`SEGMENTS`) that expired by `now`,
     /// and its torrents left without peers. Such a torrent's completed count is
     /// lost with it (the state file keeps the counts of live swarms only).
+    ///
+    /// A torrent of more than `CLEAN_WINDOW` peers is only noted: call
+    /// [`clean_more`](Self::clean_more) while [`cleaning`](Self::cleaning)
+    /// says so, yielding between calls, so that no step is longer than one
+    /// window however large a swarm grows (a million peers, half of them
+    /// expired, took 125 ms in one step).
     pub fn clean_segment(&mut self, segment: usize, now: u32) -> CleanReport {
         let mut removed = CleanReport::default();
+        let pending = &mut self.clean_pending;
         let map = &mut self.segments[segment];
-        map.retain(|_, torrent| {
+        map.retain(|info_hash, torrent| {
+            if torrent.len() > CLEAN_WINDOW {
+                pending.push(*info_hash);
+                return true;
+            }
             let before = torrent.counts();
+            // Done in one step: it holds no more than a window.
             torrent.drop_expired(now);
-            let after = torrent.counts();
-            removed.peers.seeders += (before.seeders - after.seeders) as usize;
-            removed.peers.leechers += (before.leechers - after.leechers) as usize;
+            removed.count(before, torrent.counts());
             let keep = !torrent.is_empty();
             removed.torrents += usize::from(!keep);
             keep
@@ -289,10 +317,48 @@ impl SwarmStore {
         if map.len() <= map.capacity() / 4 {
             map.shrink_to_fit();
         }
+        self.forget(removed);
+        removed
+    }
+
+    /// Whether large torrents wait for [`clean_more`](Self::clean_more).
+    pub fn cleaning(&self) -> bool {
+        !self.clean_pending.is_empty()
+    }
+
+    /// Cleans one window of one large torrent that `clean_segment` left; `now`
+    /// should be the time given to it.
+    pub fn clean_more(&mut self, now: u32) -> CleanReport {
+        let mut removed = CleanReport::default();
+        let Some(&info_hash) = self.clean_pending.last() else {
+            return removed;
+        };
+        let segment = self.segment_of(&info_hash);
+        let map = &mut self.segments[segment];
+        // Gone already if an access list removed it in between.
+        let Some(torrent) = map.get_mut(&info_hash) else {
+            self.clean_pending.pop();
+            return removed;
+        };
+        let before = torrent.counts();
+        let done = torrent.drop_expired(now);
+        removed.count(before, torrent.counts());
+        if done {
+            self.clean_pending.pop();
+            if torrent.is_empty() {
+                map.remove(&info_hash);
+                removed.torrents += 1;
+            }
+        }
+        self.forget(removed);
+        removed
+    }
+
+    /// Takes what a clean step removed off the store's totals.
+    fn forget(&mut self, removed: CleanReport) {
         self.torrents -= removed.torrents;
         self.peers.seeders -= removed.peers.seeders;
         self.peers.leechers -= removed.peers.leechers;
-        removed
     }
 
     /// Removes the torrents of segment `segment` (0..`SEGMENTS`) for which
@@ -318,9 +384,7 @@ impl SwarmStore {
         if removed.torrents > 0 && map.len() <= map.capacity() / 4 {
             map.shrink_to_fit();
         }
-        self.torrents -= removed.torrents;
-        self.peers.seeders -= removed.peers.seeders;
-        self.peers.leechers -= removed.peers.leechers;
+        self.forget(removed);
         removed
     }
 

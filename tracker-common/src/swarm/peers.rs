@@ -15,6 +15,9 @@ const LARGE: usize = 32;
 /// ...and goes back to a plain `Vec` below this many, so a swarm hovering around
 /// `LARGE` does not build and drop its index over and over.
 const SMALL: usize = 16;
+/// A shrunk swarm's index is rebuilt, to give memory back, only up to this many
+/// peers (some 0.1 ms), so that a clean step stays short.
+const REINDEX_MAX: usize = 4096;
 
 /// The IP address type of one half.
 pub(super) trait PeerIp: Copy + Eq + Hash + Into<IpAddr> {}
@@ -193,10 +196,11 @@ impl<I: PeerIp> Peers<I> {
                 shrink(peers);
             }
             Peers::Large(large) => {
-                // Rebuilt rather than shrunk in place: that also merges the
-                // sub-tables that emptied. The peers were just walked by the
-                // cleaner, so this is of the same order.
-                if shrink(&mut large.peers) {
+                // The index is rebuilt rather than shrunk in place, which also
+                // merges the sub-tables that emptied; but only while that is
+                // quick. Above, it keeps the sub-tables it had (its memory is
+                // bounded by the swarm's peak) until the swarm shrinks to it.
+                if shrink(&mut large.peers) && large.peers.len() <= REINDEX_MAX {
                     **large = Indexed::new(mem::take(&mut large.peers));
                 }
             }

@@ -4,6 +4,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use proptest::prelude::*;
 
 use super::*;
+use crate::swarm::torrent::CLEAN_WINDOW;
 use crate::types::PeerId;
 
 const TIMEOUT: u32 = 100;
@@ -79,13 +80,20 @@ fn totals(seeders: usize, leechers: usize) -> PeerTotals {
     PeerTotals { seeders, leechers }
 }
 
+/// A segment's clean step and the steps for its large torrents, as the
+/// cleaner runs them.
+fn clean_segment_fully(store: &mut SwarmStore, segment: usize, now: u32) -> CleanReport {
+    let mut total = store.clean_segment(segment, now);
+    while store.cleaning() {
+        total.add(store.clean_more(now));
+    }
+    total
+}
+
 fn clean_all(store: &mut SwarmStore, now: u32) -> CleanReport {
     let mut total = CleanReport::default();
     for segment in 0..SwarmStore::SEGMENTS {
-        let r = store.clean_segment(segment, now);
-        total.torrents += r.torrents;
-        total.peers.seeders += r.peers.seeders;
-        total.peers.leechers += r.peers.leechers;
+        total.add(clean_segment_fully(store, segment, now));
     }
     total
 }
@@ -283,6 +291,88 @@ fn an_expired_peer_announcing_again_is_refreshed_in_place() {
     assert_eq!(go(&mut s, ann(v4(1)), TIMEOUT + 5), (counts(0, 2), vec![]));
     assert_eq!(clean_all(&mut s, TIMEOUT + 5).peers.leechers, 1);
     assert_eq!(s.scrape(&hash(1)).leechers, 1);
+}
+
+/// Peer `n` of a large swarm: its own address and port, either family.
+fn many(n: u32, ipv6: bool) -> SocketAddr {
+    let port = 1 + (n % 60_000) as u16;
+    if ipv6 {
+        (
+            Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, (n / 60_000) as u16),
+            port,
+        )
+            .into()
+    } else {
+        (Ipv4Addr::from(0x0a00_0000 + n / 60_000), port).into()
+    }
+}
+
+#[test]
+fn a_large_swarm_is_cleaned_a_window_at_a_time_while_it_is_announced_to() {
+    let mut s = SwarmStore::new(limits(10, usize::MAX), 7);
+    // 5,000 IPv4 and 2,000 IPv6 peers, seeders and leechers; the odd ones
+    // announced late and outlive the clean below.
+    let peers: Vec<(SocketAddr, bool)> = (0..5_000)
+        .map(|n| (many(n, false), n % 3 == 0))
+        .chain((0..2_000).map(|n| (many(n, true), n % 3 == 0)))
+        .collect();
+    for (n, &(addr, seeds)) in peers.iter().enumerate() {
+        let req = if seeds { seeder(addr) } else { ann(addr) };
+        go(&mut s, req, if n % 2 == 1 { 50 } else { 0 });
+    }
+    let live = |seeds: bool| {
+        let odd = peers.iter().enumerate().filter(|(n, _)| n % 2 == 1);
+        odd.filter(|(_, &(_, s))| s == seeds).count() as u32
+    };
+    let (seeders, leechers) = (live(true), live(false));
+
+    let now = TIMEOUT + 10;
+    assert_eq!(
+        s.clean_segment(s.segment_of(&hash(1)), now),
+        CleanReport::default()
+    );
+    assert!(s.cleaning(), "the large torrent is left to clean_more");
+    let mut steps = 0;
+    let mut removed = CleanReport::default();
+    while s.cleaning() {
+        removed.add(s.clean_more(now));
+        steps += 1;
+        // Announces between steps move peers about: the last IPv4 peer is
+        // swapped into the place of a stopped one, a leecher becomes a seeder.
+        go(
+            &mut s,
+            with_event(AnnounceEvent::Stopped, ann(many(4_001, false))),
+            now,
+        );
+        go(&mut s, seeder(many(4_003, false)), now);
+        go(
+            &mut s,
+            with_event(AnnounceEvent::Stopped, ann(many(4_001, false))),
+            now,
+        );
+        go(&mut s, ann(many(4_001, false)), now);
+    }
+    assert!(steps >= 7_000 / CLEAN_WINDOW, "{steps} steps");
+    // Whatever the announces moved behind the pass, a second pass takes.
+    removed.add(clean_all(&mut s, now));
+    assert_eq!(removed.peers.seeders + removed.peers.leechers, 3_500);
+    // Peer 4,003 turned seeder; both it and 4,001 were announced at `now`.
+    let expected = SwarmCounts {
+        seeders: seeders + u32::from(4_003 % 3 != 0),
+        leechers: leechers - u32::from(4_003 % 3 != 0),
+    };
+    assert_eq!(s.scrape(&hash(1)).seeders, expected.seeders);
+    assert_eq!(s.scrape(&hash(1)).leechers, expected.leechers);
+    assert_eq!(
+        s.peer_count(),
+        totals(expected.seeders as usize, expected.leechers as usize)
+    );
+
+    // Everyone expires: the torrent goes with its last window.
+    let gone = clean_all(&mut s, now + TIMEOUT);
+    assert_eq!(gone.torrents, 1);
+    assert_eq!(s.torrent_count(), 0);
+    assert_eq!(s.peer_count(), totals(0, 0));
 }
 
 #[test]
@@ -705,7 +795,7 @@ fn check_against_model(limits: StoreLimits, hashes: u8, ops: Vec<Op>) -> Result<
             Op::Wait(secs) => now += secs,
             Op::Clean(h) => {
                 let segment = store.segment_of(&h);
-                store.clean_segment(segment, now);
+                clean_segment_fully(&mut store, segment, now);
                 model.clean(now, |o| store.segment_of(o) == segment);
             }
         }
@@ -774,10 +864,7 @@ fn retain_torrents_removes_refused_torrents_with_their_peers_and_frees_room() {
     // Torrent 1 goes: two peers with it; the rest stay as they were.
     let mut total = CleanReport::default();
     for segment in 0..SwarmStore::SEGMENTS {
-        let r = s.retain_torrents(segment, |h| *h != hash(1));
-        total.torrents += r.torrents;
-        total.peers.seeders += r.peers.seeders;
-        total.peers.leechers += r.peers.leechers;
+        total.add(s.retain_torrents(segment, |h| *h != hash(1)));
     }
     assert_eq!(
         total,
@@ -1007,7 +1094,7 @@ proptest! {
             match op {
                 Op::Announce(req) => { let _ = s.announce(&req, now, &mut peers); }
                 Op::Wait(secs) => now += secs,
-                Op::Clean(h) => { s.clean_segment(s.segment_of(&h), now); }
+                Op::Clean(h) => { let segment = s.segment_of(&h); clean_segment_fully(&mut s, segment, now); }
             }
         }
         // What a scrape would show once the cleaner has caught up, as it would
