@@ -11,14 +11,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::tempfile_path::TempPath;
-use support::wire::{hash_owned_by, hex, http_announce_target, http_get_ok};
+use support::wire::{hash_owned_by, hex, http_announce_target, http_get_ok, udp_connect_packet};
 use support::Tracker;
 use tracker_common::types::{AnnounceEvent, InfoHash, PeerId};
 use tracker_http::bencode::{decode, Value};
 use tracker_http::request::write_scrape_target;
 use tracker_udp::codec::{
-    write_scrape_request, AnnounceOptions, ConnectRequest, ConnectionId, IpFamily, Request,
-    Response, TransactionId,
+    write_scrape_request, AnnounceOptions, ConnectionId, IpFamily, Request, Response, TransactionId,
 };
 
 const WORKERS: usize = 2;
@@ -53,12 +52,9 @@ impl Udp {
             txid: 0,
         };
         let txid = udp.next_txid();
-        let mut out = Vec::new();
-        Request::Connect(ConnectRequest {
-            transaction_id: txid,
-        })
-        .write(&mut out);
-        let answer = udp.exchange(&out).expect("a connect answer");
+        let answer = udp
+            .exchange(&udp_connect_packet(txid))
+            .expect("a connect answer");
         match Response::parse(&answer, IpFamily::V4).unwrap() {
             Response::Connect { connection_id, .. } => udp.connection_id = connection_id,
             other => panic!("not a connect answer: {other:?}"),

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use support::wire::{announce_request, target};
 use support::{TestCert, Tracker};
 use tracker_common::shard::owner_of;
-use tracker_common::types::{AnnounceEvent, InfoHash, PeerId};
+use tracker_common::types::{AnnounceEvent, InfoHash};
 use tracker_http::bencode::{decode, Value};
 use tracker_http::request::write_scrape_target;
 
@@ -781,10 +781,8 @@ fn sighup(tracker: &Tracker) {
 /// one store behind every protocol.
 #[test]
 fn udp_and_https_peers_share_one_swarm() {
-    use tracker_udp::codec::{
-        AnnounceOptions, AnnounceRequest as UdpAnnounce, ConnectRequest, ConnectionId, IpFamily,
-        Request, Response as UdpResponse, TransactionId,
-    };
+    use support::wire::{udp_announce, udp_connect_packet};
+    use tracker_udp::codec::{ConnectionId, IpFamily, Response as UdpResponse, TransactionId};
     let tracker = Tracker::builder().udp(None).https(None).start();
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
@@ -795,34 +793,14 @@ fn udp_and_https_peers_share_one_swarm() {
         buf.truncate(n);
         buf
     };
-    let mut out = Vec::new();
-    Request::Connect(ConnectRequest {
-        transaction_id: TransactionId(1),
-    })
-    .write(&mut out);
-    let connection_id = match UdpResponse::parse(&exchange(&out), IpFamily::V4).unwrap() {
+    let connect = udp_connect_packet(TransactionId(1));
+    let connection_id = match UdpResponse::parse(&exchange(&connect), IpFamily::V4).unwrap() {
         UdpResponse::Connect { connection_id, .. } => connection_id,
         other => panic!("{other:?}"),
     };
     let udp_announce = |connection_id: ConnectionId, hash: InfoHash| {
-        let mut out = Vec::new();
-        Request::Announce(UdpAnnounce {
-            connection_id,
-            transaction_id: TransactionId(2),
-            info_hash: hash,
-            peer_id: PeerId([b'u'; 20]),
-            downloaded: 0,
-            left: 0,
-            uploaded: 0,
-            event: AnnounceEvent::Started,
-            ip_address: 0,
-            key: 0,
-            num_want: -1,
-            port: 1111,
-            options: AnnounceOptions::EMPTY,
-        })
-        .write(&mut out);
-        match UdpResponse::parse(&exchange(&out), IpFamily::V4).unwrap() {
+        let packet = udp_announce(connection_id, 2, hash, 1111, AnnounceEvent::Started, 0);
+        match UdpResponse::parse(&exchange(&packet), IpFamily::V4).unwrap() {
             UdpResponse::Announce {
                 seeders,
                 leechers,

@@ -9,15 +9,12 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
-use support::wire::{announce_request, target};
+use support::wire::{announce_request, target, udp_announce, udp_connect_packet};
 use support::{free_port, Tracker};
 use tracker_common::shard::owner_of;
-use tracker_common::types::{AnnounceEvent, InfoHash, PeerId};
+use tracker_common::types::{AnnounceEvent, InfoHash};
 use tracker_http::request::write_scrape_target;
-use tracker_udp::codec::{
-    AnnounceOptions, AnnounceRequest as UdpAnnounce, ConnectRequest, ConnectionId, IpFamily,
-    Request, Response, TransactionId,
-};
+use tracker_udp::codec::{ConnectionId, IpFamily, Response, TransactionId};
 
 /// One sample: its family, its labels other than `worker`, its worker.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -224,36 +221,14 @@ fn metrics_endpoint_content_and_counters_moving() {
     // answer), and an announce with a connection id never issued.
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
     udp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut packet = Vec::new();
-    Request::Connect(ConnectRequest {
-        transaction_id: TransactionId(1),
-    })
-    .write(&mut packet);
+    let packet = udp_connect_packet(TransactionId(1));
     assert_eq!(packet.len(), 16);
     let answer = udp_exchange(&udp, tracker.udp[0], &packet);
     let Ok(Response::Connect { connection_id, .. }) = Response::parse(&answer, IpFamily::V4) else {
         panic!("no connect answer: {answer:?}");
     };
-    let announce = |connection_id| {
-        let mut packet = Vec::new();
-        Request::Announce(UdpAnnounce {
-            connection_id,
-            transaction_id: TransactionId(2),
-            info_hash: hash,
-            peer_id: PeerId([b's'; 20]),
-            downloaded: 0,
-            left: 0,
-            uploaded: 0,
-            event: AnnounceEvent::Started,
-            ip_address: 0,
-            key: 0,
-            num_want: -1,
-            port: 6881,
-            options: AnnounceOptions::EMPTY,
-        })
-        .write(&mut packet);
-        packet
-    };
+    let announce =
+        |connection_id| udp_announce(connection_id, 2, hash, 6881, AnnounceEvent::Started, 0);
     let packet = announce(connection_id);
     assert_eq!(packet.len(), 98);
     let answer = udp_exchange(&udp, tracker.udp[0], &packet);
@@ -262,12 +237,7 @@ fn metrics_endpoint_content_and_counters_moving() {
     // shows the bad announce was handled.
     udp.send_to(&announce(ConnectionId(12345)), tracker.udp[0])
         .unwrap();
-    let mut packet = Vec::new();
-    Request::Connect(ConnectRequest {
-        transaction_id: TransactionId(3),
-    })
-    .write(&mut packet);
-    udp_exchange(&udp, tracker.udp[0], &packet);
+    udp_exchange(&udp, tracker.udp[0], &udp_connect_packet(TransactionId(3)));
 
     // HTTP: an announce as a leecher, on a connection kept open.
     let target = target(&announce_request(hash, 6882, 100, AnnounceEvent::Started));

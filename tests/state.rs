@@ -12,15 +12,15 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use support::tempfile_path::TempPath;
-use support::wire::{announce_request, hash_owned_by, http_get_ok, target, udp_announce};
+use support::wire::{
+    announce_request, hash_owned_by, http_get_ok, target, udp_announce, udp_connect_packet,
+};
 use support::Tracker;
 use tracker_common::state::StateFile;
 use tracker_common::types::{AnnounceEvent, InfoHash, ScrapeStats};
 use tracker_http::bencode::{decode, Value};
 use tracker_http::request::write_scrape_target;
-use tracker_udp::codec::{
-    write_scrape_request, ConnectRequest, ConnectionId, IpFamily, Request, Response, TransactionId,
-};
+use tracker_udp::codec::{write_scrape_request, ConnectionId, IpFamily, Response, TransactionId};
 
 /// An HTTP announce from 127.0.0.1:`port`; the peers handed back.
 fn http_announce(
@@ -80,12 +80,7 @@ impl Udp {
             target,
             id: ConnectionId(0),
         };
-        let mut out = Vec::new();
-        Request::Connect(ConnectRequest {
-            transaction_id: TransactionId(1),
-        })
-        .write(&mut out);
-        udp.id = match udp.exchange(&out) {
+        udp.id = match udp.exchange(&udp_connect_packet(TransactionId(1))) {
             Response::Connect { connection_id, .. } => connection_id,
             other => panic!("{other:?}"),
         };

@@ -5,12 +5,10 @@ mod support;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
-use support::wire::{hash_owned_by, udp_announce_wanting};
+use support::wire::{hash_owned_by, udp_announce_wanting, udp_connect_packet};
 use support::Tracker;
 use tracker_common::types::{AnnounceEvent, InfoHash, ScrapeStats};
-use tracker_udp::codec::{
-    write_scrape_request, ConnectRequest, ConnectionId, IpFamily, Request, Response, TransactionId,
-};
+use tracker_udp::codec::{write_scrape_request, ConnectionId, IpFamily, Response, TransactionId};
 
 /// A BEP 15 client bound to one loopback address.
 struct Client {
@@ -62,12 +60,7 @@ impl Client {
 
     fn connect(&mut self) {
         let txid = self.txid();
-        let mut out = Vec::new();
-        Request::Connect(ConnectRequest {
-            transaction_id: txid,
-        })
-        .write(&mut out);
-        let answer = self.exchange(&out);
+        let answer = self.exchange(&udp_connect_packet(txid));
         assert_eq!(answer.len(), 16);
         match Response::parse(&answer, self.family()).unwrap() {
             Response::Connect {

@@ -14,12 +14,8 @@ use tracker_udp::codec::{
 /// Connects `sock` to the UDP tracker at `target`: the connection id, or None
 /// when no answer came within the socket's read timeout.
 pub fn udp_connect(sock: &UdpSocket, target: SocketAddr) -> Option<ConnectionId> {
-    let mut out = Vec::new();
-    Request::Connect(ConnectRequest {
-        transaction_id: TransactionId(0x0c0c),
-    })
-    .write(&mut out);
-    sock.send_to(&out, target).ok()?;
+    sock.send_to(&udp_connect_packet(TransactionId(0x0c0c)), target)
+        .ok()?;
     let mut buf = [0u8; 64];
     loop {
         let (n, _) = sock.recv_from(&mut buf).ok()?;
@@ -28,6 +24,13 @@ pub fn udp_connect(sock: &UdpSocket, target: SocketAddr) -> Option<ConnectionId>
             return Some(ConnectionId(id));
         }
     }
+}
+
+/// A BEP 15 connect request.
+pub fn udp_connect_packet(transaction_id: TransactionId) -> Vec<u8> {
+    let mut out = Vec::new();
+    Request::Connect(ConnectRequest { transaction_id }).write(&mut out);
+    out
 }
 
 /// A BEP 15 announce of a leecher (`left` 1) or seeder (`left` 0), asking for
