@@ -11,14 +11,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::tempfile_path::TempPath;
-use support::wire::{hash_owned_by, hex, http_announce_target, http_get_ok, udp_connect_packet};
+use support::wire::{
+    hash_owned_by, hex, http_announce_target, http_get_ok, udp_announce_wanting, udp_connect_packet,
+};
 use support::Tracker;
-use tracker_common::types::{AnnounceEvent, InfoHash, PeerId};
+use tracker_common::types::{AnnounceEvent, InfoHash};
 use tracker_http::bencode::{decode, Value};
 use tracker_http::request::write_scrape_target;
-use tracker_udp::codec::{
-    write_scrape_request, AnnounceOptions, ConnectionId, IpFamily, Request, Response, TransactionId,
-};
+use tracker_udp::codec::{write_scrape_request, ConnectionId, IpFamily, Response, TransactionId};
 
 const WORKERS: usize = 2;
 
@@ -80,23 +80,15 @@ impl Udp {
     /// None when the answer was lost.
     fn try_announce(&mut self, info_hash: InfoHash, port: u16) -> Option<Answer> {
         let txid = self.next_txid();
-        let mut out = Vec::new();
-        Request::Announce(tracker_udp::codec::AnnounceRequest {
-            connection_id: self.connection_id,
-            transaction_id: txid,
+        let out = udp_announce_wanting(
+            self.connection_id,
+            txid.0,
             info_hash,
-            peer_id: PeerId([port as u8; 20]),
-            downloaded: 0,
-            left: 1,
-            uploaded: 0,
-            event: AnnounceEvent::Started,
-            ip_address: 0,
-            key: 0,
-            num_want: 10,
             port,
-            options: AnnounceOptions::EMPTY,
-        })
-        .write(&mut out);
+            AnnounceEvent::Started,
+            1,
+            10,
+        );
         let answer = self.exchange(&out)?;
         Some(
             match Response::parse(&answer, IpFamily::V4).expect("a BEP 15 answer") {

@@ -198,21 +198,14 @@ impl HttpSession {
                 write_announce_target(
                     out,
                     &AnnounceRequest {
-                        info_hash: plan.info_hash,
-                        peer_id: plan.peer.peer_id,
-                        port: plan.peer.port,
                         uploaded: plan.peer.uploaded,
                         downloaded: plan.peer.downloaded,
                         left: plan.left,
                         event: plan.event,
-                        compact: true,
                         no_peer_id: true,
                         numwant,
                         key: Some(&key),
-                        trackerid: None,
-                        ip: None,
-                        ipv4: None,
-                        ipv6: None,
+                        ..AnnounceRequest::new(plan.info_hash, plan.peer.peer_id, plan.peer.port)
                     },
                 );
             }

@@ -88,21 +88,9 @@ pub fn announce_request(
     let mut peer_id = [b'-'; 20];
     peer_id[..2].copy_from_slice(&port.to_be_bytes());
     tracker_http::request::AnnounceRequest {
-        info_hash,
-        peer_id: PeerId(peer_id),
-        port,
-        uploaded: 0,
-        downloaded: 0,
         left,
         event,
-        compact: true,
-        no_peer_id: false,
-        numwant: None,
-        key: None,
-        trackerid: None,
-        ip: None,
-        ipv4: None,
-        ipv6: None,
+        ..tracker_http::request::AnnounceRequest::new(info_hash, PeerId(peer_id), port)
     }
 }
 

@@ -282,26 +282,34 @@ pub struct AnnounceRequest<'a> {
     pub ipv6: Option<Ipv6Addr>,
 }
 
+impl AnnounceRequest<'_> {
+    /// An announce with the required parameters only: every other one reads as
+    /// it does when a client leaves it out.
+    pub fn new(info_hash: InfoHash, peer_id: PeerId, port: u16) -> Self {
+        AnnounceRequest {
+            info_hash,
+            peer_id,
+            port,
+            uploaded: 0,
+            downloaded: 0,
+            left: u64::MAX,
+            event: AnnounceEvent::None,
+            compact: true,
+            no_peer_id: false,
+            numwant: None,
+            key: None,
+            trackerid: None,
+            ip: None,
+            ipv4: None,
+            ipv6: None,
+        }
+    }
+}
+
 /// Parses the query of an announce. `info_hash`, `peer_id` and `port` are required.
 pub fn parse_announce(query: &[u8]) -> Result<AnnounceRequest<'_>, RequestError> {
     let (mut info_hash, mut peer_id, mut port) = (None, None, None);
-    let mut announce = AnnounceRequest {
-        info_hash: InfoHash::default(),
-        peer_id: PeerId::default(),
-        port: 0,
-        uploaded: 0,
-        downloaded: 0,
-        left: u64::MAX,
-        event: AnnounceEvent::None,
-        compact: true,
-        no_peer_id: false,
-        numwant: None,
-        key: None,
-        trackerid: None,
-        ip: None,
-        ipv4: None,
-        ipv6: None,
-    };
+    let mut announce = AnnounceRequest::new(InfoHash::default(), PeerId::default(), 0);
     for (key, value) in pairs(query) {
         match key {
             b"info_hash" => info_hash = Some(decode_20(value, RequestError::InvalidInfoHash)?),
