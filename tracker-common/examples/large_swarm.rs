@@ -64,16 +64,20 @@ fn main() {
     let mut slowest = Slowest::default();
     let mut steps = 0;
     let started = Instant::now();
-    for segment in 0..SwarmStore::SEGMENTS {
+    let mut timed = |step: &mut dyn FnMut()| {
         let t = Instant::now();
-        store.clean_segment(segment, now);
+        step();
         slowest.note(t.elapsed(), steps);
         steps += 1;
+    };
+    for segment in 0..SwarmStore::SEGMENTS {
+        timed(&mut || {
+            store.clean_segment(segment, now);
+        });
         while store.cleaning() {
-            let t = Instant::now();
-            store.clean_more(now);
-            slowest.note(t.elapsed(), steps);
-            steps += 1;
+            timed(&mut || {
+                store.clean_more(now);
+            });
         }
     }
     println!(

@@ -197,34 +197,26 @@ fn errors_read_well() {
         .contains("version 7"));
 }
 
-fn arb_peer4() -> impl Strategy<Value = SavedPeer<Ipv4Addr>> {
-    (
-        any::<[u8; 4]>(),
-        any::<u16>(),
-        any::<[u8; 20]>(),
-        any::<u64>(),
-    )
-        .prop_map(|(ip, port, id, last_seen)| SavedPeer {
-            ip: ip.into(),
+/// A saved peer with any address that `ip` draws.
+fn arb_peer<I: std::fmt::Debug>(
+    ip: impl Strategy<Value = I>,
+) -> impl Strategy<Value = SavedPeer<I>> {
+    (ip, any::<u16>(), any::<[u8; 20]>(), any::<u64>()).prop_map(|(ip, port, id, last_seen)| {
+        SavedPeer {
+            ip,
             port,
             peer_id: PeerId(id),
             last_seen,
-        })
+        }
+    })
+}
+
+fn arb_peer4() -> impl Strategy<Value = SavedPeer<Ipv4Addr>> {
+    arb_peer(any::<[u8; 4]>().prop_map(Ipv4Addr::from))
 }
 
 fn arb_peer6() -> impl Strategy<Value = SavedPeer<Ipv6Addr>> {
-    (
-        any::<[u8; 16]>(),
-        any::<u16>(),
-        any::<[u8; 20]>(),
-        any::<u64>(),
-    )
-        .prop_map(|(ip, port, id, last_seen)| SavedPeer {
-            ip: ip.into(),
-            port,
-            peer_id: PeerId(id),
-            last_seen,
-        })
+    arb_peer(any::<[u8; 16]>().prop_map(Ipv6Addr::from))
 }
 
 fn arb_torrent() -> impl Strategy<Value = SavedTorrent> {

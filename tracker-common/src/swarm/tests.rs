@@ -375,6 +375,25 @@ fn a_large_swarm_is_cleaned_a_window_at_a_time_while_it_is_announced_to() {
     assert_eq!(s.peer_count(), totals(0, 0));
 }
 
+/// An access list may remove a large torrent while its clean is under way.
+#[test]
+fn a_large_torrent_removed_between_clean_steps_is_let_go() {
+    let mut s = SwarmStore::new(limits(10, usize::MAX), 7);
+    for n in 0..(CLEAN_WINDOW as u32 + 1) {
+        go(&mut s, ann(many(n, false)), 0);
+    }
+    let segment = s.segment_of(&hash(1));
+    assert_eq!(
+        s.clean_segment(segment, TIMEOUT + 1),
+        CleanReport::default()
+    );
+    assert!(s.cleaning());
+    assert_eq!(s.retain_torrents(segment, |_| false).torrents, 1);
+    assert_eq!(s.clean_more(TIMEOUT + 1), CleanReport::default());
+    assert!(!s.cleaning());
+    assert_eq!((s.torrent_count(), s.peer_count()), (0, totals(0, 0)));
+}
+
 #[test]
 fn cleaning_touches_only_its_segment() {
     let mut s = store();
