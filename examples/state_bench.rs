@@ -19,7 +19,7 @@ use tracker_common::clock;
 use tracker_common::shard::owner_of;
 use tracker_common::state::{self, file, Section, StateFile};
 use tracker_common::swarm::{Restored, StoreLimits, SwarmStore};
-use tracker_common::types::{Announce, AnnounceEvent, InfoHash, PeerId};
+use tracker_common::types::{Announce, AnnounceEvent, AnswerPeers, InfoHash, PeerId};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -37,7 +37,7 @@ fn main() {
         max_peers: usize::MAX,
     };
     let mut store = SwarmStore::new(limits, 1);
-    let mut peers = Vec::new();
+    let mut peers = AnswerPeers::default();
     for i in 0..torrents {
         let mut hash = [0u8; 20];
         hash[..4].copy_from_slice(&i.to_le_bytes());
@@ -54,6 +54,7 @@ fn main() {
                 event,
                 left,
                 numwant: 0,
+                peer_ids: false,
             };
             store.announce(&req, 0, &mut peers).expect("no limit");
         }

@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use tracker_common::types::{InfoHash, PeerEntry, PeerId, ScrapeStats};
+use tracker_common::types::{AnswerPeers, InfoHash, IpFamily, PeerId, ScrapeStats};
 use tracker_http::bencode::{decode, Value};
 use tracker_http::request::Connection;
 use tracker_http::response::{
@@ -36,6 +36,10 @@ enum Body {
         complete: u32,
         incomplete: u32,
         peers: Vec<Peer>,
+        /// The answer's family: only its peers are kept.
+        v6: bool,
+        /// Whether the answer keeps the peers' ids.
+        with_ids: bool,
         compact: bool,
         no_peer_id: bool,
     },
@@ -105,26 +109,32 @@ fn write_and_check(body: &Body, out: &mut Vec<u8>) {
             complete,
             incomplete,
             peers,
+            v6,
+            with_ids,
             compact,
             no_peer_id,
         } => {
-            let peers: Vec<PeerEntry> = peers
+            let mut answer = AnswerPeers::default();
+            answer.reset(if *v6 { IpFamily::V6 } else { IpFamily::V4 });
+            // The peers kept, as a client should decode them.
+            let peers: Vec<(SocketAddr, PeerId)> = peers
                 .iter()
-                .map(|peer| PeerEntry {
-                    ip: match peer.ip {
+                .map(|peer| {
+                    let ip = match peer.ip {
                         Ip::V4(ip) => IpAddr::from(ip),
                         Ip::V6(ip) => IpAddr::from(ip),
-                    },
-                    port: peer.port,
-                    peer_id: PeerId(peer.peer_id),
+                    };
+                    (SocketAddr::new(ip, peer.port), PeerId(peer.peer_id))
                 })
+                .filter(|(addr, id)| answer.push_addr(*addr, with_ids.then_some(id)))
+                .map(|(addr, id)| (SocketAddr::new(addr.ip().to_canonical(), addr.port()), id))
                 .collect();
             let announce = AnnounceResponse {
                 interval: *interval,
                 min_interval: *min_interval,
                 complete: *complete,
                 incomplete: *incomplete,
-                peers: &peers,
+                peers: &answer,
                 compact: *compact,
                 no_peer_id: *no_peer_id,
             };
@@ -139,21 +149,22 @@ fn write_and_check(body: &Body, out: &mut Vec<u8>) {
                     .map(|v| v.as_int().expect("min interval")),
                 min_interval.map(i64::from)
             );
-            let addr = |peer: &PeerEntry| SocketAddr::new(peer.ip, peer.port);
-            let v4: Vec<_> = peers.iter().filter(|p| p.ip.is_ipv4()).map(addr).collect();
-            let v6: Vec<_> = peers.iter().filter(|p| p.ip.is_ipv6()).map(addr).collect();
+            let addrs: Vec<SocketAddr> = peers.iter().map(|(addr, _)| *addr).collect();
             let mut expected_keys: Vec<&[u8]> = vec![b"complete", b"incomplete", b"interval"];
             if min_interval.is_some() {
                 expected_keys.push(b"min interval");
             }
             expected_keys.push(b"peers");
             if *compact {
-                assert_eq!(compact_peers(bytes(&value, b"peers"), 6), v4);
-                if v6.is_empty() {
+                if !*v6 {
+                    assert_eq!(compact_peers(bytes(&value, b"peers"), 6), addrs);
+                } else if addrs.is_empty() {
+                    assert!(bytes(&value, b"peers").is_empty());
                     assert!(value.get(b"peers6").is_none());
                 } else {
+                    assert!(bytes(&value, b"peers").is_empty());
                     expected_keys.push(b"peers6");
-                    assert_eq!(compact_peers(bytes(&value, b"peers6"), 18), v6);
+                    assert_eq!(compact_peers(bytes(&value, b"peers6"), 18), addrs);
                 }
             } else {
                 let list = value
@@ -161,15 +172,15 @@ fn write_and_check(body: &Body, out: &mut Vec<u8>) {
                     .and_then(Value::as_list)
                     .expect("peer list");
                 assert_eq!(list.len(), peers.len());
-                for (entry, peer) in list.iter().zip(&peers) {
+                for (entry, (addr, id)) in list.iter().zip(&peers) {
                     let ip = std::str::from_utf8(bytes(entry, b"ip")).expect("ip text");
-                    assert_eq!(ip.parse::<IpAddr>().ok(), Some(peer.ip), "{ip}");
-                    assert_eq!(int(entry, b"port"), i64::from(peer.port));
-                    if *no_peer_id {
+                    assert_eq!(ip.parse::<IpAddr>().ok(), Some(addr.ip()), "{ip}");
+                    assert_eq!(int(entry, b"port"), i64::from(addr.port()));
+                    if *no_peer_id || !*with_ids {
                         assert_eq!(keys(entry), [&b"ip"[..], b"port"]);
                     } else {
                         assert_eq!(keys(entry), [&b"ip"[..], b"peer id", b"port"]);
-                        assert_eq!(bytes(entry, b"peer id"), peer.peer_id.0);
+                        assert_eq!(bytes(entry, b"peer id"), id.0);
                     }
                 }
             }

@@ -361,7 +361,7 @@ mod tests {
     use super::*;
     use crate::config::TrafficConfig;
     use crate::model::min_sources;
-    use tracker_common::types::{PeerEntry, PeerId, ScrapeStats};
+    use tracker_common::types::{AnswerPeers, IpFamily, ScrapeStats};
     use tracker_http::request::{parse_announce, parse_head, parse_scrape, Endpoint, Parsed};
     use tracker_http::response::{
         write_announce, write_failure, write_response, write_scrape, AnnounceResponse,
@@ -397,13 +397,8 @@ mod tests {
         out
     }
 
-    fn peer(addr: &str) -> PeerEntry {
-        let addr: SocketAddr = addr.parse().unwrap();
-        PeerEntry {
-            ip: addr.ip(),
-            port: addr.port(),
-            peer_id: PeerId::default(),
-        }
+    fn peer(addr: &str) -> SocketAddr {
+        addr.parse().unwrap()
     }
 
     #[test]
@@ -462,11 +457,18 @@ mod tests {
         assert_eq!(stats.counters.sent[1] + stats.counters.sent[2], 200);
     }
 
+    /// The session's answer to one announce, with `peers` (all of one family).
     fn announce_once(
-        peers: &[PeerEntry],
+        peers: &[SocketAddr],
         complete: u32,
         tweak: impl FnOnce(&mut Vec<u8>),
     ) -> Stats {
+        let mut answer_peers = AnswerPeers::default();
+        answer_peers.reset(peers.first().map_or(IpFamily::V4, |a| IpFamily::of(a.ip())));
+        for &addr in peers {
+            assert!(answer_peers.push_addr(addr, None));
+        }
+        let peers = &answer_peers;
         let (mut s, model, mut rng, mut stats) = session([1, 0]);
         let mut out = Vec::new();
         s.write_request(&model, &mut rng, 1_000, &mut out, &mut stats);
@@ -535,7 +537,7 @@ mod tests {
 
     #[test]
     fn bad_announces_are_invalid() {
-        let cases: [(Vec<PeerEntry>, u32, Invalid); 4] = [
+        let cases: [(Vec<SocketAddr>, u32, Invalid); 4] = [
             (vec![peer("10.1.0.9:2000")], 5, Invalid::BadPeer),
             (
                 vec![peer("127.1.0.9:2000"); 2],

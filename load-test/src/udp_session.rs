@@ -7,8 +7,8 @@ use std::net::{IpAddr, SocketAddr};
 
 use tracker_common::types::InfoHash;
 use tracker_udp::codec::{
-    write_scrape_request, AnnounceOptions, AnnounceRequest, ConnectRequest, ConnectionId, IpFamily,
-    Request, Response, TransactionId,
+    max_peers, write_scrape_request, AnnounceOptions, AnnounceRequest, ConnectRequest,
+    ConnectionId, IpFamily, Request, Response, TransactionId,
 };
 
 use crate::model::{Kind, Rng, TrafficModel, Weighted, MAX_SCRAPE};
@@ -152,7 +152,7 @@ impl Session {
             }
             Kind::Announce => {
                 let plan = model.announce(rng, self.source);
-                let cap = self.family.max_peers();
+                let cap = max_peers(self.family);
                 slot.max_peers = match usize::try_from(plan.numwant) {
                     Ok(n) => n.min(cap),
                     Err(_) => cap,
@@ -332,7 +332,7 @@ mod tests {
     use super::*;
     use crate::config::TrafficConfig;
     use crate::model::min_sources;
-    use tracker_common::types::{PeerEntry, PeerId, ScrapeStats};
+    use tracker_common::types::{AnswerPeers, ScrapeStats};
     use tracker_udp::codec::{
         write_announce_response, write_connect_response, write_error_response,
         write_scrape_response,
@@ -395,16 +395,12 @@ mod tests {
     }
 
     fn announce_answer(txid: TransactionId, seeders: u32, peers: &[SocketAddr]) -> Vec<u8> {
-        let entries: Vec<PeerEntry> = peers
-            .iter()
-            .map(|a| PeerEntry {
-                ip: a.ip(),
-                port: a.port(),
-                peer_id: PeerId::default(),
-            })
-            .collect();
+        let mut answer_peers = AnswerPeers::default();
+        for &addr in peers {
+            assert!(answer_peers.push_addr(addr, None));
+        }
         let mut out = Vec::new();
-        write_announce_response(&mut out, txid, 1800, 0, seeders, IpFamily::V4, &entries);
+        write_announce_response(&mut out, txid, 1800, 0, seeders, &answer_peers);
         out
     }
 

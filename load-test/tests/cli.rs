@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tracker_common::types::ScrapeStats;
+use tracker_common::types::{AnswerPeers, ScrapeStats};
 use tracker_udp::codec::{
     write_announce_response, write_connect_response, write_error_response, write_scrape_response,
-    ConnectionId, IpFamily, Request,
+    ConnectionId, Request,
 };
 
 const ID: ConnectionId = ConnectionId(0x1234);
@@ -52,8 +52,7 @@ impl Responder {
                                 1800,
                                 1,
                                 1,
-                                IpFamily::V4,
-                                &[],
+                                &AnswerPeers::default(),
                             );
                         }
                         Ok(Request::Scrape(s)) if s.connection_id == ID => write_scrape_response(

@@ -9,7 +9,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use tracker_common::swarm::{StoreLimits, SwarmStore};
-use tracker_common::types::{Announce, AnnounceEvent, InfoHash, PeerId};
+use tracker_common::types::{Announce, AnnounceEvent, AnswerPeers, InfoHash, PeerId};
 
 const TIMEOUT: u32 = 3600;
 
@@ -29,7 +29,7 @@ fn main() {
         max_peers: usize::MAX,
     };
     let mut store = SwarmStore::new(limits, 1);
-    let mut answer = Vec::new();
+    let mut answer = AnswerPeers::default();
     let mut slowest = Slowest::default();
     let started = Instant::now();
     for n in 0..peers {
@@ -43,6 +43,7 @@ fn main() {
             event: AnnounceEvent::Started,
             left: u64::from(n % 4),
             numwant: 50,
+            peer_ids: false,
         };
         // Every other peer announces 100 s later, and outlives the clean below.
         let now = 1 + (n % 2) * 100;

@@ -15,7 +15,7 @@ use crate::shard::owner_of;
 use crate::signals::{LocalCopy, Reloadable};
 use crate::stats::MeshStats;
 use crate::swarm::{AnnounceRefused, SwarmCounts, SwarmStore};
-use crate::types::{Announce, AnnounceAnswer, InfoHash, PeerEntry, ScrapeStats};
+use crate::types::{Announce, AnnounceAnswer, AnswerPeers, InfoHash, IpFamily, ScrapeStats};
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Senders};
 use glommio::{GlommioError, ResourceType};
 use slab::Slab;
@@ -105,7 +105,7 @@ pub struct Shard {
     to_owners: Option<Senders<Envelope<ShardRequest>>>,
     waiting: RefCell<Slab<Waiting>>,
     max_waiting: usize,
-    peers_scratch: RefCell<Vec<PeerEntry>>,
+    peers_scratch: RefCell<AnswerPeers>,
     /// This worker's view of the access list; None when lists are off, so
     /// that then no announce pays for a look.
     access: Option<RefCell<LocalCopy<AccessList>>>,
@@ -162,7 +162,7 @@ impl Shard {
             to_owners,
             waiting: RefCell::new(Slab::new()),
             max_waiting,
-            peers_scratch: RefCell::new(Vec::new()),
+            peers_scratch: RefCell::new(AnswerPeers::default()),
             access: access.map(|shared| RefCell::new(LocalCopy::new(shared))),
             stats: MeshStats::default(),
             metric_sources: RefCell::new(Vec::new()),
@@ -243,11 +243,11 @@ impl Shard {
     pub fn announce_local(
         &self,
         req: &Announce,
-        peers: &mut Vec<PeerEntry>,
+        peers: &mut AnswerPeers,
     ) -> Result<SwarmCounts, AnnounceRefused> {
         debug_assert!(self.is_local(&req.info_hash));
         if !self.allows(&req.info_hash) {
-            peers.clear();
+            peers.reset(IpFamily::of(req.peer_addr.ip()));
             return Err(AnnounceRefused::NotAllowed);
         }
         let mut store = self.store.borrow_mut();
@@ -276,7 +276,7 @@ impl Shard {
     pub fn announce_here<R>(
         &self,
         req: &Announce,
-        answer: impl FnOnce(Result<SwarmCounts, AnnounceRefused>, &[PeerEntry]) -> R,
+        answer: impl FnOnce(Result<SwarmCounts, AnnounceRefused>, &AnswerPeers) -> R,
     ) -> Option<R> {
         if !self.is_local(&req.info_hash) {
             return None;
@@ -291,7 +291,7 @@ impl Shard {
     pub async fn announce<R>(
         &self,
         req: Announce,
-        answer: impl FnOnce(Result<SwarmCounts, AnnounceRefused>, &[PeerEntry]) -> R,
+        answer: impl FnOnce(Result<SwarmCounts, AnnounceRefused>, &AnswerPeers) -> R,
     ) -> Result<R, RouteError> {
         let owner = self.owner(&req.info_hash);
         if owner == self.index {
@@ -307,7 +307,7 @@ impl Shard {
                 };
                 Ok(answer(Ok(counts), &a.peers))
             }
-            ShardReply::Announce(Err(refused)) => Ok(answer(Err(refused), &[])),
+            ShardReply::Announce(Err(refused)) => Ok(answer(Err(refused), &AnswerPeers::default())),
             _ => Err(RouteError::Failed),
         }
     }
@@ -542,7 +542,7 @@ impl Shard {
     fn serve(&self, request: ShardRequest) -> ShardReply {
         match request {
             ShardRequest::Announce(req) => {
-                let mut peers = Vec::new();
+                let mut peers = AnswerPeers::default();
                 let answer = self
                     .announce_local(&req, &mut peers)
                     .map(|c| AnnounceAnswer {

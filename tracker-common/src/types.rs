@@ -2,7 +2,7 @@
 //! their wire formats into, what crosses the mesh, and what the swarm store speaks.
 
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// The IP a peer is known by: IPv4-mapped IPv6 addresses (what a dual-stack
 /// socket reports for an IPv4 client) become plain IPv4, so that a peer is the
@@ -92,9 +92,134 @@ pub struct Announce {
     pub left: u64,
     /// Peers wanted, already clamped by the front end to the configured maximum.
     pub numwant: u32,
+    /// Whether the answer keeps the peer ids of its peers (HTTP's non-compact
+    /// answer); every other answer sends addresses only.
+    pub peer_ids: bool,
 }
 
-/// A peer handed back in an announce answer.
+/// The address family of a peer, and so of its swarm half and of the peers
+/// it is answered with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum IpFamily {
+    #[default]
+    V4,
+    V6,
+}
+
+impl IpFamily {
+    /// The family of `ip`; an IPv4-mapped IPv6 address (a v4 client on a
+    /// dual-stack socket) counts as IPv4.
+    pub fn of(ip: IpAddr) -> Self {
+        match ip.to_canonical() {
+            IpAddr::V4(_) => Self::V4,
+            IpAddr::V6(_) => Self::V6,
+        }
+    }
+
+    /// Bytes of one compact peer (address and port).
+    pub const fn peer_len(self) -> usize {
+        match self {
+            Self::V4 => 6,
+            Self::V6 => 18,
+        }
+    }
+}
+
+/// The peers an announce is answered with, all of the requester's family,
+/// packed as every compact format sends them (BEP 15, BEP 23, BEP 7): the
+/// address then the port, in network order. The store writes them so and an
+/// answer copies them whole; their peer ids are kept, beside them, only when
+/// the announce asks for them (`Announce::peer_ids`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AnswerPeers {
+    family: IpFamily,
+    compact: Vec<u8>,
+    peer_ids: Vec<PeerId>,
+}
+
+impl AnswerPeers {
+    /// Empties it for an answer of `family`'s peers, keeping its memory.
+    pub fn reset(&mut self, family: IpFamily) {
+        self.family = family;
+        self.compact.clear();
+        self.peer_ids.clear();
+    }
+
+    pub fn family(&self) -> IpFamily {
+        self.family
+    }
+
+    pub fn len(&self) -> usize {
+        self.compact.len() / self.family.peer_len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.compact.is_empty()
+    }
+
+    /// The peers in their compact form, `family().peer_len()` bytes each.
+    pub fn compact(&self) -> &[u8] {
+        &self.compact
+    }
+
+    /// One peer id per peer, in order, when the announce asked for them;
+    /// otherwise none.
+    pub fn peer_ids(&self) -> &[PeerId] {
+        &self.peer_ids
+    }
+
+    /// The peers' addresses, in order.
+    pub fn addrs(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+        let family = self.family;
+        self.compact
+            .chunks_exact(family.peer_len())
+            .map(move |entry| {
+                let (ip, port) = entry.split_at(entry.len() - 2);
+                let ip = match family {
+                    IpFamily::V4 => {
+                        IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(ip).unwrap_or_default()))
+                    }
+                    IpFamily::V6 => {
+                        IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(ip).unwrap_or_default()))
+                    }
+                };
+                SocketAddr::new(ip, u16::from_be_bytes([port[0], port[1]]))
+            })
+    }
+
+    /// Room for `n` more peers, so that the pushes that follow do not grow it.
+    pub fn reserve(&mut self, n: usize) {
+        self.compact.reserve(n * self.family.peer_len());
+    }
+
+    /// Adds the peer at `addr` if it is of this answer's family (an
+    /// IPv4-mapped address counts as IPv4); returns whether it did.
+    pub fn push_addr(&mut self, addr: SocketAddr, peer_id: Option<&PeerId>) -> bool {
+        let port = addr.port().to_be_bytes();
+        match (self.family, addr.ip().to_canonical()) {
+            (IpFamily::V4, IpAddr::V4(ip)) => {
+                self.push(&[&ip.octets()[..], &port].concat(), peer_id)
+            }
+            (IpFamily::V6, IpAddr::V6(ip)) => {
+                self.push(&[&ip.octets()[..], &port].concat(), peer_id)
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// Adds a peer: `compact` is its address then port, of this answer's
+    /// family. `peer_id` is kept only when the answer keeps them.
+    pub fn push(&mut self, compact: &[u8], peer_id: Option<&PeerId>) {
+        debug_assert_eq!(compact.len(), self.family.peer_len());
+        self.compact.extend_from_slice(compact);
+        if let Some(id) = peer_id {
+            self.peer_ids.push(*id);
+        }
+    }
+}
+
+/// A peer of an announce answer, as a client decodes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeerEntry {
     pub ip: IpAddr,
@@ -117,7 +242,7 @@ pub struct ScrapeStats {
 pub struct AnnounceAnswer {
     pub seeders: u32,
     pub leechers: u32,
-    pub peers: Vec<PeerEntry>,
+    pub peers: AnswerPeers,
 }
 
 #[cfg(test)]
@@ -131,6 +256,39 @@ mod tests {
         assert_eq!(canonical_ip(ip("1.2.3.4")), ip("1.2.3.4"));
         assert_eq!(canonical_ip(ip("::1")), ip("::1"));
         assert_eq!(canonical_ip(ip("2001:db8::1")), ip("2001:db8::1"));
+    }
+
+    #[test]
+    fn answer_peers_take_only_their_family() {
+        let v4: SocketAddr = "192.0.2.1:1000".parse().unwrap();
+        let mapped: SocketAddr = "[::ffff:192.0.2.2]:1001".parse().unwrap();
+        let v6: SocketAddr = "[2001:db8::1]:1002".parse().unwrap();
+        let id = PeerId([7; 20]);
+        let mut peers = AnswerPeers::default();
+        peers.reset(IpFamily::V4);
+        let taken = [v4, mapped, v6].map(|addr| peers.push_addr(addr, Some(&id)));
+        assert_eq!(taken, [true, true, false]);
+        assert_eq!(
+            peers.addrs().collect::<Vec<_>>(),
+            [
+                "192.0.2.1:1000".parse::<SocketAddr>().unwrap(),
+                "192.0.2.2:1001".parse().unwrap()
+            ]
+        );
+        assert_eq!(
+            peers.compact(),
+            [192, 0, 2, 1, 3, 232, 192, 0, 2, 2, 3, 233]
+        );
+        assert_eq!(peers.peer_ids(), [id, id]);
+        assert_eq!(peers.len(), 2);
+
+        peers.reset(IpFamily::V6);
+        assert!(peers.is_empty() && peers.peer_ids().is_empty());
+        let taken = [v4, mapped, v6].map(|addr| peers.push_addr(addr, None));
+        assert_eq!(taken, [false, false, true]);
+        assert_eq!(peers.addrs().collect::<Vec<_>>(), [v6]);
+        assert_eq!(peers.compact().len(), 18);
+        assert!(peers.peer_ids().is_empty());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::net::IpAddr;
 
-use tracker_common::types::{InfoHash, PeerEntry, ScrapeStats};
+use tracker_common::types::{AnswerPeers, InfoHash, IpFamily, ScrapeStats};
 
 use crate::request::Connection;
 
@@ -20,11 +20,13 @@ pub struct AnnounceResponse<'a> {
     pub complete: u32,
     /// Leechers.
     pub incomplete: u32,
-    pub peers: &'a [PeerEntry],
-    /// BEP 23: `peers` as 6 bytes per IPv4 peer and `peers6` as 18 bytes per IPv6
-    /// peer; otherwise one `peers` list of dictionaries of both families.
+    /// Of one family, the requester's.
+    pub peers: &'a AnswerPeers,
+    /// BEP 23: `peers` as 6 bytes per IPv4 peer, or BEP 7's `peers6` as 18
+    /// bytes per IPv6 peer; otherwise one `peers` list of dictionaries.
     pub compact: bool,
-    /// Leave `peer id` out of the dictionaries of a non-compact answer.
+    /// Leave `peer id` out of the dictionaries of a non-compact answer (they
+    /// are left out, too, of one whose peers were asked without their ids).
     pub no_peer_id: bool,
 }
 
@@ -44,47 +46,39 @@ pub fn write_announce(out: &mut Vec<u8>, announce: &AnnounceResponse<'_>) {
         put_int(out, min_interval.into());
     }
     out.extend_from_slice(b"5:peers");
+    let peers = announce.peers;
     if announce.compact {
-        put_compact_peers(out, announce.peers);
+        match peers.family() {
+            IpFamily::V4 => put_bytes(out, peers.compact()),
+            IpFamily::V6 => {
+                put_bytes(out, &[]);
+                if !peers.is_empty() {
+                    out.extend_from_slice(b"6:peers6");
+                    put_bytes(out, peers.compact());
+                }
+            }
+        }
     } else {
+        let ids = if announce.no_peer_id {
+            &[][..]
+        } else {
+            peers.peer_ids()
+        };
         out.push(b'l');
-        for peer in announce.peers {
+        for (i, addr) in peers.addrs().enumerate() {
             out.extend_from_slice(b"d2:ip");
-            put_ip_text(out, peer.ip);
-            if !announce.no_peer_id {
+            put_ip_text(out, addr.ip());
+            if let Some(id) = ids.get(i) {
                 out.extend_from_slice(b"7:peer id20:");
-                out.extend_from_slice(&peer.peer_id.0);
+                out.extend_from_slice(&id.0);
             }
             out.extend_from_slice(b"4:port");
-            put_int(out, peer.port.into());
+            put_int(out, addr.port().into());
             out.push(b'e');
         }
         out.push(b'e');
     }
     out.push(b'e');
-}
-
-/// The value of `peers`, then `peers6` if there are IPv6 peers.
-fn put_compact_peers(out: &mut Vec<u8>, peers: &[PeerEntry]) {
-    let ipv4 = peers.iter().filter(|peer| peer.ip.is_ipv4()).count();
-    put_length(out, 6 * ipv4);
-    for peer in peers {
-        if let IpAddr::V4(ip) = peer.ip {
-            out.extend_from_slice(&ip.octets());
-            out.extend_from_slice(&peer.port.to_be_bytes());
-        }
-    }
-    let ipv6 = peers.len() - ipv4;
-    if ipv6 > 0 {
-        out.extend_from_slice(b"6:peers6");
-        put_length(out, 18 * ipv6);
-        for peer in peers {
-            if let IpAddr::V6(ip) = peer.ip {
-                out.extend_from_slice(&ip.octets());
-                out.extend_from_slice(&peer.port.to_be_bytes());
-            }
-        }
-    }
 }
 
 /// Appends the bencoded body of a scrape answer (BEP 48). Bencode wants the
@@ -193,6 +187,12 @@ fn put_length(out: &mut Vec<u8>, len: usize) {
     out.push(b':');
 }
 
+/// `bytes` as a bencoded string.
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    put_length(out, bytes.len());
+    out.extend_from_slice(bytes);
+}
+
 /// The text form of `ip` as a bencoded string.
 fn put_ip_text(out: &mut Vec<u8>, ip: IpAddr) {
     // IPv6 text is at most 39 bytes, or 45 with a dotted IPv4 tail.
@@ -209,7 +209,7 @@ fn put_ip_text(out: &mut Vec<u8>, ip: IpAddr) {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-    use std::net::{Ipv4Addr, Ipv6Addr};
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
     use proptest::prelude::*;
     use tracker_common::types::PeerId;
@@ -217,15 +217,18 @@ mod tests {
     use super::*;
     use crate::bencode::{decode, Value};
 
-    fn peer(ip: &str, port: u16, id: u8) -> PeerEntry {
-        PeerEntry {
-            ip: ip.parse().unwrap(),
-            port,
-            peer_id: PeerId([id; 20]),
+    /// An answer's peers of `family`, with their ids.
+    fn answer_peers(family: IpFamily, peers: &[(&str, u16, u8)]) -> AnswerPeers {
+        let mut out = AnswerPeers::default();
+        out.reset(family);
+        for &(ip, port, id) in peers {
+            let addr = SocketAddr::new(ip.parse().unwrap(), port);
+            assert!(out.push_addr(addr, Some(&PeerId([id; 20]))));
         }
+        out
     }
 
-    fn response(peers: &[PeerEntry], compact: bool, no_peer_id: bool) -> AnnounceResponse<'_> {
+    fn response(peers: &AnswerPeers, compact: bool, no_peer_id: bool) -> AnnounceResponse<'_> {
         AnnounceResponse {
             interval: 1800,
             min_interval: Some(900),
@@ -282,17 +285,19 @@ mod tests {
 
     #[test]
     fn writes_compact_announce() {
-        let peers = [
-            peer("1.2.3.4", 0x1ae1, 1),
-            peer("::1", 2, 2),
-            peer("5.6.7.8", 3, 3),
-        ];
+        let v4 = answer_peers(IpFamily::V4, &[("1.2.3.4", 0x1ae1, 1), ("5.6.7.8", 3, 3)]);
         let mut out = Vec::new();
-        write_announce(&mut out, &response(&peers, true, false));
-        let mut expected = b"d8:completei3e10:incompletei4000000000e8:intervali1800e\
-                             12:min intervali900e5:peers12:\x01\x02\x03\x04\x1a\xe1\x05\x06\x07\x08\x00\x03\
-                             6:peers618:"
-            .to_vec();
+        write_announce(&mut out, &response(&v4, true, false));
+        let head = b"d8:completei3e10:incompletei4000000000e8:intervali1800e12:min intervali900e";
+        let mut expected = head.to_vec();
+        expected.extend_from_slice(b"5:peers12:\x01\x02\x03\x04\x1a\xe1\x05\x06\x07\x08\x00\x03e");
+        assert_eq!(out, expected);
+
+        let v6 = answer_peers(IpFamily::V6, &[("::1", 2, 2)]);
+        out.clear();
+        write_announce(&mut out, &response(&v6, true, false));
+        let mut expected = head.to_vec();
+        expected.extend_from_slice(b"5:peers0:6:peers618:");
         expected.extend_from_slice(&Ipv6Addr::LOCALHOST.octets());
         expected.extend_from_slice(b"\x00\x02e");
         assert_eq!(out, expected);
@@ -300,44 +305,68 @@ mod tests {
 
     #[test]
     fn compact_announce_always_has_peers() {
-        let mut out = Vec::new();
-        let mut announce = response(&[], true, false);
-        announce.min_interval = None;
-        write_announce(&mut out, &announce);
-        assert_eq!(
-            out,
-            b"d8:completei3e10:incompletei4000000000e8:intervali1800e5:peers0:e"
-        );
-    }
-
-    #[test]
-    fn writes_dictionary_peers() {
-        let peers = [peer("1.2.3.4", 6881, 1), peer("2001:db8::1", 2, 2)];
-        for no_peer_id in [false, true] {
+        for family in [IpFamily::V4, IpFamily::V6] {
             let mut out = Vec::new();
-            write_announce(&mut out, &response(&peers, false, no_peer_id));
-            let body = decode(&out).unwrap();
-            let id = |n| (!no_peer_id).then_some([n; 20]);
+            let none = answer_peers(family, &[]);
+            let mut announce = response(&none, true, false);
+            announce.min_interval = None;
+            write_announce(&mut out, &announce);
             assert_eq!(
-                decoded_peers(&body),
-                [(peers[0].ip, 6881, id(1)), (peers[1].ip, 2, id(2)),]
+                out,
+                b"d8:completei3e10:incompletei4000000000e8:intervali1800e5:peers0:e"
             );
-            assert_eq!(body.get(b"peers6"), None);
         }
     }
 
     #[test]
-    fn writes_longest_ip_texts() {
-        let peers = [
-            peer("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", 1, 1),
-            peer("::ffff:255.255.255.255", 1, 1),
-            peer("255.255.255.255", 1, 1),
-        ];
+    fn writes_dictionary_peers() {
+        let v4 = [("1.2.3.4", 6881, 1), ("5.6.7.8", 2, 2)];
+        let v6 = [("2001:db8::1", 3, 3)];
+        for (family, peers) in [(IpFamily::V4, &v4[..]), (IpFamily::V6, &v6)] {
+            let answer = answer_peers(family, peers);
+            for no_peer_id in [false, true] {
+                let mut out = Vec::new();
+                write_announce(&mut out, &response(&answer, false, no_peer_id));
+                let body = decode(&out).unwrap();
+                let expected: Vec<_> = peers
+                    .iter()
+                    .map(|&(ip, port, id)| {
+                        (ip.parse().unwrap(), port, (!no_peer_id).then_some([id; 20]))
+                    })
+                    .collect();
+                assert_eq!(decoded_peers(&body), expected);
+                assert_eq!(body.get(b"peers6"), None);
+            }
+        }
+    }
+
+    #[test]
+    fn dictionary_peers_asked_without_ids_have_none() {
+        let mut answer = AnswerPeers::default();
+        answer.push_addr("1.2.3.4:5".parse().unwrap(), None);
         let mut out = Vec::new();
-        write_announce(&mut out, &response(&peers, false, true));
+        write_announce(&mut out, &response(&answer, false, false));
         let body = decode(&out).unwrap();
-        let ips: Vec<IpAddr> = decoded_peers(&body).into_iter().map(|p| p.0).collect();
-        assert_eq!(ips, [peers[2].ip, peers[0].ip, peers[1].ip]);
+        assert_eq!(
+            decoded_peers(&body),
+            [("1.2.3.4".parse().unwrap(), 5, None)]
+        );
+    }
+
+    #[test]
+    fn writes_longest_ip_texts() {
+        let longest = [
+            (IpFamily::V6, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+            (IpFamily::V4, "255.255.255.255"),
+        ];
+        for (family, ip) in longest {
+            let mut out = Vec::new();
+            let answer = answer_peers(family, &[(ip, 1, 1)]);
+            write_announce(&mut out, &response(&answer, false, true));
+            let body = decode(&out).unwrap();
+            let ips: Vec<IpAddr> = decoded_peers(&body).into_iter().map(|p| p.0).collect();
+            assert_eq!(ips, [ip.parse::<IpAddr>().unwrap()]);
+        }
     }
 
     #[test]
@@ -449,22 +478,24 @@ mod tests {
         }
     }
 
-    fn arb_peer() -> impl Strategy<Value = PeerEntry> {
-        (any::<IpAddr>(), any::<u16>(), any::<[u8; 20]>()).prop_map(|(ip, port, id)| PeerEntry {
-            ip,
-            port,
-            peer_id: PeerId(id),
-        })
-    }
-
     proptest! {
         #[test]
         fn announce_round_trips(
-            peers in prop::collection::vec(arb_peer(), 0..40),
+            addrs in prop::collection::vec(any::<(SocketAddr, [u8; 20])>(), 0..40),
+            v6 in any::<bool>(),
+            with_ids in any::<bool>(),
             counts in any::<(u32, Option<u32>, u32, u32)>(),
             compact in any::<bool>(),
             no_peer_id in any::<bool>(),
         ) {
+            let mut peers = AnswerPeers::default();
+            peers.reset(if v6 { IpFamily::V6 } else { IpFamily::V4 });
+            let kept = with_ids && !compact && !no_peer_id;
+            let expected: Vec<_> = addrs
+                .iter()
+                .filter(|(addr, id)| peers.push_addr(*addr, with_ids.then_some(&PeerId(*id))))
+                .map(|(addr, id)| (addr.ip().to_canonical(), addr.port(), kept.then_some(*id)))
+                .collect();
             let (interval, min_interval, complete, incomplete) = counts;
             let announce = AnnounceResponse {
                 interval, min_interval, complete, incomplete, peers: &peers, compact, no_peer_id,
@@ -477,15 +508,8 @@ mod tests {
             prop_assert_eq!(int(&body, b"min interval"), min_interval.map(i64::from));
             prop_assert_eq!(int(&body, b"complete"), Some(complete.into()));
             prop_assert_eq!(int(&body, b"incomplete"), Some(incomplete.into()));
-
-            let mut expected: Vec<_> = peers
-                .iter()
-                .map(|p| (p.ip, p.port, (!compact && !no_peer_id).then_some(p.peer_id.0)))
-                .collect();
-            expected.sort_by_key(|(ip, _, _)| ip.is_ipv6());
             prop_assert_eq!(decoded_peers(&body), expected);
-            let has_ipv6 = peers.iter().any(|p| p.ip.is_ipv6());
-            prop_assert_eq!(body.get(b"peers6").is_some(), compact && has_ipv6);
+            prop_assert_eq!(body.get(b"peers6").is_some(), compact && v6 && !peers.is_empty());
         }
 
         #[test]

@@ -42,7 +42,7 @@ use tracker_common::shutdown::StopEvent;
 use tracker_common::signals::LocalCopy;
 use tracker_common::stats::ByFamily;
 use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
-use tracker_common::types::{canonical_ip, Announce, InfoHash, PeerEntry, ScrapeStats};
+use tracker_common::types::{canonical_ip, Announce, AnswerPeers, InfoHash, ScrapeStats};
 
 use crate::request::{
     parse_announce, parse_head, parse_scrape, AnnounceRequest, Connection, Endpoint, Parsed,
@@ -666,6 +666,7 @@ impl HttpService {
             event: req.event,
             left: req.left,
             numwant,
+            peer_ids: !req.compact && !req.no_peer_id,
         };
         let routed = self.shard.announce(announce, |counts, peers| {
             self.write_announce(out, connection, req, counts, peers)
@@ -681,7 +682,7 @@ impl HttpService {
         connection: Connection,
         req: &AnnounceRequest<'_>,
         counts: Result<SwarmCounts, AnnounceRefused>,
-        peers: &[PeerEntry],
+        peers: &AnswerPeers,
     ) {
         match counts {
             Ok(SwarmCounts { seeders, leechers }) => {

@@ -13,7 +13,8 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use tracker_common::types::{AnnounceEvent, InfoHash, PeerEntry, PeerId, ScrapeStats};
+pub use tracker_common::types::IpFamily;
+use tracker_common::types::{AnnounceEvent, AnswerPeers, InfoHash, PeerId, ScrapeStats};
 
 /// The magic a connect request carries in place of a connection id.
 pub const PROTOCOL_ID: i64 = 0x41727101980;
@@ -58,38 +59,11 @@ pub struct ConnectionId(pub i64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TransactionId(pub i32);
 
-/// The address family a request arrived over; it decides the size of the peers in
-/// the response (6 bytes for IPv4, 18 for IPv6).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum IpFamily {
-    V4,
-    V6,
-}
-
-impl IpFamily {
-    /// The family of `ip`; an IPv4-mapped IPv6 address (a v4 client on a
-    /// dual-stack socket) counts as IPv4.
-    pub fn of(ip: IpAddr) -> Self {
-        match ip.to_canonical() {
-            IpAddr::V4(_) => Self::V4,
-            IpAddr::V6(_) => Self::V6,
-        }
-    }
-
-    /// Bytes of one compact peer (address and port).
-    pub const fn peer_len(self) -> usize {
-        match self {
-            Self::V4 => 6,
-            Self::V6 => 18,
-        }
-    }
-
-    /// Most peers of this family that fit one unfragmented response.
-    pub const fn max_peers(self) -> usize {
-        match self {
-            Self::V4 => MAX_PEERS_V4,
-            Self::V6 => MAX_PEERS_V6,
-        }
+/// Most peers of `family` that fit one unfragmented response.
+pub const fn max_peers(family: IpFamily) -> usize {
+    match family {
+        IpFamily::V4 => MAX_PEERS_V4,
+        IpFamily::V6 => MAX_PEERS_V6,
     }
 }
 
@@ -637,32 +611,20 @@ fn write_announce_header(
     out.extend_from_slice(&seeders.to_be_bytes());
 }
 
-/// Appends an announce response with those of `peers` whose address is of
-/// `family` (IPv4-mapped IPv6 counts as IPv4), and returns how many it wrote.
-/// Other peers are skipped, as their compact form would not fit the entry size
-/// the client expects. The caller caps `peers` (see [`IpFamily::max_peers`]).
+/// Appends an announce response with `peers`, which must be of the family
+/// the client asked over (their entry size is the one it expects). The
+/// caller caps them (see [`max_peers`]).
 pub fn write_announce_response(
     out: &mut Vec<u8>,
     transaction_id: TransactionId,
     interval: u32,
     leechers: u32,
     seeders: u32,
-    family: IpFamily,
-    peers: &[PeerEntry],
-) -> usize {
-    out.reserve(20 + family.peer_len() * peers.len());
+    peers: &AnswerPeers,
+) {
+    out.reserve(20 + peers.compact().len());
     write_announce_header(out, transaction_id, interval, leechers, seeders);
-    let mut written = 0;
-    for peer in peers {
-        match (family, peer.ip.to_canonical()) {
-            (IpFamily::V4, IpAddr::V4(ip)) => out.extend_from_slice(&ip.octets()),
-            (IpFamily::V6, IpAddr::V6(ip)) => out.extend_from_slice(&ip.octets()),
-            _ => continue,
-        }
-        out.extend_from_slice(&peer.port.to_be_bytes());
-        written += 1;
-    }
-    written
+    out.extend_from_slice(peers.compact());
 }
 
 /// Appends a scrape response: one (seeders, completed, leechers) entry per stats
@@ -947,7 +909,7 @@ mod tests {
         let mut connect = Vec::new();
         write_connect_response(&mut connect, txid, ConnectionId(2));
         let mut announce = Vec::new();
-        write_announce_response(&mut announce, txid, 1, 2, 3, IpFamily::V4, &[]);
+        write_announce_response(&mut announce, txid, 1, 2, 3, &AnswerPeers::default());
         let mut scrape = Vec::new();
         write_scrape_response(&mut scrape, txid, [ScrapeStats::default()]);
         let cases = [
@@ -971,33 +933,6 @@ mod tests {
         assert!(Response::parse(&announce, IpFamily::V4).is_ok());
         let error = Response::parse(&announce, IpFamily::V6).expect_err("parsed");
         assert_eq!(error.kind, ParseErrorKind::BadLength);
-    }
-
-    #[test]
-    fn announce_response_keeps_only_the_requested_family() {
-        let v4: IpAddr = "192.0.2.1".parse().unwrap();
-        let mapped: IpAddr = "::ffff:192.0.2.2".parse().unwrap();
-        let v6: IpAddr = "2001:db8::1".parse().unwrap();
-        let peers = [v4, mapped, v6].map(|ip| PeerEntry {
-            ip,
-            port: 1000,
-            peer_id: PeerId::default(),
-        });
-        let v4_out: [SocketAddr; 2] = [
-            "192.0.2.1:1000".parse().unwrap(),
-            "192.0.2.2:1000".parse().unwrap(),
-        ];
-        let v6_out: [SocketAddr; 1] = ["[2001:db8::1]:1000".parse().unwrap()];
-        for (family, expected) in [(IpFamily::V4, &v4_out[..]), (IpFamily::V6, &v6_out)] {
-            let mut out = Vec::new();
-            let written =
-                write_announce_response(&mut out, TransactionId(1), 60, 1, 2, family, &peers);
-            assert_eq!(written, expected.len());
-            let Ok(Response::Announce { peers, .. }) = Response::parse(&out, family) else {
-                panic!("announce response refused");
-            };
-            assert_eq!(peers.iter().collect::<Vec<_>>(), expected);
-        }
     }
 
     fn event() -> impl Strategy<Value = AnnounceEvent> {
@@ -1153,18 +1088,15 @@ mod tests {
             family in family(),
             addrs in vec(any::<SocketAddr>(), 0..MAX_PEERS_V4),
         ) {
-            let peers: Vec<_> = addrs
-                .iter()
-                .map(|addr| PeerEntry { ip: addr.ip(), port: addr.port(), peer_id: PeerId::default() })
-                .collect();
+            let mut peers = AnswerPeers::default();
+            peers.reset(family);
             let expected: Vec<_> = addrs
                 .iter()
+                .filter(|&&addr| peers.push_addr(addr, None))
                 .map(|addr| SocketAddr::new(addr.ip().to_canonical(), addr.port()))
-                .filter(|addr| IpFamily::of(addr.ip()) == family)
                 .collect();
             let mut out = Vec::new();
-            let written = write_announce_response(&mut out, TransactionId(3), 1800, 4, 5, family, &peers);
-            prop_assert_eq!(written, expected.len());
+            write_announce_response(&mut out, TransactionId(3), 1800, 4, 5, &peers);
             let Ok(Response::Announce { transaction_id, interval, leechers, seeders, peers }) =
                 Response::parse(&out, family)
             else {

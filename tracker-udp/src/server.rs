@@ -2,8 +2,8 @@
 //! once, hand the rest to their owners, send the batch.
 
 use crate::codec::{
-    write_announce_response, write_connect_response, write_error_response, write_scrape_response,
-    ConnectionId, IpFamily, Request, TransactionId,
+    max_peers, write_announce_response, write_connect_response, write_error_response,
+    write_scrape_response, ConnectionId, IpFamily, Request, TransactionId,
 };
 use crate::cookie::ConnectionCookies;
 use crate::ratelimit::ConnectLimiter;
@@ -25,7 +25,7 @@ use tracker_common::metrics::{
 };
 use tracker_common::shutdown::StopEvent;
 use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
-use tracker_common::types::{Announce, InfoHash, PeerEntry, ScrapeStats};
+use tracker_common::types::{Announce, AnswerPeers, InfoHash, ScrapeStats};
 
 counters! {
     /// Per-worker UDP counters, exported with `protocol="udp"`.
@@ -289,7 +289,7 @@ impl UdpService {
                 let family = IpFamily::of(ip);
                 // Negative asks for the default (BEP 15 says -1).
                 let requested = u32::try_from(req.num_want).ok();
-                let numwant = self.swarm.numwant(requested, family.max_peers() as u32);
+                let numwant = self.swarm.numwant(requested, max_peers(family) as u32);
                 let announce = Announce {
                     info_hash: req.info_hash,
                     peer_id: req.peer_id,
@@ -297,6 +297,7 @@ impl UdpService {
                     event: req.event,
                     left: req.left,
                     numwant,
+                    peer_ids: false,
                 };
                 let written = self.shard.announce_here(&announce, |counts, peers| {
                     self.write_announce(tx.push(from, to), txid, family, counts, peers)
@@ -397,7 +398,7 @@ impl UdpService {
         txid: TransactionId,
         family: IpFamily,
         counts: Result<SwarmCounts, AnnounceRefused>,
-        peers: &[PeerEntry],
+        peers: &AnswerPeers,
     ) {
         match family {
             IpFamily::V4 => self.stats.announce_responses.ipv4.inc(),
@@ -411,7 +412,6 @@ impl UdpService {
                     self.swarm.announce_interval_secs,
                     leechers,
                     seeders,
-                    family,
                     peers,
                 );
             }

@@ -23,7 +23,7 @@ use self::torrent::{Clocks, Torrent, Visit, CLEAN_WINDOW};
 use crate::state::{SavedPeer, SavedTorrent, Section, StateError, StateFile, TorrentRecord};
 
 use crate::stats::StoreStats;
-use crate::types::{Announce, AnnounceEvent, InfoHash, PeerEntry, ScrapeStats};
+use crate::types::{Announce, AnnounceEvent, AnswerPeers, InfoHash, IpFamily, ScrapeStats};
 
 /// What the store accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -223,9 +223,9 @@ impl SwarmStore {
         &mut self,
         req: &Announce,
         now: u32,
-        peers: &mut Vec<PeerEntry>,
+        peers: &mut AnswerPeers,
     ) -> Result<SwarmCounts, AnnounceRefused> {
-        peers.clear();
+        peers.reset(IpFamily::of(req.peer_addr.ip()));
         let segment = self.segment_of(&req.info_hash);
         let torrent = match self.segments[segment].entry(req.info_hash) {
             Entry::Occupied(entry) => entry.into_mut(),

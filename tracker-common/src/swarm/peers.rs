@@ -7,7 +7,7 @@ use std::mem;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::index::AddressIndex;
-use crate::types::{PeerEntry, PeerId};
+use crate::types::{IpFamily, PeerId};
 
 /// A swarm half is indexed once it grows past this many peers (a linear scan of 32
 /// entries is a few cache lines and beats hashing)...
@@ -20,10 +20,33 @@ const SMALL: usize = 16;
 const REINDEX_MAX: usize = 4096;
 
 /// The IP address type of one half.
-pub(super) trait PeerIp: Copy + Eq + Hash + Into<IpAddr> {}
+pub(super) trait PeerIp: Copy + Eq + Hash + Into<IpAddr> {
+    const FAMILY: IpFamily;
+    /// The address then the port, as compact answers send them.
+    type Compact: AsRef<[u8]>;
+    fn compact(self, port: u16) -> Self::Compact;
+}
 
-impl PeerIp for Ipv4Addr {}
-impl PeerIp for Ipv6Addr {}
+impl PeerIp for Ipv4Addr {
+    const FAMILY: IpFamily = IpFamily::V4;
+    type Compact = [u8; 6];
+    fn compact(self, port: u16) -> [u8; 6] {
+        let [a, b, c, d] = self.octets();
+        let [p, q] = port.to_be_bytes();
+        [a, b, c, d, p, q]
+    }
+}
+
+impl PeerIp for Ipv6Addr {
+    const FAMILY: IpFamily = IpFamily::V6;
+    type Compact = [u8; 18];
+    fn compact(self, port: u16) -> [u8; 18] {
+        let mut out = [0; 18];
+        out[..16].copy_from_slice(&self.octets());
+        out[16..].copy_from_slice(&port.to_be_bytes());
+        out
+    }
+}
 
 /// A stored peer: 32 bytes with an IPv4 address, 44 with an IPv6 one. Whether it
 /// seeds is not stored here but given by its position (see `Half`).
@@ -41,14 +64,6 @@ impl<I: PeerIp> Peer<I> {
     /// can replace another's entry.
     fn key(&self) -> (I, u16) {
         (self.ip, self.port)
-    }
-
-    pub fn entry(&self) -> PeerEntry {
-        PeerEntry {
-            ip: self.ip.into(),
-            port: self.port,
-            peer_id: self.peer_id,
-        }
     }
 }
 

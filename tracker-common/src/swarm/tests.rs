@@ -5,7 +5,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::swarm::torrent::CLEAN_WINDOW;
-use crate::types::PeerId;
+use crate::types::{AnswerPeers, PeerId};
 
 const TIMEOUT: u32 = 100;
 
@@ -43,6 +43,7 @@ fn ann(peer_addr: SocketAddr) -> Announce {
         event: AnnounceEvent::Started,
         left: 1,
         numwant: 1000,
+        peer_ids: true,
     }
 }
 
@@ -63,13 +64,9 @@ fn on_torrent(info_hash: InfoHash, req: Announce) -> Announce {
 
 /// Announces at `now`; returns the counts and the addresses handed out.
 fn go(store: &mut SwarmStore, req: Announce, now: u32) -> (SwarmCounts, Vec<SocketAddr>) {
-    let mut peers = vec![];
+    let mut peers = AnswerPeers::default();
     let counts = store.announce(&req, now, &mut peers).expect("not refused");
-    let addrs = peers
-        .iter()
-        .map(|p| SocketAddr::new(p.ip, p.port))
-        .collect();
-    (counts, addrs)
+    (counts, peers.addrs().collect())
 }
 
 fn counts(seeders: u32, leechers: u32) -> SwarmCounts {
@@ -141,9 +138,9 @@ fn peers_are_keyed_by_address_not_peer_id() {
         ..ann(v4(1))
     };
     assert_eq!(go(&mut s, renamed, 0).0, counts(0, 2));
-    let mut peers = vec![];
+    let mut peers = AnswerPeers::default();
     s.announce(&ann(v4(2)), 0, &mut peers).unwrap();
-    assert_eq!(peers[0].peer_id, PeerId([7; 20]));
+    assert_eq!(peers.peer_ids(), [PeerId([7; 20])]);
 }
 
 #[test]
@@ -462,11 +459,8 @@ fn torrent_limit_refuses_new_torrents_only() {
     go(&mut s, ann(v4(1)), 0);
     go(&mut s, on_torrent(hash(2), ann(v4(1))), 0);
     let third = on_torrent(hash(3), ann(v4(1)));
-    let mut peers = vec![PeerEntry {
-        ip: v4(9).ip(),
-        port: 1,
-        peer_id: PeerId::default(),
-    }];
+    let mut peers = AnswerPeers::default();
+    peers.push_addr(v4(9), None);
     assert_eq!(
         s.announce(&third, 0, &mut peers),
         Err(AnnounceRefused::TorrentLimit)
@@ -545,7 +539,7 @@ fn limits_are_counted() {
     go(&mut s, ann(v4(1)), 0);
     go(&mut s, ann(v4(2)), 0);
     go(&mut s, ann(v4(1)), 0);
-    let mut peers = vec![];
+    let mut peers = AnswerPeers::default();
     assert!(s
         .announce(&on_torrent(hash(2), ann(v4(1))), 0, &mut peers)
         .is_err());
@@ -731,8 +725,11 @@ fn ops(hashes: u8, addresses: u8, stop_weight: u32) -> impl Strategy<Value = Vec
         2 => Just(AnnounceEvent::Completed),
         stop_weight => Just(AnnounceEvent::Stopped),
     ];
-    let announce = (0..hashes, 0..addresses, event, 0..3u64, 0..12u32, 0..3u8).prop_map(
-        |(h, a, event, left, numwant, id)| {
+    let announce = (
+        (0..hashes, 0..addresses, event),
+        (0..3u64, 0..12u32, 0..3u8, any::<bool>()),
+    )
+        .prop_map(|((h, a, event), (left, numwant, id, peer_ids))| {
             Op::Announce(Announce {
                 info_hash: hash(h),
                 peer_id: PeerId([id; 20]),
@@ -740,9 +737,9 @@ fn ops(hashes: u8, addresses: u8, stop_weight: u32) -> impl Strategy<Value = Vec
                 event,
                 left,
                 numwant,
+                peer_ids,
             })
-        },
-    );
+        });
     let op = prop_oneof![
         100 => announce,
         10 => (0..40u32).prop_map(Op::Wait),
@@ -764,17 +761,16 @@ fn check_against_model(limits: StoreLimits, hashes: u8, ops: Vec<Op>) -> Result<
         refused: 0,
     };
     let mut now = 0;
-    let mut peers = vec![];
+    let mut peers = AnswerPeers::default();
     for op in ops {
         match op {
             Op::Announce(req) => {
                 let got = store.announce(&req, now, &mut peers);
                 prop_assert_eq!(got, model.announce(&req, now));
-                let addrs: BTreeSet<SocketAddr> = peers
-                    .iter()
-                    .map(|p| SocketAddr::new(p.ip, p.port))
-                    .collect();
+                let addrs: BTreeSet<SocketAddr> = peers.addrs().collect();
                 prop_assert_eq!(addrs.len(), peers.len(), "duplicates");
+                let ids = peers.peer_ids();
+                prop_assert_eq!(ids.len(), if req.peer_ids { peers.len() } else { 0 });
                 let Some(t) = model.torrents.get(&req.info_hash) else {
                     prop_assert!(peers.is_empty());
                     continue;
@@ -796,13 +792,12 @@ fn check_against_model(limits: StoreLimits, hashes: u8, ops: Vec<Op>) -> Result<
                     eligible
                 };
                 prop_assert_eq!(peers.len(), expected.min(req.numwant as usize));
-                for p in &peers {
-                    let addr = SocketAddr::new(p.ip, p.port);
+                for (i, addr) in peers.addrs().enumerate() {
                     prop_assert_eq!(addr.is_ipv4(), req.peer_addr.is_ipv4());
                     prop_assert_ne!(addr, req.peer_addr);
                     let stored = t.peers.get(&addr);
                     prop_assert!(
-                        stored.is_some_and(|s| s.peer_id == p.peer_id
+                        stored.is_some_and(|s| ids.get(i).is_none_or(|id| s.peer_id == *id)
                             && s.expiry > now
                             && !(seeder && s.seeder)),
                         "{} is no live peer to hand out: {:?}",
@@ -1108,7 +1103,7 @@ proptest! {
         };
         let mut s = SwarmStore::new(limits, 5);
         let mut now = 0;
-        let mut peers = vec![];
+        let mut peers = AnswerPeers::default();
         for op in ops {
             match op {
                 Op::Announce(req) => { let _ = s.announce(&req, now, &mut peers); }

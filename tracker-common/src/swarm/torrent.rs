@@ -7,7 +7,7 @@ use super::peers::{Peer, PeerIp, Peers};
 use super::rng::WyRand;
 use super::SwarmCounts;
 use crate::state::{SavedHalf, SavedPeer, SavedTorrent};
-use crate::types::{Announce, AnnounceEvent, PeerEntry, ScrapeStats};
+use crate::types::{Announce, AnnounceEvent, AnswerPeers, ScrapeStats};
 
 /// The clocks of a save or a restore: the store's monotonic seconds and the
 /// wall clock's Unix seconds at the same moment, and the peer time-out that
@@ -142,7 +142,7 @@ impl<I: PeerIp> Half<I> {
         ip: I,
         visit: &Visit,
         rng: &mut WyRand,
-        out: &mut Vec<PeerEntry>,
+        out: &mut AnswerPeers,
     ) -> Outcome {
         let req = visit.req;
         let found = self.peers.find(ip, req.peer_addr.port());
@@ -172,7 +172,7 @@ impl<I: PeerIp> Half<I> {
             }
             None => None,
         };
-        self.select(requester, seeder, req.numwant, visit.now, rng, out);
+        self.select(requester, seeder, visit, rng, out);
         Outcome {
             completes,
             unstored: requester.is_none(),
@@ -186,22 +186,38 @@ impl<I: PeerIp> Half<I> {
         &self,
         requester: Option<usize>,
         for_seeder: bool,
-        numwant: u32,
-        now: u32,
+        visit: &Visit,
         rng: &mut WyRand,
-        out: &mut Vec<PeerEntry>,
+        out: &mut AnswerPeers,
     ) {
+        debug_assert_eq!(out.family(), I::FAMILY);
         let first = if for_seeder { self.seeders as usize } else { 0 };
         let pool = &self.peers.as_slice()[first..];
         if pool.is_empty() {
             return;
         }
         let start = rng.below(pool.len());
-        let run = (start..pool.len()).chain(0..start);
-        let picked = run
-            .filter(|&i| Some(first + i) != requester && pool[i].expiry > now)
-            .take(numwant as usize);
-        out.extend(picked.map(|i| pool[i].entry()));
+        // The requester's position within `pool`, or one no peer has.
+        let skip = requester
+            .and_then(|i| i.checked_sub(first))
+            .unwrap_or(usize::MAX);
+        let (now, with_ids) = (visit.now, visit.req.peer_ids);
+        let mut wanted = (visit.req.numwant as usize).min(pool.len());
+        out.reserve(wanted);
+        // Plain loops over the two parts of the run, rather than an iterator
+        // chain: this is the inner loop of every answer.
+        for (offset, part) in [(start, &pool[start..]), (0, &pool[..start])] {
+            for (i, peer) in part.iter().enumerate() {
+                if wanted == 0 {
+                    return;
+                }
+                if peer.expiry > now && offset + i != skip {
+                    let id = with_ids.then_some(&peer.peer_id);
+                    out.push(peer.ip.compact(peer.port).as_ref(), id);
+                    wanted -= 1;
+                }
+            }
+        }
     }
 
     /// Stores a peer from a state file unless one with its address is here
@@ -302,7 +318,7 @@ impl Torrent {
 
     /// Applies an announce to the half of the peer's family; the answer's peers go to
     /// `out`. Returns whether the peer was new and not stored (no room).
-    pub fn announce(&mut self, visit: &Visit, rng: &mut WyRand, out: &mut Vec<PeerEntry>) -> bool {
+    pub fn announce(&mut self, visit: &Visit, rng: &mut WyRand, out: &mut AnswerPeers) -> bool {
         let outcome = match visit.req.peer_addr.ip() {
             IpAddr::V4(ip) => self.v4.announce(ip, visit, rng, out),
             IpAddr::V6(ip) => match &mut self.v6 {
