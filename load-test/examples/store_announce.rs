@@ -1,0 +1,105 @@
+//! The swarm work of a UDP announce without the sockets: replays the load
+//! generator's announces (its traffic model, default 1M torrents and 2M peers)
+//! into one `SwarmStore` and writes each answer as the UDP tracker does, then
+//! prints the time per announce. Kernel time and machine noise drop out, so
+//! this shows what a change to the store or the codec does to the tracker's
+//! user time; under `valgrind --tool=callgrind` it counts instructions.
+//!
+//!     taskset -c 0 cargo run --release -p load-test --example store_announce -- [ANNOUNCES] [TORRENTS] [PEERS]
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use load_test::config::TrafficConfig;
+use load_test::model::{min_sources, Rng, TrafficModel};
+use load_test::udp::source_ip;
+use tracker_common::swarm::{StoreLimits, SwarmStore};
+use tracker_common::types::{Announce, AnswerPeers};
+use tracker_udp::codec::{write_announce_response, TransactionId};
+
+/// Announces made ahead of each timed run.
+const CHUNK: usize = 4096;
+
+fn arg(n: usize, default: u64) -> u64 {
+    match std::env::args().nth(n).map(|a| a.parse()) {
+        None => default,
+        Some(Ok(v)) => v,
+        Some(Err(e)) => {
+            eprintln!("store_announce [ANNOUNCES] [TORRENTS] [PEERS]: argument {n}: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn main() {
+    let announces = arg(1, 4_000_000);
+    let traffic = TrafficConfig {
+        torrents: arg(2, 1_000_000),
+        peers: arg(3, 2_000_000) as u32,
+        ..TrafficConfig::default()
+    };
+    let sources = min_sources(traffic.peers).max(32);
+    let model = match TrafficModel::new(&traffic, sources, 1) {
+        Ok(model) => model,
+        Err(e) => {
+            eprintln!("store_announce: {e}");
+            std::process::exit(2);
+        }
+    };
+    let target: SocketAddr = ([127, 0, 0, 1], 6969).into();
+    let limits = StoreLimits {
+        peer_timeout_secs: 1800,
+        max_torrents: usize::MAX,
+        max_peers_per_torrent: usize::MAX,
+        max_peers: usize::MAX,
+    };
+    let mut store = SwarmStore::new(limits, 1);
+    let mut rng = Rng::new(1);
+    let mut peers = AnswerPeers::default();
+    let mut out = Vec::with_capacity(2048);
+    let (mut answered, mut bytes) = (0u64, 0usize);
+    let mut elapsed = std::time::Duration::ZERO;
+    // Requests are made a chunk at a time, outside the timed part.
+    let mut chunk = Vec::with_capacity(CHUNK);
+    for first in (0..announces).step_by(CHUNK) {
+        chunk.clear();
+        for n in first..announces.min(first + CHUNK as u64) {
+            let source = (n % u64::from(sources)) as u32;
+            let plan = model.announce(&mut rng, source);
+            chunk.push(Announce {
+                info_hash: plan.info_hash,
+                peer_id: plan.peer.peer_id,
+                peer_addr: SocketAddr::new(source_ip(target, source), plan.peer.port),
+                event: plan.event,
+                left: plan.left,
+                numwant: plan.numwant.max(0) as u32,
+                peer_ids: false,
+            });
+        }
+        let now = 1 + (first / 200_000) as u32;
+        let started = Instant::now();
+        for (i, req) in chunk.iter().enumerate() {
+            if let Ok(counts) = store.announce(req, now, &mut peers) {
+                out.clear();
+                let txid = TransactionId(i as i32);
+                write_announce_response(
+                    &mut out,
+                    txid,
+                    1800,
+                    counts.leechers,
+                    counts.seeders,
+                    &peers,
+                );
+                answered += peers.len() as u64;
+                bytes += out.len();
+            }
+        }
+        elapsed += started.elapsed();
+    }
+    println!(
+        "{announces} announces in {:.0} ms: {:.0} ns each, {:.1} peers per answer ({bytes} bytes)",
+        elapsed.as_secs_f64() * 1e3,
+        elapsed.as_nanos() as f64 / announces as f64,
+        answered as f64 / announces as f64,
+    );
+}
