@@ -187,9 +187,21 @@ impl AnswerPeers {
             })
     }
 
-    /// Room for `n` more peers, so that the pushes that follow do not grow it.
-    pub fn reserve(&mut self, n: usize) {
-        self.compact.reserve(n * self.family.peer_len());
+    /// Appends up to `max` peers in one step: `fill` writes whole entries
+    /// from the start of the room it is handed (`max` entries of
+    /// `family().peer_len()` bytes), pushes their ids if it keeps them, and
+    /// returns how many it wrote. One bounds check for the run rather than
+    /// one a peer: this is the inner loop of every answer.
+    pub fn append_with(
+        &mut self,
+        max: usize,
+        fill: impl FnOnce(&mut [u8], &mut Vec<PeerId>) -> usize,
+    ) {
+        let len = self.family.peer_len();
+        let start = self.compact.len();
+        self.compact.resize(start + max * len, 0);
+        let written = fill(&mut self.compact[start..], &mut self.peer_ids).min(max);
+        self.compact.truncate(start + written * len);
     }
 
     /// Adds the peer at `addr` if it is of this answer's family (an

@@ -22,29 +22,26 @@ const REINDEX_MAX: usize = 4096;
 /// The IP address type of one half.
 pub(super) trait PeerIp: Copy + Eq + Hash + Into<IpAddr> {
     const FAMILY: IpFamily;
-    /// The address then the port, as compact answers send them.
-    type Compact: AsRef<[u8]>;
-    fn compact(self, port: u16) -> Self::Compact;
+    /// Bytes of a compact entry: the address then the port.
+    const COMPACT_LEN: usize = Self::FAMILY.peer_len();
+    /// Writes the compact entry of this address and `port` to `entry`, which
+    /// is `COMPACT_LEN` bytes.
+    fn write_compact(self, port: u16, entry: &mut [u8]);
 }
 
 impl PeerIp for Ipv4Addr {
     const FAMILY: IpFamily = IpFamily::V4;
-    type Compact = [u8; 6];
-    fn compact(self, port: u16) -> [u8; 6] {
-        let [a, b, c, d] = self.octets();
-        let [p, q] = port.to_be_bytes();
-        [a, b, c, d, p, q]
+    fn write_compact(self, port: u16, entry: &mut [u8]) {
+        entry[..4].copy_from_slice(&self.octets());
+        entry[4..].copy_from_slice(&port.to_be_bytes());
     }
 }
 
 impl PeerIp for Ipv6Addr {
     const FAMILY: IpFamily = IpFamily::V6;
-    type Compact = [u8; 18];
-    fn compact(self, port: u16) -> [u8; 18] {
-        let mut out = [0; 18];
-        out[..16].copy_from_slice(&self.octets());
-        out[16..].copy_from_slice(&port.to_be_bytes());
-        out
+    fn write_compact(self, port: u16, entry: &mut [u8]) {
+        entry[..16].copy_from_slice(&self.octets());
+        entry[16..].copy_from_slice(&port.to_be_bytes());
     }
 }
 

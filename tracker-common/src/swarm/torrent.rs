@@ -202,22 +202,26 @@ impl<I: PeerIp> Half<I> {
             .and_then(|i| i.checked_sub(first))
             .unwrap_or(usize::MAX);
         let (now, with_ids) = (visit.now, visit.req.peer_ids);
-        let mut wanted = (visit.req.numwant as usize).min(pool.len());
-        out.reserve(wanted);
-        // Plain loops over the two parts of the run, rather than an iterator
-        // chain: this is the inner loop of every answer.
-        for (offset, part) in [(start, &pool[start..]), (0, &pool[..start])] {
-            for (i, peer) in part.iter().enumerate() {
-                if wanted == 0 {
-                    return;
-                }
-                if peer.expiry > now && offset + i != skip {
-                    let id = with_ids.then_some(&peer.peer_id);
-                    out.push(peer.ip.compact(peer.port).as_ref(), id);
-                    wanted -= 1;
+        let wanted = (visit.req.numwant as usize).min(pool.len());
+        out.append_with(wanted, |room, ids| {
+            let mut entries = room.chunks_exact_mut(I::COMPACT_LEN);
+            // Plain loops over the two parts of the run, rather than an
+            // iterator chain; the run ends when the room is full.
+            for (offset, part) in [(start, &pool[start..]), (0, &pool[..start])] {
+                for (i, peer) in part.iter().enumerate() {
+                    if peer.expiry > now && offset + i != skip {
+                        let Some(entry) = entries.next() else {
+                            return wanted;
+                        };
+                        peer.ip.write_compact(peer.port, entry);
+                        if with_ids {
+                            ids.push(peer.peer_id);
+                        }
+                    }
                 }
             }
-        }
+            wanted - entries.len()
+        });
     }
 
     /// Stores a peer from a state file unless one with its address is here
