@@ -2,7 +2,7 @@
 //! their wire formats into, what crosses the mesh, and what the swarm store speaks.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 
 /// The IP a peer is known by: IPv4-mapped IPv6 addresses (what a dual-stack
 /// socket reports for an IPv4 client) become plain IPv4, so that a peer is the
@@ -123,6 +123,20 @@ impl IpFamily {
             Self::V6 => 18,
         }
     }
+
+    /// The addresses of compact entries of this family (`peer_len` bytes
+    /// each: the address, then the port big-endian); a partial entry at the
+    /// end is left out.
+    pub fn compact_addrs(self, bytes: &[u8]) -> impl Iterator<Item = SocketAddr> + '_ {
+        bytes.chunks_exact(self.peer_len()).map(move |entry| {
+            let (ip, port) = entry.split_at(entry.len() - 2);
+            let ip = match self {
+                IpFamily::V4 => IpAddr::from(<[u8; 4]>::try_from(ip).unwrap_or_default()),
+                IpFamily::V6 => IpAddr::from(<[u8; 16]>::try_from(ip).unwrap_or_default()),
+            };
+            SocketAddr::new(ip, u16::from_be_bytes(port.try_into().unwrap_or_default()))
+        })
+    }
 }
 
 /// The peers an announce is answered with, all of the requester's family,
@@ -170,21 +184,7 @@ impl AnswerPeers {
 
     /// The peers' addresses, in order.
     pub fn addrs(&self) -> impl Iterator<Item = SocketAddr> + '_ {
-        let family = self.family;
-        self.compact
-            .chunks_exact(family.peer_len())
-            .map(move |entry| {
-                let (ip, port) = entry.split_at(entry.len() - 2);
-                let ip = match family {
-                    IpFamily::V4 => {
-                        IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(ip).unwrap_or_default()))
-                    }
-                    IpFamily::V6 => {
-                        IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(ip).unwrap_or_default()))
-                    }
-                };
-                SocketAddr::new(ip, u16::from_be_bytes([port[0], port[1]]))
-            })
+        self.family.compact_addrs(&self.compact)
     }
 
     /// Appends up to `max` peers in one step: `fill` writes whole entries
@@ -205,29 +205,25 @@ impl AnswerPeers {
     }
 
     /// Adds the peer at `addr` if it is of this answer's family (an
-    /// IPv4-mapped address counts as IPv4); returns whether it did.
+    /// IPv4-mapped address counts as IPv4), with `peer_id` if the answer
+    /// keeps them; returns whether it did.
     pub fn push_addr(&mut self, addr: SocketAddr, peer_id: Option<&PeerId>) -> bool {
-        let port = addr.port().to_be_bytes();
-        match (self.family, addr.ip().to_canonical()) {
+        let mut entry = [0; 18];
+        let ip_len = match (self.family, addr.ip().to_canonical()) {
             (IpFamily::V4, IpAddr::V4(ip)) => {
-                self.push(&[&ip.octets()[..], &port].concat(), peer_id)
+                entry[..4].copy_from_slice(&ip.octets());
+                4
             }
             (IpFamily::V6, IpAddr::V6(ip)) => {
-                self.push(&[&ip.octets()[..], &port].concat(), peer_id)
+                entry[..16].copy_from_slice(&ip.octets());
+                16
             }
             _ => return false,
-        }
+        };
+        entry[ip_len..ip_len + 2].copy_from_slice(&addr.port().to_be_bytes());
+        self.compact.extend_from_slice(&entry[..ip_len + 2]);
+        self.peer_ids.extend(peer_id);
         true
-    }
-
-    /// Adds a peer: `compact` is its address then port, of this answer's
-    /// family. `peer_id` is kept only when the answer keeps them.
-    pub fn push(&mut self, compact: &[u8], peer_id: Option<&PeerId>) {
-        debug_assert_eq!(compact.len(), self.family.peer_len());
-        self.compact.extend_from_slice(compact);
-        if let Some(id) = peer_id {
-            self.peer_ids.push(*id);
-        }
     }
 }
 

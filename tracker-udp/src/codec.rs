@@ -11,7 +11,7 @@
 //! exactly.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 
 pub use tracker_common::types::IpFamily;
 use tracker_common::types::{AnnounceEvent, AnswerPeers, InfoHash, PeerId, ScrapeStats};
@@ -681,17 +681,7 @@ impl<'a> CompactPeers<'a> {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = SocketAddr> + 'a {
-        let family = self.family;
-        self.bytes
-            .chunks_exact(family.peer_len())
-            .filter_map(move |entry| {
-                let mut entry = entry;
-                let ip = match family {
-                    IpFamily::V4 => IpAddr::V4(Ipv4Addr::from(take::<4>(&mut entry)?)),
-                    IpFamily::V6 => IpAddr::V6(Ipv6Addr::from(take::<16>(&mut entry)?)),
-                };
-                Some(SocketAddr::new(ip, take_u16(&mut entry)?))
-            })
+        self.family.compact_addrs(self.bytes)
     }
 }
 
