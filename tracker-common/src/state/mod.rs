@@ -490,21 +490,21 @@ impl<'a, I: SavedIp> HalfRecord<'a, I> {
         self.bytes.is_empty()
     }
 
-    /// Each peer with whether it seeds, seeders first.
+    /// Each peer with whether it seeds, leechers first: the order a swarm
+    /// keeps them in, so that restoring them in turn moves none.
     pub fn peers(&self) -> impl Iterator<Item = (bool, SavedPeer<I>)> + 'a {
-        let seeders = self.seeders;
-        self.bytes
-            .chunks_exact(peer_len::<I>())
-            .enumerate()
-            .map(move |(i, p)| {
-                let (ip, rest) = p.split_at(I::LEN);
-                let peer = SavedPeer {
-                    ip: I::read(ip),
-                    port: u16::from_le_bytes([rest[0], rest[1]]),
-                    last_seen: u64_at(rest, 2),
-                    peer_id: PeerId(rest[10..30].try_into().expect("20 bytes")),
-                };
-                (i < seeders, peer)
-            })
+        let entries = self.bytes.chunks_exact(peer_len::<I>());
+        let seeders = entries.clone().take(self.seeders).map(|p| (true, p));
+        let leechers = entries.skip(self.seeders).map(|p| (false, p));
+        leechers.chain(seeders).map(|(seeder, p)| {
+            let (ip, rest) = p.split_at(I::LEN);
+            let peer = SavedPeer {
+                ip: I::read(ip),
+                port: u16::from_le_bytes([rest[0], rest[1]]),
+                last_seen: u64_at(rest, 2),
+                peer_id: PeerId(rest[10..30].try_into().expect("20 bytes")),
+            };
+            (seeder, peer)
+        })
     }
 }

@@ -102,7 +102,7 @@ fn records_tell_seeders_and_sizes_without_copying() {
     let first = file.records().next().unwrap().unwrap();
     assert_eq!((first.v4.len(), first.v6.len()), (3, 1));
     let seeders: Vec<bool> = first.v4.peers().map(|(s, _)| s).collect();
-    assert_eq!(seeders, [true, false, false]);
+    assert_eq!(seeders, [false, false, true]);
     assert!(file.records().nth(1).unwrap().unwrap().v6.is_empty());
 }
 

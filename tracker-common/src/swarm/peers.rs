@@ -170,6 +170,28 @@ impl<I: PeerIp> Peers<I> {
         }
     }
 
+    /// Stores a peer not yet stored at `at` (at most the length), moving the
+    /// peer there to the end.
+    pub fn push_at(&mut self, at: usize, peer: Peer<I>) {
+        match self {
+            Peers::Large(large) if at < large.peers.len() => {
+                // Two index updates, where a push and a swap would take four.
+                let moved = large.peers[at];
+                let last = large.peers.len();
+                large
+                    .index
+                    .relocate(large.index.hash(&moved.key()), at, last);
+                large.index.insert(large.index.hash(&peer.key()), at);
+                large.peers[at] = peer;
+                large.peers.push(moved);
+            }
+            _ => {
+                self.push(peer);
+                self.swap(at, self.len() - 1);
+            }
+        }
+    }
+
     /// Removes the peer at `i`, moving the last one into its place.
     pub fn swap_remove(&mut self, i: usize) {
         match self {
@@ -298,6 +320,24 @@ mod tests {
         assert_eq!(peers.as_slice()[3].port, 30);
         assert_eq!(peers.as_slice()[3].expiry, 99);
         assert_eq!(peers.find(Ipv4Addr::new(10, 0, 0, 1), 40), None);
+    }
+
+    #[test]
+    fn push_at_moves_the_peer_there_to_the_end() {
+        for len in [3, LARGE + 8] {
+            let mut peers = Peers::default();
+            for n in 0..len as u16 {
+                peers.push(peer(n));
+            }
+            peers.push_at(1, peer(1000));
+            peers.push_at(peers.len(), peer(1001));
+            assert_consistent(&peers);
+            let ports: Vec<u16> = peers.as_slice().iter().map(|p| p.port).collect();
+            let mut want: Vec<u16> = (0..len as u16).collect();
+            want[1] = 1000;
+            want.extend([1, 1001]);
+            assert_eq!(ports, want);
+        }
     }
 
     #[test]
