@@ -258,6 +258,13 @@ impl Shard {
         store.announce(req, clock::now_secs(), peers)
     }
 
+    /// Starts loading the torrents of a batch of announces to come, all of
+    /// this shard (see `SwarmStore::prefetch`).
+    pub fn prefetch(&self, info_hashes: &[InfoHash]) {
+        debug_assert!(info_hashes.iter().all(|h| self.is_local(h)));
+        self.store.borrow().prefetch(info_hashes);
+    }
+
     /// Scrape counts of a torrent of this shard.
     pub fn scrape_local(&self, info_hash: &InfoHash) -> ScrapeStats {
         debug_assert!(self.is_local(info_hash));

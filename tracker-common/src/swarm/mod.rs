@@ -7,18 +7,18 @@
 mod index;
 mod peers;
 mod rng;
+mod table;
 #[cfg(test)]
 mod tests;
 mod torrent;
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
 use std::fmt;
 
 use ahash::RandomState;
 
 use self::peers::Peer;
 use self::rng::WyRand;
+use self::table::Table;
 use self::torrent::{Clocks, Torrent, Visit, CLEAN_WINDOW};
 use crate::state::{SavedPeer, SavedTorrent, Section, StateError, StateFile, TorrentRecord};
 
@@ -127,7 +127,21 @@ impl Restored {
     }
 }
 
-type Segment = HashMap<InfoHash, Torrent, RandomState>;
+/// Asks the CPU to load the cache line at `p` and returns at once: a hint,
+/// which reads nothing and never faults, whatever the address.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is not a memory access; any address is sound.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+type Segment = Table<Torrent>;
 
 /// Torrents and their peers, split into `SEGMENTS` hash maps.
 ///
@@ -136,9 +150,11 @@ type Segment = HashMap<InfoHash, Torrent, RandomState>;
 /// request waits behind a pass over the whole shard.
 ///
 /// Memory, on 64-bit with glibc malloc:
-/// - A torrent takes a 72-byte map slot (20-byte info-hash, 48-byte `Torrent`,
-///   padding) and a control byte. A map doubles when 7/8 full, so that is 83 to
-///   167 bytes per torrent, depending on where the count sits between doublings.
+/// - A torrent takes a 72-byte entry (20-byte info-hash, 32 bits of its hash,
+///   48-byte `Torrent`) in its segment's `Vec`, which doubles as it grows, and
+///   an 8-byte slot, the slots 3/8 to 3/4 full: 83 to 165 bytes per torrent,
+///   depending on where the count sits between doublings (the segments are of
+///   a size, so they double at about the same count).
 /// - Peers live in one `Vec` per swarm and family, 32 bytes per IPv4 peer and 44
 ///   per IPv6 peer, grown 1, 2, 4, ...: with malloc's overhead one IPv4 peer takes
 ///   48 bytes, two take 80. The first IPv6 peer of a swarm adds its boxed half, 48
@@ -146,13 +162,15 @@ type Segment = HashMap<InfoHash, Torrent, RandomState>;
 /// - A swarm above 32 peers of a family also indexes them: 9 bytes per index
 ///   slot (position, hash and control byte), 7/16 to 7/8 of the slots used.
 ///
-/// Measured: a million torrents with two IPv4 peers each, 237 MB (maps just
-/// doubled); 900,000 with two each, 150 MB (maps nearly full); a million with one
-/// IPv4 and one IPv6 peer each, 315 MB.
+/// Measured (`RSS` of a store holding torrents with two IPv4 peers each):
+/// 500,000 torrents, 82 MB; 1,000,000, 164 MB; 1,200,000, 219 MB;
+/// 1,500,000, 250 MB.
 pub struct SwarmStore {
     segments: Box<[Segment]>,
     /// Random odd multipliers choosing segments (see `segment_of`).
     segment_keys: [u64; 3],
+    /// Keys the hash that places a torrent within its segment.
+    hasher: RandomState,
     limits: StoreLimits,
     rng: WyRand,
     torrents: usize,
@@ -179,6 +197,7 @@ impl SwarmStore {
         SwarmStore {
             segments: (0..Self::SEGMENTS).map(|_| Segment::default()).collect(),
             segment_keys: [0u8, 1, 2].map(|i| keys.hash_one(i) | 1),
+            hasher: RandomState::new(),
             limits,
             rng: WyRand::new(rng_seed),
             torrents: 0,
@@ -209,6 +228,12 @@ impl SwarmStore {
         (sum >> (64 - Self::SEGMENT_BITS)) as usize
     }
 
+    /// The segment of `info_hash` and its hash within the segment.
+    fn locate(&self, info_hash: &InfoHash) -> (usize, u32) {
+        let hash = (self.hasher.hash_one(info_hash) >> 32) as u32;
+        (self.segment_of(info_hash), hash)
+    }
+
     /// Records the announce: stores or refreshes the peer, or removes it on
     /// `stopped`. Unless it stopped, writes to `peers` (cleared first) up to
     /// `req.numwant` live peers of the requester's address family, never the
@@ -226,28 +251,25 @@ impl SwarmStore {
         peers: &mut AnswerPeers,
     ) -> Result<SwarmCounts, AnnounceRefused> {
         peers.reset(IpFamily::of(req.peer_addr.ip()));
-        let segment = self.segment_of(&req.info_hash);
-        let torrent = match self.segments[segment].entry(req.info_hash) {
-            Entry::Occupied(entry) => entry.into_mut(),
+        let (segment, hash) = self.locate(&req.info_hash);
+        let table = &mut self.segments[segment];
+        let torrent = match table.find(hash, &req.info_hash) {
+            Some(pos) => table.value_mut(pos),
             // Nothing to remove, and no torrent to create for it.
-            Entry::Vacant(_) if req.event == AnnounceEvent::Stopped => {
-                return Ok(SwarmCounts::default())
-            }
-            Entry::Vacant(_) if self.torrents >= self.limits.max_torrents => {
+            None if req.event == AnnounceEvent::Stopped => return Ok(SwarmCounts::default()),
+            None if self.torrents >= self.limits.max_torrents => {
                 self.stats.refused_torrents.inc();
                 return Err(AnnounceRefused::TorrentLimit);
             }
             // An empty torrent would be memory for nothing: answer as a swarm
             // of none.
-            Entry::Vacant(_)
-                if self.peers.seeders + self.peers.leechers >= self.limits.max_peers =>
-            {
+            None if self.peers.seeders + self.peers.leechers >= self.limits.max_peers => {
                 self.stats.unstored_peers.inc();
                 return Ok(SwarmCounts::default());
             }
-            Entry::Vacant(entry) => {
+            None => {
                 self.torrents += 1;
-                entry.insert(Torrent::default())
+                table.insert(hash, req.info_hash, Torrent::default())
             }
         };
         let before = torrent.counts();
@@ -266,10 +288,37 @@ impl SwarmStore {
         Ok(after)
     }
 
+    /// Starts loading what announces for `info_hashes` will read, without
+    /// waiting for it: called for a batch of requests before they are served,
+    /// so that their cache misses overlap instead of coming one after another.
+    /// Each step reads only what the step before started loading for all the
+    /// batch: the first slots of the torrents, then the torrents, then their
+    /// peers. Changes nothing.
+    pub fn prefetch(&self, info_hashes: &[InfoHash]) {
+        const STEP: usize = 64;
+        let mut located = [(0, 0); STEP];
+        for batch in info_hashes.chunks(STEP) {
+            let located = &mut located[..batch.len()];
+            for (spot, info_hash) in located.iter_mut().zip(batch) {
+                *spot = self.locate(info_hash);
+                self.segments[spot.0].prefetch_slot(spot.1);
+            }
+            for &(segment, hash) in located.iter() {
+                self.segments[segment].prefetch_entry(hash);
+            }
+            for (&(segment, hash), info_hash) in located.iter().zip(batch) {
+                if let Some(torrent) = self.segments[segment].get(hash, info_hash) {
+                    torrent.prefetch();
+                }
+            }
+        }
+    }
+
     /// The counts of a torrent; zeros for one not stored.
     pub fn scrape(&self, info_hash: &InfoHash) -> ScrapeStats {
-        self.segments[self.segment_of(info_hash)]
-            .get(info_hash)
+        let (segment, hash) = self.locate(info_hash);
+        self.segments[segment]
+            .get(hash, info_hash)
             .map(Torrent::scrape)
             .unwrap_or_default()
     }
@@ -312,11 +361,9 @@ impl SwarmStore {
             removed.torrents += usize::from(!keep);
             keep
         });
-        // The map never shrinks by itself; give memory back after a large drop only,
-        // so a segment does not shrink and regrow on every pass.
-        if map.len() <= map.capacity() / 4 {
-            map.shrink_to_fit();
-        }
+        // The table never shrinks by itself; it gives memory back after a
+        // large drop only, so a segment does not shrink and regrow on every pass.
+        map.shrink();
         self.forget(removed);
         removed
     }
@@ -333,20 +380,21 @@ impl SwarmStore {
         let Some(&info_hash) = self.clean_pending.last() else {
             return removed;
         };
-        let segment = self.segment_of(&info_hash);
+        let (segment, hash) = self.locate(&info_hash);
         let map = &mut self.segments[segment];
         // Gone already if an access list removed it in between.
-        let Some(torrent) = map.get_mut(&info_hash) else {
+        let Some(pos) = map.find(hash, &info_hash) else {
             self.clean_pending.pop();
             return removed;
         };
+        let torrent = map.value_mut(pos);
         let before = torrent.counts();
         let done = torrent.drop_expired(now);
         removed.count(before, torrent.counts());
         if done {
             self.clean_pending.pop();
             if torrent.is_empty() {
-                map.remove(&info_hash);
+                map.remove_at(pos);
                 removed.torrents += 1;
             }
         }
@@ -381,9 +429,7 @@ impl SwarmStore {
             removed.peers.leechers += counts.leechers as usize;
             false
         });
-        if removed.torrents > 0 && map.len() <= map.capacity() / 4 {
-            map.shrink_to_fit();
-        }
+        map.shrink();
         self.forget(removed);
         removed
     }
@@ -462,17 +508,18 @@ impl SwarmStore {
             .limits
             .max_peers
             .saturating_sub(self.peers.seeders + self.peers.leechers);
-        let segment = self.segment_of(&record.info_hash);
-        let torrent = match self.segments[segment].entry(record.info_hash) {
-            Entry::Occupied(entry) => entry.into_mut(),
-            Entry::Vacant(_) if self.torrents >= self.limits.max_torrents || worker_room == 0 => {
+        let (segment, hash) = self.locate(&record.info_hash);
+        let table = &mut self.segments[segment];
+        let torrent = match table.find(hash, &record.info_hash) {
+            Some(pos) => table.value_mut(pos),
+            None if self.torrents >= self.limits.max_torrents || worker_room == 0 => {
                 done.refused = live;
                 return done;
             }
-            Entry::Vacant(entry) => {
+            None => {
                 self.torrents += 1;
                 done.torrents = 1;
-                entry.insert(Torrent::default())
+                table.insert(hash, record.info_hash, Torrent::default())
             }
         };
         let before = torrent.counts();

@@ -109,6 +109,15 @@ impl<I: PeerIp> Peers<I> {
         self.as_slice().len()
     }
 
+    /// Starts loading the peers of a small half, or the header of a large one
+    /// (its `Vec` and index are behind it, a load away).
+    pub fn prefetch(&self) {
+        match self {
+            Peers::Small(peers) => super::prefetch(peers.as_ptr()),
+            Peers::Large(large) => super::prefetch(&**large),
+        }
+    }
+
     /// The position of the peer at (`ip`, `port`).
     pub fn find(&self, ip: I, port: u16) -> Option<usize> {
         match self {

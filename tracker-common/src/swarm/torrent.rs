@@ -307,6 +307,12 @@ pub(super) struct Torrent {
 }
 
 impl Torrent {
+    /// Starts loading the IPv4 peers (see `SwarmStore::prefetch`); most
+    /// swarms have no IPv6 half.
+    pub fn prefetch(&self) {
+        self.v4.peers.prefetch();
+    }
+
     /// The counts of both halves together.
     pub fn counts(&self) -> SwarmCounts {
         let v4 = self.v4.counts();
