@@ -5,6 +5,10 @@
 //! this shows what a change to the store or the codec does to the tracker's
 //! user time; under `valgrind --tool=callgrind` it counts instructions.
 //!
+//! Announces are served in batches of `PREFETCH` (default 32, about the
+//! announces in one receive batch of the UDP worker), each batch's torrents
+//! prefetched first as the worker does; `PREFETCH=0` serves them one by one.
+//!
 //!     taskset -c 0 cargo run --release -p load-test --example store_announce -- [ANNOUNCES] [TORRENTS] [PEERS]
 
 use std::net::SocketAddr;
@@ -38,6 +42,10 @@ fn main() {
         peers: arg(3, 2_000_000) as u32,
         ..TrafficConfig::default()
     };
+    let prefetch_batch = std::env::var("PREFETCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(32usize);
     let sources = min_sources(traffic.peers).max(32);
     let model = match TrafficModel::new(&traffic, sources, 1) {
         Ok(model) => model,
@@ -61,6 +69,7 @@ fn main() {
     let mut elapsed = std::time::Duration::ZERO;
     // Requests are made a chunk at a time, outside the timed part.
     let mut chunk = Vec::with_capacity(CHUNK);
+    let mut hashes = Vec::new();
     for first in (0..announces).step_by(CHUNK) {
         chunk.clear();
         for n in first..announces.min(first + CHUNK as u64) {
@@ -79,6 +88,12 @@ fn main() {
         let now = 1 + (first / 200_000) as u32;
         let started = Instant::now();
         for (i, req) in chunk.iter().enumerate() {
+            if prefetch_batch > 0 && i % prefetch_batch == 0 {
+                let ahead = chunk[i..].iter().take(prefetch_batch);
+                hashes.clear();
+                hashes.extend(ahead.map(|req| req.info_hash));
+                store.prefetch(&hashes);
+            }
             if let Ok(counts) = store.announce(req, now, &mut peers) {
                 out.clear();
                 let txid = TransactionId(i as i32);

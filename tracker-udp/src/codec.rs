@@ -220,6 +220,18 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// The info-hash of a packet that looks like an announce, without parsing
+    /// the rest: enough to start loading its torrent ahead of `parse`, which
+    /// still decides whether it is one.
+    pub fn announce_info_hash(bytes: &[u8]) -> Option<InfoHash> {
+        let action = bytes.get(8..12)?;
+        if bytes.len() < ANNOUNCE_REQUEST_LEN || action != ACTION_ANNOUNCE.to_be_bytes() {
+            return None;
+        }
+        let info_hash = bytes.get(16..16 + INFO_HASH_LEN)?;
+        Some(InfoHash(info_hash.try_into().ok()?))
+    }
+
     /// Appends the packet to `out`.
     pub fn write(&self, out: &mut Vec<u8>) {
         match self {
@@ -956,13 +968,15 @@ mod tests {
             assert_eq!(Request::parse(&out), Ok(request));
             match request {
                 Request::Announce(announce) => {
+                    assert_eq!(Request::announce_info_hash(bytes), Some(announce.info_hash));
                     let url_len: usize = announce.url_data().map(<[u8]>::len).sum();
                     assert!(url_len <= announce.options.as_bytes().len());
                 }
                 Request::Scrape(scrape) => {
+                    assert_eq!(Request::announce_info_hash(bytes), None);
                     assert_eq!(scrape.info_hashes.iter().count(), scrape.info_hashes.len());
                 }
-                Request::Connect(_) => {}
+                Request::Connect(_) => assert_eq!(Request::announce_info_hash(bytes), None),
             }
         }
         if let Ok(response) = Response::parse(bytes, family) {
@@ -1030,6 +1044,7 @@ mod tests {
             prop_assert_eq!(out.len(), ANNOUNCE_REQUEST_LEN + option_bytes.len());
             let parsed = Request::parse(&out);
             prop_assert_eq!(parsed, Ok(Request::Announce(request)));
+            prop_assert_eq!(Request::announce_info_hash(&out), Some(request.info_hash));
             let url: Vec<u8> = options.iter().flatten().flatten().copied().collect();
             prop_assert_eq!(request.url_data().collect::<Vec<_>>().concat(), url);
         }

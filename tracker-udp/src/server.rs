@@ -7,7 +7,7 @@ use crate::codec::{
 };
 use crate::cookie::ConnectionCookies;
 use crate::ratelimit::ConnectLimiter;
-use crate::socket::{canonical_ip, send_one, LocalAddr, RecvBatch, SendBatch};
+use crate::socket::{canonical_ip, send_one, LocalAddr, RecvBatch, SendBatch, BATCH};
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -164,12 +164,22 @@ impl UdpService {
         let mut rx = RecvBatch::default();
         let mut tx = SendBatch::default();
         let mut peek = [0u8; 1];
+        let mut ahead: Vec<InfoHash> = Vec::with_capacity(BATCH);
         loop {
             if self.stop.is_fired() {
                 return Ok(());
             }
             match rx.recv(fd) {
                 Ok(n) => {
+                    // Start loading the batch's torrents first, so that their
+                    // cache misses overlap rather than stall one announce each.
+                    ahead.clear();
+                    ahead.extend(
+                        (0..n)
+                            .filter_map(|i| rx.data(i).and_then(Request::announce_info_hash))
+                            .filter(|hash| self.shard.is_local(hash)),
+                    );
+                    self.shard.prefetch(&ahead);
                     for i in 0..n {
                         if let Some(packet) = rx.get(i) {
                             self.stats.bytes_in.add(packet.data.len() as u64);

@@ -172,18 +172,25 @@ impl RecvBatch {
         Ok(self.len)
     }
 
-    /// The `i`th datagram of the last `recv`, if its sender's address is one we
-    /// can answer.
-    pub fn get(&self, i: usize) -> Option<Received<'_>> {
+    /// The bytes of datagram `i` alone (as `get` gives them), without
+    /// reading its addresses.
+    pub fn data(&self, i: usize) -> Option<&[u8]> {
         if i >= self.len {
             return None;
         }
+        let len = (self.hdrs[i].msg_len as usize).min(MAX_DATAGRAM);
+        Some(&self.bufs[i][..len])
+    }
+
+    /// The `i`th datagram of the last `recv`, if its sender's address is one we
+    /// can answer.
+    pub fn get(&self, i: usize) -> Option<Received<'_>> {
+        let data = self.data(i)?;
         let hdr = &self.hdrs[i];
-        let len = (hdr.msg_len as usize).min(MAX_DATAGRAM);
         let from = sockaddr_to_std(&self.names[i])?;
         let control = read_control(&hdr.msg_hdr);
         Some(Received {
-            data: &self.bufs[i][..len],
+            data,
             from,
             to: control.to,
             truncated: hdr.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
