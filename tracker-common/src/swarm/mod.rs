@@ -143,10 +143,10 @@ fn prefetch<T>(p: *const T) {
 
 type Segment = Table<Torrent>;
 
-/// Torrents and their peers, split into `SEGMENTS` hash maps.
+/// Torrents and their peers, split into `SEGMENTS` hash tables.
 ///
 /// Segments bound the work of one step: the cleaner walks one segment at a time
-/// and yields between them, and a map that grows rehashes only its segment, so no
+/// and yields between them, and a table that grows rebuilds only its segment, so no
 /// request waits behind a pass over the whole shard.
 ///
 /// Memory, on 64-bit with glibc malloc:

@@ -182,7 +182,6 @@ impl<V> Table<V> {
         if self.len() > self.slots.len() / 8 {
             return;
         }
-        self.entries.shrink_to_fit();
         let mut slots = if self.entries.is_empty() {
             0
         } else {
@@ -191,7 +190,11 @@ impl<V> Table<V> {
         while self.len() * 8 > slots * 3 {
             slots *= 2;
         }
-        self.resize(slots);
+        // A small table may already be as small as it gets.
+        if slots < self.slots.len() {
+            self.entries.shrink_to_fit();
+            self.resize(slots);
+        }
     }
 
     /// Rebuilds the slots, `slots` of them, from the entries' stored hashes.
@@ -329,6 +332,13 @@ mod tests {
         table.retain(|k, _| k.0[0] < 4);
         table.shrink();
         assert_eq!((table.len(), table.slots.len()), (4, 16));
+        table.retain(|k, _| k.0[0] < 1);
+        table.shrink();
+        assert_eq!((table.len(), table.slots.len()), (1, 8));
+        // A table as small as it gets is left as it is.
+        let slots = table.slots.as_ptr();
+        table.shrink();
+        assert_eq!(table.slots.as_ptr(), slots);
         table.retain(|_, _| false);
         table.shrink();
         assert_eq!(table.slots.len(), 0);
