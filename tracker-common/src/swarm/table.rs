@@ -64,8 +64,10 @@ impl<V> Table<V> {
         hash as usize & self.mask()
     }
 
-    /// The position of the entry for `key`, whose hash is `hash`.
-    pub fn find(&self, hash: u32, key: &InfoHash) -> Option<usize> {
+    /// The index of the first slot for which `hit` holds, looking from
+    /// `hash`'s home up to the first empty slot (where a lookup of `hash`
+    /// ends).
+    fn probe(&self, hash: u32, mut hit: impl FnMut(Slot) -> bool) -> Option<usize> {
         if self.slots.is_empty() {
             return None;
         }
@@ -75,20 +77,25 @@ impl<V> Table<V> {
             if slot.pos == EMPTY {
                 return None;
             }
-            if slot.hash == hash && self.entries[slot.pos as usize].key == *key {
-                return Some(slot.pos as usize);
+            if hit(slot) {
+                return Some(i);
             }
             i = (i + 1) & self.mask();
         }
     }
 
+    /// The position of the entry for `key`, whose hash is `hash`.
+    pub fn find(&self, hash: u32, key: &InfoHash) -> Option<usize> {
+        let i = self.probe(hash, |s| {
+            s.hash == hash && self.entries[s.pos as usize].key == *key
+        })?;
+        Some(self.slots[i].pos as usize)
+    }
+
     /// The index of the slot that holds position `pos`, whose hash is `hash`.
     fn slot_of(&self, hash: u32, pos: usize) -> usize {
-        let mut i = self.home(hash);
-        while self.slots[i].pos as usize != pos {
-            i = (i + 1) & self.mask();
-        }
-        i
+        self.probe(hash, |s| s.pos as usize == pos)
+            .expect("every entry has a slot")
     }
 
     pub fn get(&self, hash: u32, key: &InfoHash) -> Option<&V> {
@@ -220,23 +227,14 @@ impl<V> Table<V> {
     /// likely its key's), reading the slots, which `prefetch_slot` should
     /// have brought in by now.
     pub fn prefetch_entry(&self, hash: u32) {
-        if self.slots.is_empty() {
-            return;
-        }
-        let mut i = self.home(hash);
-        loop {
-            let slot = self.slots[i];
-            if slot.pos == EMPTY {
-                return;
-            }
-            if slot.hash == hash {
-                let entry = self.entries.as_ptr().wrapping_add(slot.pos as usize);
-                super::prefetch(entry);
-                // An entry may straddle two cache lines.
-                super::prefetch(entry.wrapping_add(1).cast::<u8>().wrapping_sub(1));
-                return;
-            }
-            i = (i + 1) & self.mask();
+        if let Some(i) = self.probe(hash, |s| s.hash == hash) {
+            let entry = self
+                .entries
+                .as_ptr()
+                .wrapping_add(self.slots[i].pos as usize);
+            super::prefetch(entry);
+            // An entry may straddle two cache lines.
+            super::prefetch(entry.wrapping_add(1).cast::<u8>().wrapping_sub(1));
         }
     }
 }
