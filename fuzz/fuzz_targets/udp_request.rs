@@ -1,13 +1,14 @@
 //! A UDP request packet from anyone: `Request::parse` must never panic, and
 //! whatever it accepts must write back to the same bytes and parse back equal;
-//! the batch prefetch's peek at an announce's info-hash must agree with it.
+//! the batch prefetch's peek at an announce's info-hash and port must agree
+//! with it.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tracker_udp::codec::{Request, ANNOUNCE_REQUEST_LEN, MAX_SCRAPE_INFO_HASHES};
+use tracker_udp::codec::{AnnouncePeek, Request, ANNOUNCE_REQUEST_LEN, MAX_SCRAPE_INFO_HASHES};
 
 fuzz_target!(|data: &[u8]| {
-    let peeked = Request::announce_info_hash(data);
+    let peeked = Request::peek_announce(data);
     let request = match Request::parse(data) {
         Ok(request) => request,
         Err(error) => {
@@ -33,7 +34,8 @@ fuzz_target!(|data: &[u8]| {
         Request::Announce(announce) => {
             assert_eq!(out, data, "announce does not write back as read");
             assert!(data.len() >= ANNOUNCE_REQUEST_LEN);
-            assert_eq!(peeked, Some(announce.info_hash));
+            let info_hash = announce.info_hash;
+            assert_eq!(peeked, Some(AnnouncePeek { info_hash, port: announce.port }));
             let url_len: usize = announce.url_data().map(<[u8]>::len).sum();
             assert!(url_len <= announce.options.as_bytes().len());
         }

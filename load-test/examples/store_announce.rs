@@ -7,7 +7,7 @@
 //!
 //! Announces are served in batches of `PREFETCH` (default 32, about the
 //! announces in one receive batch of the UDP worker), each batch's torrents
-//! prefetched first as the worker does; `PREFETCH=0` serves them one by one.
+//! and peers prefetched first as the worker does; `PREFETCH=0` serves them one by one.
 //!
 //!     taskset -c 0 cargo run --release -p load-test --example store_announce -- [ANNOUNCES] [TORRENTS] [PEERS]
 
@@ -91,7 +91,7 @@ fn main() {
             if prefetch_batch > 0 && i % prefetch_batch == 0 {
                 let ahead = chunk[i..].iter().take(prefetch_batch);
                 hashes.clear();
-                hashes.extend(ahead.map(|req| req.info_hash));
+                hashes.extend(ahead.map(|req| (req.info_hash, req.peer_addr)));
                 store.prefetch(&hashes);
             }
             if let Ok(counts) = store.announce(req, now, &mut peers) {

@@ -21,6 +21,7 @@ use glommio::{GlommioError, ResourceType};
 use slab::Slab;
 use std::cell::RefCell;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
@@ -258,11 +259,12 @@ impl Shard {
         store.announce(req, clock::now_secs(), peers)
     }
 
-    /// Starts loading the torrents of a batch of announces to come, all of
-    /// this shard (see `SwarmStore::prefetch`).
-    pub fn prefetch(&self, info_hashes: &[InfoHash]) {
-        debug_assert!(info_hashes.iter().all(|h| self.is_local(h)));
-        self.store.borrow().prefetch(info_hashes);
+    /// Starts loading what a batch of announces to come will read, each its
+    /// torrent, of this shard, and the peer's address (see
+    /// `SwarmStore::prefetch`).
+    pub fn prefetch(&self, announces: &[(InfoHash, SocketAddr)]) {
+        debug_assert!(announces.iter().all(|(h, _)| self.is_local(h)));
+        self.store.borrow().prefetch(announces);
     }
 
     /// Scrape counts of a torrent of this shard.

@@ -220,16 +220,20 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// The info-hash of a packet that looks like an announce, without parsing
-    /// the rest: enough to start loading its torrent ahead of `parse`, which
-    /// still decides whether it is one.
-    pub fn announce_info_hash(bytes: &[u8]) -> Option<InfoHash> {
+    /// The info-hash and port of a packet that looks like an announce,
+    /// without parsing the rest: enough to start loading its torrent and
+    /// peer ahead of `parse`, which still decides whether it is one.
+    pub fn peek_announce(bytes: &[u8]) -> Option<AnnouncePeek> {
         let action = bytes.get(8..12)?;
         if bytes.len() < ANNOUNCE_REQUEST_LEN || action != ACTION_ANNOUNCE.to_be_bytes() {
             return None;
         }
         let info_hash = bytes.get(16..16 + INFO_HASH_LEN)?;
-        Some(InfoHash(info_hash.try_into().ok()?))
+        let port = bytes.get(96..98)?;
+        Some(AnnouncePeek {
+            info_hash: InfoHash(info_hash.try_into().ok()?),
+            port: u16::from_be_bytes(port.try_into().ok()?),
+        })
     }
 
     /// Appends the packet to `out`.
@@ -240,6 +244,13 @@ impl<'a> Request<'a> {
             Self::Scrape(request) => request.write(out),
         }
     }
+}
+
+/// What `Request::peek_announce` reads of an announce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnnouncePeek {
+    pub info_hash: InfoHash,
+    pub port: u16,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -968,15 +979,21 @@ mod tests {
             assert_eq!(Request::parse(&out), Ok(request));
             match request {
                 Request::Announce(announce) => {
-                    assert_eq!(Request::announce_info_hash(bytes), Some(announce.info_hash));
+                    assert_eq!(
+                        Request::peek_announce(bytes),
+                        Some(AnnouncePeek {
+                            info_hash: announce.info_hash,
+                            port: announce.port
+                        })
+                    );
                     let url_len: usize = announce.url_data().map(<[u8]>::len).sum();
                     assert!(url_len <= announce.options.as_bytes().len());
                 }
                 Request::Scrape(scrape) => {
-                    assert_eq!(Request::announce_info_hash(bytes), None);
+                    assert_eq!(Request::peek_announce(bytes), None);
                     assert_eq!(scrape.info_hashes.iter().count(), scrape.info_hashes.len());
                 }
-                Request::Connect(_) => assert_eq!(Request::announce_info_hash(bytes), None),
+                Request::Connect(_) => assert_eq!(Request::peek_announce(bytes), None),
             }
         }
         if let Ok(response) = Response::parse(bytes, family) {
@@ -1044,7 +1061,11 @@ mod tests {
             prop_assert_eq!(out.len(), ANNOUNCE_REQUEST_LEN + option_bytes.len());
             let parsed = Request::parse(&out);
             prop_assert_eq!(parsed, Ok(Request::Announce(request)));
-            prop_assert_eq!(Request::announce_info_hash(&out), Some(request.info_hash));
+            let peek = AnnouncePeek {
+                info_hash: request.info_hash,
+                port: request.port,
+            };
+            prop_assert_eq!(Request::peek_announce(&out), Some(peek));
             let url: Vec<u8> = options.iter().flatten().flatten().copied().collect();
             prop_assert_eq!(request.url_data().collect::<Vec<_>>().concat(), url);
         }

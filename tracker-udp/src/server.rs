@@ -164,7 +164,7 @@ impl UdpService {
         let mut rx = RecvBatch::default();
         let mut tx = SendBatch::default();
         let mut peek = [0u8; 1];
-        let mut ahead: Vec<InfoHash> = Vec::with_capacity(BATCH);
+        let mut ahead: Vec<(InfoHash, SocketAddr)> = Vec::with_capacity(BATCH);
         loop {
             if self.stop.is_fired() {
                 return Ok(());
@@ -174,11 +174,13 @@ impl UdpService {
                     // Start loading the batch's torrents first, so that their
                     // cache misses overlap rather than stall one announce each.
                     ahead.clear();
-                    ahead.extend(
-                        (0..n)
-                            .filter_map(|i| rx.data(i).and_then(Request::announce_info_hash))
-                            .filter(|hash| self.shard.is_local(hash)),
-                    );
+                    ahead.extend((0..n).filter_map(|i| {
+                        let peek = Request::peek_announce(rx.data(i)?)?;
+                        let peer = SocketAddr::new(canonical_ip(rx.from(i)?.ip()), peek.port);
+                        self.shard
+                            .is_local(&peek.info_hash)
+                            .then_some((peek.info_hash, peer))
+                    }));
                     self.shard.prefetch(&ahead);
                     for i in 0..n {
                         if let Some(packet) = rx.get(i) {

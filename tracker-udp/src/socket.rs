@@ -182,12 +182,20 @@ impl RecvBatch {
         Some(&self.bufs[i][..len])
     }
 
+    /// The sender of datagram `i` (as `get` gives it), if one we can answer.
+    pub fn from(&self, i: usize) -> Option<SocketAddr> {
+        if i >= self.len {
+            return None;
+        }
+        sockaddr_to_std(&self.names[i])
+    }
+
     /// The `i`th datagram of the last `recv`, if its sender's address is one we
     /// can answer.
     pub fn get(&self, i: usize) -> Option<Received<'_>> {
         let data = self.data(i)?;
         let hdr = &self.hdrs[i];
-        let from = sockaddr_to_std(&self.names[i])?;
+        let from = self.from(i)?;
         let control = read_control(&hdr.msg_hdr);
         Some(Received {
             data,

@@ -1,47 +1,45 @@
 //! The address index of a large swarm half: the position of each peer in its
 //! `Vec`, found by the peer's address.
 //!
-//! One hash map doubles all at once, and while it moves every entry the worker
-//! answers nothing: 0.35 to 1.5 ms for a swarm of 14k to 57k peers, tens of ms
-//! for a million. Here the index is split into sub-tables by the top bits of
-//! the hash (extendible hashing): a full sub-table splits in two rather than
-//! doubling, so no step moves more than `SPLIT_AT` entries whatever the
-//! swarm's size. A slot is 8 bytes, the position and 32 bits of the address's
-//! hash, so neither a split nor a rehash reads the peers themselves.
+//! One hash table doubles all at once, and while it moves every entry the
+//! worker answers nothing: 0.35 to 1.5 ms for a swarm of 14k to 57k peers,
+//! tens of ms for a million. Here the index is split into sub-tables by the
+//! top bits of the hash (extendible hashing): a full sub-table splits in two
+//! rather than doubling, so no step moves more than `SPLIT_AT` entries
+//! whatever the swarm's size. Each sub-table is `Slots`: 8 bytes per slot,
+//! the position and 32 bits of the address's hash, so neither a split nor a
+//! growth reads the peers themselves.
+//!
+//! The first sub-table is held inline and the directory is only read once
+//! there are others, so that in a swarm of up to `SPLIT_AT` peers a lookup
+//! reads the index's header, then its slot, and both can be prefetched.
 
 use std::hash::Hash;
 
 use ahash::RandomState;
-use hashbrown::HashTable;
 
-/// A sub-table holding this many splits before it takes another: hashbrown's
-/// capacity at 4,096 buckets, 36 KB, moved in some tens of µs. (A sub-table
-/// with many removed slots may still double once below this, as hashbrown
-/// sees fit: a move of fewer entries.)
+use super::slots::Slots;
+
+/// A sub-table holding this many splits before it takes another: 3/4 of 4,096
+/// slots, 32 KB, moved in some tens of µs.
 #[cfg(not(test))]
-const SPLIT_AT: usize = 3584;
-/// Tests split at 64 buckets, so that a few thousand operations go through
+const SPLIT_AT: usize = 3072;
+/// Tests split at 64 slots, so that a few thousand operations go through
 /// many splits.
 #[cfg(test)]
-const SPLIT_AT: usize = 56;
+const SPLIT_AT: usize = 48;
 /// Past this depth a sub-table grows instead (only a flood of hashes sharing
 /// their top bits gets here): it bounds the directory at 2^16 entries.
 const MAX_DEPTH: u32 = 16;
-/// Stands in for a position while two peers swap places (no peer has it:
-/// positions are below `u32::MAX`).
-const MOVING: u32 = u32::MAX;
+/// Stands in for a position while two peers swap places (no peer has it,
+/// and `Slots` takes `u32::MAX` for an empty slot).
+const MOVING: usize = u32::MAX as usize - 1;
 
-#[derive(Clone, Copy)]
-struct Slot {
-    /// The top 32 bits of the address's 64-bit hash.
-    hash: u32,
-    pos: u32,
-}
-
+#[derive(Default)]
 struct SubTable {
     /// How many top bits of the hash its slots share.
     depth: u32,
-    slots: HashTable<Slot>,
+    slots: Slots,
 }
 
 /// Positions by address hash. The caller owns the peers: lookups by address
@@ -49,34 +47,25 @@ struct SubTable {
 /// slot by position, which is unique.
 pub(super) struct AddressIndex {
     hasher: RandomState,
-    /// 2^`depth` entries: entry `i` is the sub-table of the hashes whose top
-    /// `depth` bits are `i`. Several entries share a sub-table of less depth.
-    directory: Vec<u32>,
+    /// Sub-table 0.
+    first: SubTable,
     depth: u32,
-    tables: Vec<SubTable>,
-}
-
-/// hashbrown picks a bucket with the low bits of a 64-bit hash and tags it with
-/// the top 7: spread the stored 32 bits over both (an odd multiplier is a
-/// bijection, so no two stored hashes collide that did not already).
-fn spread(hash: u32) -> u64 {
-    u64::from(hash).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
-fn rehash(slot: &Slot) -> u64 {
-    spread(slot.hash)
+    /// Empty while `depth` is 0, else 2^`depth` entries: entry `i` is the
+    /// sub-table of the hashes whose top `depth` bits are `i`. Several
+    /// entries share a sub-table of less depth.
+    directory: Vec<u32>,
+    /// Sub-tables 1 and on.
+    rest: Vec<SubTable>,
 }
 
 impl AddressIndex {
     pub fn new() -> Self {
         AddressIndex {
             hasher: RandomState::new(),
-            directory: vec![0],
+            first: SubTable::default(),
             depth: 0,
-            tables: vec![SubTable {
-                depth: 0,
-                slots: HashTable::new(),
-            }],
+            directory: Vec::new(),
+            rest: Vec::new(),
         }
     }
 
@@ -87,102 +76,114 @@ impl AddressIndex {
 
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.tables.iter().map(|t| t.slots.len()).sum()
+        self.first.slots.len() + self.rest.iter().map(|t| t.slots.len()).sum::<usize>()
     }
 
     fn table_of(&self, hash: u32) -> usize {
-        // The top `depth` bits; shifting a u64 keeps depth 0 and 32 defined.
+        if self.depth == 0 {
+            return 0;
+        }
+        // The top `depth` bits; shifting a u64 keeps depth 32 defined.
         let entry = (u64::from(hash) << self.depth) >> 32;
         self.directory
             .get(entry as usize)
             .map_or(0, |&t| t as usize)
     }
 
+    fn slots(&self, hash: u32) -> Option<&Slots> {
+        match self.table_of(hash) {
+            0 => Some(&self.first.slots),
+            t => self.rest.get(t - 1).map(|table| &table.slots),
+        }
+    }
+
+    fn table_mut(&mut self, t: usize) -> Option<&mut SubTable> {
+        match t {
+            0 => Some(&mut self.first),
+            t => self.rest.get_mut(t - 1),
+        }
+    }
+
+    fn slots_mut(&mut self, hash: u32) -> Option<&mut Slots> {
+        let t = self.table_of(hash);
+        self.table_mut(t).map(|table| &mut table.slots)
+    }
+
     /// The position among those with this hash for which `is_key` holds.
-    pub fn find(&self, hash: u32, mut is_key: impl FnMut(usize) -> bool) -> Option<usize> {
-        let table = self.tables.get(self.table_of(hash))?;
-        let slot = table
-            .slots
-            .find(spread(hash), |s| s.hash == hash && is_key(s.pos as usize))?;
-        Some(slot.pos as usize)
+    pub fn find(&self, hash: u32, is_key: impl FnMut(usize) -> bool) -> Option<usize> {
+        self.slots(hash)?.find(hash, is_key)
+    }
+
+    /// Starts loading the first slot a lookup of `hash` reads.
+    pub fn prefetch(&self, hash: u32) {
+        if let Some(slots) = self.slots(hash) {
+            slots.prefetch(hash);
+        }
+    }
+
+    /// The first position with this hash, most likely its key's (see
+    /// `Slots::likely`).
+    pub fn likely(&self, hash: u32) -> Option<usize> {
+        self.slots(hash)?.likely(hash)
     }
 
     /// Indexes a new peer at `pos` (no peer with its address is indexed).
     pub fn insert(&mut self, hash: u32, pos: usize) {
-        let mut t = self.table_of(hash);
+        let t = self.table_of(hash);
         if self
-            .tables
-            .get(t)
+            .table_mut(t)
             .is_some_and(|table| table.depth < MAX_DEPTH && table.slots.len() >= SPLIT_AT)
         {
             self.split(t);
-            t = self.table_of(hash);
         }
-        if let Some(table) = self.tables.get_mut(t) {
-            let slot = Slot {
-                hash,
-                pos: pos as u32,
-            };
-            table.slots.insert_unique(spread(hash), slot, rehash);
+        if let Some(slots) = self.slots_mut(hash) {
+            slots.insert(hash, pos);
         }
     }
 
     /// Forgets the peer at `pos`, whose address has `hash`.
     pub fn remove(&mut self, hash: u32, pos: usize) {
-        let t = self.table_of(hash);
-        if let Some(table) = self.tables.get_mut(t) {
-            let pos = pos as u32;
-            if let Ok(slot) = table.slots.find_entry(spread(hash), |s| s.pos == pos) {
-                slot.remove();
-            }
+        if let Some(slots) = self.slots_mut(hash) {
+            slots.remove(hash, pos);
         }
     }
 
     /// Records that the peer at `from`, whose address has `hash`, is now at `to`.
     pub fn relocate(&mut self, hash: u32, from: usize, to: usize) {
-        self.set_pos(hash, from as u32, to as u32);
+        if let Some(slots) = self.slots_mut(hash) {
+            slots.relocate(hash, from, to);
+        }
     }
 
     /// Records that the peers at `a` (hash `hash_a`) and `b` (hash `hash_b`)
     /// traded places.
     pub fn swap(&mut self, hash_a: u32, a: usize, hash_b: u32, b: usize) {
-        let (a, b) = (a as u32, b as u32);
         // Through a placeholder: for a moment two slots would hold one position,
         // and an update by position could then pick the wrong one.
-        self.set_pos(hash_a, a, MOVING);
-        self.set_pos(hash_b, b, a);
-        self.set_pos(hash_a, MOVING, b);
-    }
-
-    fn set_pos(&mut self, hash: u32, from: u32, to: u32) {
-        let t = self.table_of(hash);
-        if let Some(table) = self.tables.get_mut(t) {
-            if let Some(slot) = table.slots.find_mut(spread(hash), |s| s.pos == from) {
-                slot.pos = to;
-            }
-        }
+        self.relocate(hash_a, a, MOVING);
+        self.relocate(hash_b, b, a);
+        self.relocate(hash_a, MOVING, b);
     }
 
     /// Moves the slots of sub-table `t` whose next hash bit is set into a new
     /// sub-table, doubling the directory first if `t` already uses all its bits.
     fn split(&mut self, t: usize) {
-        let Some(depth) = self.tables.get(t).map(|table| table.depth + 1) else {
+        let Some(table) = self.table_mut(t) else {
             return;
         };
+        table.depth += 1;
+        let depth = table.depth;
+        let bit = 1u32 << (32 - depth);
+        let moved = table.slots.split_off(|hash| hash & bit != 0);
         if depth > self.depth {
+            if self.directory.is_empty() {
+                self.directory.push(0);
+            }
             self.directory = self.directory.iter().flat_map(|&e| [e, e]).collect();
             self.depth += 1;
         }
-        let bit = 1u32 << (32 - depth);
-        let new = self.tables.len() as u32;
-        let mut moved = HashTable::with_capacity(SPLIT_AT);
-        if let Some(table) = self.tables.get_mut(t) {
-            table.depth = depth;
-            for slot in table.slots.extract_if(|s| s.hash & bit != 0) {
-                moved.insert_unique(spread(slot.hash), slot, rehash);
-            }
-        }
-        self.tables.push(SubTable {
+        let new = self.rest.len() as u32 + 1;
+        self.rest.push(SubTable {
             depth,
             slots: moved,
         });
@@ -198,12 +199,16 @@ impl AddressIndex {
 
     #[cfg(test)]
     fn sub_tables(&self) -> usize {
-        self.tables.len()
+        1 + self.rest.len()
     }
 
     #[cfg(test)]
     fn largest_sub_table(&self) -> usize {
-        self.tables.iter().map(|t| t.slots.len()).max().unwrap_or(0)
+        std::iter::once(&self.first)
+            .chain(&self.rest)
+            .map(|t| t.slots.len())
+            .max()
+            .unwrap_or(0)
     }
 }
 

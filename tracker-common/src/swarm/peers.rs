@@ -7,6 +7,7 @@ use std::mem;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::index::AddressIndex;
+use super::rng::{scale, WyRand};
 use crate::types::{IpFamily, PeerId};
 
 /// A swarm half is indexed once it grows past this many peers (a linear scan of 32
@@ -74,15 +75,23 @@ pub(super) struct Indexed<I> {
     peers: Vec<Peer<I>>,
     /// Address to position in `peers`.
     index: AddressIndex,
+    /// Where the next answer starts, as a fraction of the peers it is drawn
+    /// from: drawn an answer ahead, so that a prefetch can load the peers
+    /// there (see `Peers::prefetch_index`).
+    next_start: u32,
 }
 
 impl<I: PeerIp> Indexed<I> {
-    fn new(peers: Vec<Peer<I>>) -> Self {
+    fn new(peers: Vec<Peer<I>>, next_start: u32) -> Self {
         let mut index = AddressIndex::new();
         for (i, peer) in peers.iter().enumerate() {
             index.insert(index.hash(&peer.key()), i);
         }
-        Indexed { peers, index }
+        Indexed {
+            peers,
+            index,
+            next_start,
+        }
     }
 
     fn hash_at(&self, i: usize) -> Option<u32> {
@@ -109,12 +118,57 @@ impl<I: PeerIp> Peers<I> {
         self.as_slice().len()
     }
 
-    /// Starts loading the peers of a small half, or the header of a large one
-    /// (its `Vec` and index are behind it, a load away).
+    /// Where the next answer starts, as a fraction of the peers it is drawn
+    /// from; None in a small half, where the caller draws it (its peers are
+    /// prefetched whole).
+    pub fn next_start(&self) -> Option<u32> {
+        match self {
+            Peers::Small(_) => None,
+            Peers::Large(large) => Some(large.next_start),
+        }
+    }
+
+    /// Draws where the next answer of a large half starts.
+    pub fn draw_next_start(&mut self, rng: &mut WyRand) {
+        if let Peers::Large(large) = self {
+            large.next_start = rng.fraction();
+        }
+    }
+
+    /// Prefetch, step 1 of 3 (see `SwarmStore::prefetch`): starts loading
+    /// the peers of a small half, all that an answer from it reads, or the
+    /// header of a large one (its peers and index are behind it).
     pub fn prefetch(&self) {
         match self {
-            Peers::Small(peers) => super::prefetch(peers.as_ptr()),
-            Peers::Large(large) => super::prefetch(&**large),
+            Peers::Small(peers) => super::prefetch_all(peers.as_ptr(), peers.len()),
+            Peers::Large(large) => super::prefetch_all(&**large, 1),
+        }
+    }
+
+    /// Step 2, in a large half: the index slot of the peer at (`ip`, `port`)
+    /// and the first peers of the next answer, drawn from the first `pool`
+    /// peers, for each of `pools` (a seeder's answer is drawn from the
+    /// leechers only, and which this announce is the caller need not know).
+    pub fn prefetch_index(&self, ip: I, port: u16, pools: [usize; 2]) {
+        /// The peers loaded at the start; the CPU's prefetcher follows the
+        /// run from there.
+        const FIRST: usize = 4;
+        if let Peers::Large(large) = self {
+            large.index.prefetch(large.index.hash(&(ip, port)));
+            for pool in pools.into_iter().filter(|&pool| pool > 0) {
+                let start = scale(large.next_start, pool);
+                super::prefetch_all(large.peers.as_ptr().wrapping_add(start), FIRST);
+            }
+        }
+    }
+
+    /// Step 3, in a large half: the peer its index slot names (most likely
+    /// the one at (`ip`, `port`)).
+    pub fn prefetch_peer(&self, ip: I, port: u16) {
+        if let Peers::Large(large) = self {
+            if let Some(pos) = large.index.likely(large.index.hash(&(ip, port))) {
+                super::prefetch_all(large.peers.as_ptr().wrapping_add(pos), 1);
+            }
         }
     }
 
@@ -169,7 +223,7 @@ impl<I: PeerIp> Peers<I> {
             Peers::Small(peers) => {
                 let mut peers = mem::take(peers);
                 peers.push(peer);
-                *self = Peers::Large(Box::new(Indexed::new(peers)));
+                *self = Peers::Large(Box::new(Indexed::new(peers, 0)));
             }
             Peers::Large(large) => {
                 let hash = large.index.hash(&peer.key());
@@ -244,7 +298,7 @@ impl<I: PeerIp> Peers<I> {
                 // quick. Above, it keeps the sub-tables it had (its memory is
                 // bounded by the swarm's peak) until the swarm shrinks to it.
                 if shrink(&mut large.peers) && large.peers.len() <= REINDEX_MAX {
-                    **large = Indexed::new(mem::take(&mut large.peers));
+                    **large = Indexed::new(mem::take(&mut large.peers), large.next_start);
                 }
             }
         }
@@ -280,6 +334,7 @@ mod tests {
         assert_eq!(mem::size_of::<Peer<Ipv4Addr>>(), 32);
         assert_eq!(mem::size_of::<Peer<Ipv6Addr>>(), 44);
         assert_eq!(mem::size_of::<Peers<Ipv4Addr>>(), 24);
+        assert_eq!(mem::size_of::<Indexed<Ipv4Addr>>(), 152);
     }
 
     #[test]

@@ -19,6 +19,18 @@ impl WyRand {
     pub fn below(&mut self, n: usize) -> usize {
         ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
     }
+
+    /// A fraction of any range, drawn now and scaled to one later (see
+    /// `scale`).
+    pub fn fraction(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+}
+
+/// The number in `0..n` (`n > 0`) that `fraction` stands for, by
+/// multiply-shift as in `WyRand::below`.
+pub(super) fn scale(fraction: u32, n: usize) -> usize {
+    ((u64::from(fraction) * n as u64) >> 32) as usize
 }
 
 #[cfg(test)]
@@ -34,6 +46,12 @@ mod tests {
         }
         assert!(seen.iter().all(|&s| s));
         assert_eq!(rng.below(1), 0);
+        for n in [1, 2, 7, 1_000_000] {
+            for fraction in [0, 1, u32::MAX / 2, u32::MAX] {
+                assert!(scale(fraction, n) < n);
+            }
+        }
+        assert_eq!(scale(u32::MAX / 2, 10), 4);
     }
 
     #[test]

@@ -1,101 +1,46 @@
 //! The torrents of one segment: a hash table whose memory a batch of requests
 //! can start loading before it is read.
 //!
-//! Entries (info-hash, hash, value) are kept dense in a `Vec`, found through
-//! a power-of-two array of 8-byte slots by linear probing. A slot holds 32 bits
-//! of the key's hash and the entry's position, so the slot to look at first is
-//! known from the hash alone, and the entry from that slot: each can be
-//! prefetched a step ahead of its use (see `SwarmStore::prefetch`). A general
-//! map hides both addresses, so each request would wait for them in turn.
-//! Removal shifts later slots back (no tombstones) and moves the last entry into
-//! the hole, so the table never needs cleaning.
+//! Entries (info-hash, hash, value) are kept dense in a `Vec` and found through
+//! `Slots` by their hash, so both the slot a lookup reads first and the entry
+//! can be prefetched a step ahead of their use (see `SwarmStore::prefetch`).
+//! Removal moves the last entry into the hole.
 
+use super::slots::Slots;
 use crate::types::InfoHash;
-
-/// No entry: positions are below `u32::MAX`.
-const EMPTY: u32 = u32::MAX;
-/// The fewest slots a table that holds anything has.
-const MIN_SLOTS: usize = 8;
-
-#[derive(Clone, Copy)]
-struct Slot {
-    hash: u32,
-    pos: u32,
-}
-
-const EMPTY_SLOT: Slot = Slot {
-    hash: 0,
-    pos: EMPTY,
-};
 
 struct Entry<V> {
     key: InfoHash,
-    /// The slot's hash, for moving the slot when the entry moves, and for
-    /// growing without hashing keys again.
+    /// The slot's hash, for finding the slot when the entry moves or goes.
     hash: u32,
     value: V,
 }
 
 pub(super) struct Table<V> {
-    /// Empty or a power of two long, at most 3/4 used.
-    slots: Box<[Slot]>,
+    slots: Slots,
     entries: Vec<Entry<V>>,
 }
 
 impl<V> Default for Table<V> {
     fn default() -> Self {
         Table {
-            slots: Box::new([]),
+            slots: Slots::default(),
             entries: Vec::new(),
         }
     }
 }
 
 impl<V> Table<V> {
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
-    fn mask(&self) -> usize {
-        self.slots.len().wrapping_sub(1)
-    }
-
-    fn home(&self, hash: u32) -> usize {
-        hash as usize & self.mask()
-    }
-
-    /// The index of the first slot for which `hit` holds, looking from
-    /// `hash`'s home up to the first empty slot (where a lookup of `hash`
-    /// ends).
-    fn probe(&self, hash: u32, mut hit: impl FnMut(Slot) -> bool) -> Option<usize> {
-        if self.slots.is_empty() {
-            return None;
-        }
-        let mut i = self.home(hash);
-        loop {
-            let slot = self.slots[i];
-            if slot.pos == EMPTY {
-                return None;
-            }
-            if hit(slot) {
-                return Some(i);
-            }
-            i = (i + 1) & self.mask();
-        }
-    }
-
     /// The position of the entry for `key`, whose hash is `hash`.
     pub fn find(&self, hash: u32, key: &InfoHash) -> Option<usize> {
-        let i = self.probe(hash, |s| {
-            s.hash == hash && self.entries[s.pos as usize].key == *key
-        })?;
-        Some(self.slots[i].pos as usize)
-    }
-
-    /// The index of the slot that holds position `pos`, whose hash is `hash`.
-    fn slot_of(&self, hash: u32, pos: usize) -> usize {
-        self.probe(hash, |s| s.pos as usize == pos)
-            .expect("every entry has a slot")
+        let entries = &self.entries;
+        self.slots
+            .find(hash, |pos| entries.get(pos).is_some_and(|e| e.key == *key))
     }
 
     pub fn get(&self, hash: u32, key: &InfoHash) -> Option<&V> {
@@ -109,60 +54,20 @@ impl<V> Table<V> {
     /// Stores `value` for `key`, which the table does not hold.
     pub fn insert(&mut self, hash: u32, key: InfoHash, value: V) -> &mut V {
         debug_assert!(self.find(hash, &key).is_none());
-        if (self.len() + 1) * 4 > self.slots.len() * 3 {
-            self.resize((self.slots.len() * 2).max(MIN_SLOTS));
-        }
         let pos = self.entries.len();
-        self.put_slot(Slot {
-            hash,
-            pos: pos as u32,
-        });
+        self.slots.insert(hash, pos);
         self.entries.push(Entry { key, hash, value });
         &mut self.entries[pos].value
     }
 
-    fn put_slot(&mut self, slot: Slot) {
-        let mut i = self.home(slot.hash);
-        while self.slots[i].pos != EMPTY {
-            i = (i + 1) & self.mask();
-        }
-        self.slots[i] = slot;
-    }
-
     /// Removes the entry at `pos`, moving the last entry into its place.
     pub fn remove_at(&mut self, pos: usize) -> V {
-        let hash = self.entries[pos].hash;
-        self.clear_slot(self.slot_of(hash, pos));
+        self.slots.remove(self.entries[pos].hash, pos);
         let last = self.entries.len() - 1;
         if pos != last {
-            let moved = self.entries[last].hash;
-            let i = self.slot_of(moved, last);
-            self.slots[i].pos = pos as u32;
+            self.slots.relocate(self.entries[last].hash, last, pos);
         }
         self.entries.swap_remove(pos).value
-    }
-
-    /// Empties slot `hole`, moving back the slots after it that probed past
-    /// it, so that every lookup still stops at the first empty slot.
-    fn clear_slot(&mut self, mut hole: usize) {
-        let mask = self.mask();
-        let mut i = hole;
-        loop {
-            i = (i + 1) & mask;
-            let slot = self.slots[i];
-            if slot.pos == EMPTY {
-                break;
-            }
-            // The slot may fill the hole unless its home lies after the hole,
-            // up to where it sits (cyclically).
-            let from_home = i.wrapping_sub(self.home(slot.hash)) & mask;
-            let from_hole = i.wrapping_sub(hole) & mask;
-            if from_home >= from_hole {
-                self.slots[hole] = slot;
-                hole = i;
-            }
-        }
-        self.slots[hole] = EMPTY_SLOT;
     }
 
     /// Keeps the entries for which `keep` is true.
@@ -182,59 +87,24 @@ impl<V> Table<V> {
         self.entries.iter().map(|e| (&e.key, &e.value))
     }
 
-    /// Gives memory back once at most a sixth of the most the slots may
-    /// hold is used, leaving them half that full, so that the next few
-    /// inserts do not grow them again.
+    /// Gives memory back once few of the slots are used (see `Slots::shrink`).
     pub fn shrink(&mut self) {
-        if self.len() > self.slots.len() / 8 {
-            return;
-        }
-        let mut slots = if self.entries.is_empty() {
-            0
-        } else {
-            MIN_SLOTS
-        };
-        while self.len() * 8 > slots * 3 {
-            slots *= 2;
-        }
-        // A small table may already be as small as it gets.
-        if slots < self.slots.len() {
+        if self.slots.shrink() {
             self.entries.shrink_to_fit();
-            self.resize(slots);
-        }
-    }
-
-    /// Rebuilds the slots, `slots` of them, from the entries' stored hashes.
-    fn resize(&mut self, slots: usize) {
-        self.slots = vec![EMPTY_SLOT; slots].into_boxed_slice();
-        for pos in 0..self.entries.len() {
-            let hash = self.entries[pos].hash;
-            self.put_slot(Slot {
-                hash,
-                pos: pos as u32,
-            });
         }
     }
 
     /// Starts loading the first slot a lookup of `hash` reads.
     pub fn prefetch_slot(&self, hash: u32) {
-        if let Some(slot) = self.slots.get(self.home(hash)) {
-            super::prefetch(slot);
-        }
+        self.slots.prefetch(hash);
     }
 
     /// Starts loading the entry of the first slot with hash `hash` (most
     /// likely its key's), reading the slots, which `prefetch_slot` should
     /// have brought in by now.
     pub fn prefetch_entry(&self, hash: u32) {
-        if let Some(i) = self.probe(hash, |s| s.hash == hash) {
-            let entry = self
-                .entries
-                .as_ptr()
-                .wrapping_add(self.slots[i].pos as usize);
-            super::prefetch(entry);
-            // An entry may straddle two cache lines.
-            super::prefetch(entry.wrapping_add(1).cast::<u8>().wrapping_sub(1));
+        if let Some(pos) = self.slots.likely(hash) {
+            super::prefetch_all(self.entries.as_ptr().wrapping_add(pos), 1);
         }
     }
 }
@@ -273,6 +143,7 @@ mod tests {
 
     fn assert_same(table: &Table<u32>, model: &HashMap<u8, u32>, bits: u32) {
         assert_eq!(table.len(), model.len());
+        assert_eq!(table.slots.len(), table.len());
         for n in 0..64u8 {
             let k = key(n);
             assert_eq!(table.get(hash_of(&k, bits), &k), model.get(&n), "key {n}");
@@ -282,7 +153,6 @@ mod tests {
         let mut want: Vec<u8> = model.keys().copied().collect();
         want.sort_unstable();
         assert_eq!(seen, want);
-        assert!(table.slots.is_empty() || table.len() * 4 <= table.slots.len() * 3);
     }
 
     proptest! {
@@ -326,20 +196,20 @@ mod tests {
             let k = key(n);
             table.insert(hash_of(&k, 32), k, u32::from(n));
         }
-        assert_eq!(table.slots.len(), 128);
+        assert_eq!(table.slots.capacity(), 128);
         table.retain(|k, _| k.0[0] < 4);
         table.shrink();
-        assert_eq!((table.len(), table.slots.len()), (4, 16));
+        assert_eq!((table.len(), table.slots.capacity()), (4, 16));
         table.retain(|k, _| k.0[0] < 1);
         table.shrink();
-        assert_eq!((table.len(), table.slots.len()), (1, 8));
+        assert_eq!((table.len(), table.slots.capacity()), (1, 8));
         // A table as small as it gets is left as it is.
-        let slots = table.slots.as_ptr();
+        let slots = table.entries.as_ptr();
         table.shrink();
-        assert_eq!(table.slots.as_ptr(), slots);
+        assert_eq!(table.entries.as_ptr(), slots);
         table.retain(|_, _| false);
         table.shrink();
-        assert_eq!(table.slots.len(), 0);
+        assert_eq!(table.slots.capacity(), 0);
         assert_eq!(table.get(1, &key(1)), None);
         table.prefetch_slot(1);
         table.prefetch_entry(1);

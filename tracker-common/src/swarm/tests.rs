@@ -765,6 +765,10 @@ fn check_against_model(limits: StoreLimits, hashes: u8, ops: Vec<Op>) -> Result<
     for op in ops {
         match op {
             Op::Announce(req) => {
+                // A prefetch, of this announce and of one that will not come,
+                // changes nothing that the checks below would see.
+                let other = SocketAddr::new(req.peer_addr.ip(), req.peer_addr.port() ^ 1);
+                store.prefetch(&[(req.info_hash, req.peer_addr), (hash(hashes), other)]);
                 let got = store.announce(&req, now, &mut peers);
                 prop_assert_eq!(got, model.announce(&req, now));
                 let addrs: BTreeSet<SocketAddr> = peers.addrs().collect();

@@ -1,10 +1,10 @@
 //! One swarm: its IPv4 and IPv6 halves, each partitioned into leechers and seeders,
 //! and its completed count.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::peers::{Peer, PeerIp, Peers};
-use super::rng::WyRand;
+use super::rng::{scale, WyRand};
 use super::SwarmCounts;
 use crate::state::{SavedHalf, SavedPeer, SavedTorrent};
 use crate::types::{Announce, AnnounceEvent, AnswerPeers, ScrapeStats};
@@ -181,6 +181,7 @@ impl<I: PeerIp> Half<I> {
             None => None,
         };
         self.select(requester, seeder, visit, rng, out);
+        self.peers.draw_next_start(rng);
         Outcome {
             completes,
             unstored: requester.is_none(),
@@ -208,7 +209,10 @@ impl<I: PeerIp> Half<I> {
         if pool.is_empty() {
             return;
         }
-        let start = rng.below(pool.len());
+        let start = match self.peers.next_start() {
+            Some(fraction) => scale(fraction, pool.len()),
+            None => rng.below(pool.len()),
+        };
         // The requester's position (within `pool`, if there), or one no peer has.
         let skip = requester.unwrap_or(usize::MAX);
         let (now, with_ids) = (visit.now, visit.req.peer_ids);
@@ -232,6 +236,19 @@ impl<I: PeerIp> Half<I> {
             }
             wanted - entries.len()
         });
+    }
+
+    /// One step of a prefetch for an announce from (`ip`, `port`) (see
+    /// `Torrent::prefetch`).
+    fn prefetch(&self, step: usize, ip: I, port: u16) {
+        match step {
+            0 => self.peers.prefetch(),
+            1 => {
+                let pools = [self.leechers as usize, self.peers.len()];
+                self.peers.prefetch_index(ip, port, pools);
+            }
+            _ => self.peers.prefetch_peer(ip, port),
+        }
     }
 
     /// Stores a peer from a state file unless one with its address is here
@@ -307,10 +324,22 @@ pub(super) struct Torrent {
 }
 
 impl Torrent {
-    /// Starts loading the IPv4 peers (see `SwarmStore::prefetch`); most
-    /// swarms have no IPv6 half.
-    pub fn prefetch(&self) {
-        self.v4.peers.prefetch();
+    /// Prefetch steps for an announce, each reading only what the one before
+    /// loaded (see `SwarmStore::prefetch`).
+    pub const PREFETCH_STEPS: usize = 3;
+
+    /// Starts loading, at `step` (0 to `PREFETCH_STEPS - 1`), what an announce
+    /// from `peer` will read of the half of its family: its peers or index
+    /// header, then its index slot and the answer's first peers, then its own
+    /// entry. The IPv6 half, boxed, takes a step more to reach, so its last
+    /// step is left out.
+    pub fn prefetch(&self, step: usize, peer: SocketAddr) {
+        match (peer.ip(), &self.v6) {
+            (IpAddr::V4(ip), _) => self.v4.prefetch(step, ip, peer.port()),
+            (IpAddr::V6(_), Some(v6)) if step == 0 => super::prefetch_all(&**v6, 1),
+            (IpAddr::V6(ip), Some(v6)) => v6.prefetch(step - 1, ip, peer.port()),
+            (IpAddr::V6(_), None) => {}
+        }
     }
 
     /// The counts of both halves together.
