@@ -170,9 +170,9 @@ type Segment = Table<Torrent>;
 /// request waits behind a pass over the whole shard.
 ///
 /// Memory, on 64-bit with glibc malloc:
-/// - A torrent takes a 72-byte entry (20-byte info-hash, 32 bits of its hash,
-///   48-byte `Torrent`) in its segment's `Vec`, which doubles as it grows, and
-///   an 8-byte slot, the slots 3/8 to 3/4 full: 83 to 165 bytes per torrent,
+/// - A torrent takes a 64-byte entry, one cache line (20-byte info-hash, 32
+///   bits of its hash, 40-byte `Torrent`) in its segment's `Vec`, which doubles
+///   as it grows, and an 8-byte slot, the slots 3/8 to 3/4 full: 75 to 149 bytes per torrent,
 ///   depending on where the count sits between doublings (the segments are of
 ///   a size, so they double at about the same count).
 /// - Peers live in one `Vec` per swarm and family, 32 bytes per IPv4 peer and 44

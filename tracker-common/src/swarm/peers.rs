@@ -79,6 +79,9 @@ pub(super) struct Indexed<I> {
     /// from: drawn an answer ahead, so that a prefetch can load the peers
     /// there (see `Peers::prefetch_index`).
     next_start: u32,
+    /// 1 + where the clean pass under way goes on; 0: none under way. Only
+    /// a large half takes more than one clean step.
+    clean_from: u32,
 }
 
 impl<I: PeerIp> Indexed<I> {
@@ -91,6 +94,7 @@ impl<I: PeerIp> Indexed<I> {
             peers,
             index,
             next_start,
+            clean_from: 0,
         }
     }
 
@@ -125,6 +129,23 @@ impl<I: PeerIp> Peers<I> {
         match self {
             Peers::Small(_) => None,
             Peers::Large(large) => Some(large.next_start),
+        }
+    }
+
+    /// 1 + where the clean pass under way goes on; 0: none under way.
+    pub fn clean_from(&self) -> u32 {
+        match self {
+            Peers::Small(_) => 0,
+            Peers::Large(large) => large.clean_from,
+        }
+    }
+
+    /// Records where the clean pass under way goes on (see `clean_from`). A
+    /// small half is cleaned in one step, so it has none to record.
+    pub fn set_clean_from(&mut self, clean_from: u32) {
+        match self {
+            Peers::Small(_) => debug_assert_eq!(clean_from, 0),
+            Peers::Large(large) => large.clean_from = clean_from,
         }
     }
 

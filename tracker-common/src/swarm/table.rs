@@ -9,6 +9,9 @@
 use super::slots::Slots;
 use crate::types::InfoHash;
 
+/// Aligned to a cache line: with a 40-byte `Torrent` an entry is one line
+/// (a 72-byte one spanned two, so each lookup missed twice).
+#[repr(align(64))]
 struct Entry<V> {
     key: InfoHash,
     /// The slot's hash, for finding the slot when the entry moves or goes.
@@ -187,6 +190,14 @@ mod tests {
                 assert_same(&table, &model, bits);
             }
         }
+    }
+
+    #[test]
+    fn a_torrent_entry_is_one_cache_line() {
+        assert_eq!(
+            std::mem::size_of::<Entry<super::super::torrent::Torrent>>(),
+            64
+        );
     }
 
     #[test]

@@ -73,8 +73,8 @@ pub(super) const CLEAN_WINDOW: usize = 256;
 struct Half<I> {
     peers: Peers<I>,
     leechers: u32,
-    /// 1 + where the clean pass under way goes on; 0: none under way.
-    clean_from: u32,
+    /// `completed` events counted in this half (see `Torrent::completed`).
+    completed: u32,
 }
 
 impl<I> Default for Half<I> {
@@ -82,7 +82,7 @@ impl<I> Default for Half<I> {
         Half {
             peers: Peers::default(),
             leechers: 0,
-            clean_from: 0,
+            completed: 0,
         }
     }
 }
@@ -287,7 +287,7 @@ impl<I: PeerIp> Half<I> {
     /// pass is done. Between steps, announces may move a peer not yet looked
     /// at behind the pass: the next pass takes it.
     fn drop_expired(&mut self, now: u32) -> bool {
-        let mut i = (self.clean_from as usize).saturating_sub(1);
+        let mut i = (self.peers.clean_from() as usize).saturating_sub(1);
         let mut looked = 0;
         // `remove` fills position `i` from behind it, so `i` only advances past a
         // live peer and every peer is looked at once.
@@ -303,24 +303,24 @@ impl<I: PeerIp> Half<I> {
             looked += 1;
         }
         if i < self.peers.len() {
-            self.clean_from = i as u32 + 1;
+            self.peers.set_clean_from(i as u32 + 1);
             return false;
         }
-        self.clean_from = 0;
+        self.peers.set_clean_from(0);
         self.peers.compact();
         true
     }
 }
 
-/// One torrent's state: 48 bytes, plus its peers on the heap (see `SwarmStore`).
+/// One torrent's state: 40 bytes, plus its peers on the heap (see `SwarmStore`).
+/// Its `completed` count is kept in its halves, where it fills what would be
+/// padding, and is their sum (see `completed`).
 #[derive(Default)]
 pub(super) struct Torrent {
     v4: Half<Ipv4Addr>,
     /// Created on the first IPv6 peer and dropped when the half empties: most
     /// swarms never hold one.
     v6: Option<Box<Half<Ipv6Addr>>>,
-    /// `completed` events counted (see `Half::announce`).
-    completed: u32,
 }
 
 impl Torrent {
@@ -352,11 +352,19 @@ impl Torrent {
         }
     }
 
+    /// The `completed` events counted: those of its IPv6 half, while it has
+    /// one, and the rest in its IPv4 half, which takes the count of an IPv6
+    /// half that goes and of an IPv6 peer's completion that no half holds.
+    fn completed(&self) -> u32 {
+        let v6 = self.v6.as_ref().map_or(0, |h| h.completed);
+        self.v4.completed.saturating_add(v6)
+    }
+
     pub fn scrape(&self) -> ScrapeStats {
         let SwarmCounts { seeders, leechers } = self.counts();
         ScrapeStats {
             seeders,
-            completed: self.completed,
+            completed: self.completed(),
             leechers,
         }
     }
@@ -383,14 +391,18 @@ impl Torrent {
                 },
             },
         };
-        self.completed = self.completed.saturating_add(u32::from(outcome.completes));
+        let half = match (visit.req.peer_addr, &mut self.v6) {
+            (SocketAddr::V6(_), Some(v6)) => &mut v6.completed,
+            _ => &mut self.v4.completed,
+        };
+        *half = half.saturating_add(u32::from(outcome.completes));
         outcome.unstored
     }
 
     /// Writes the torrent's completed count and live peers to `out` (all but
     /// the info-hash, which the store knows).
     pub fn save(&self, clocks: &Clocks, out: &mut SavedTorrent) {
-        out.completed = self.completed;
+        out.completed = self.completed();
         self.v4.save(clocks, &mut out.v4);
         match &self.v6 {
             Some(v6) => v6.save(clocks, &mut out.v6),
@@ -401,7 +413,8 @@ impl Torrent {
     /// Takes the larger completed count: a torrent is in one state file once,
     /// but should it come twice, neither count is inflated.
     pub fn restore_completed(&mut self, completed: u32) {
-        self.completed = self.completed.max(completed);
+        let v6 = self.v6.as_ref().map_or(0, |h| h.completed);
+        self.v4.completed = self.completed().max(completed) - v6;
     }
 
     /// Stores an IPv4 peer from a state file (see `Half::restore`).
@@ -427,7 +440,7 @@ impl Torrent {
     pub fn drop_expired(&mut self, now: u32) -> bool {
         // The IPv4 half first, then the IPv6 one: once the IPv6 half is under
         // way, the IPv4 half waits for the next pass.
-        let v6_under_way = self.v6.as_ref().is_some_and(|h| h.clean_from != 0);
+        let v6_under_way = self.v6.as_ref().is_some_and(|h| h.peers.clean_from() != 0);
         if !v6_under_way && !self.v4.drop_expired(now) {
             return false;
         }
@@ -436,6 +449,7 @@ impl Torrent {
         };
         let done = v6.drop_expired(now);
         if v6.is_empty() {
+            self.v4.completed = self.v4.completed.saturating_add(v6.completed);
             self.v6 = None;
         }
         done
@@ -447,7 +461,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn torrent_entry_is_48_bytes() {
-        assert_eq!(std::mem::size_of::<Torrent>(), 48);
+    fn torrent_entry_is_40_bytes() {
+        assert_eq!(std::mem::size_of::<Torrent>(), 40);
     }
 }
