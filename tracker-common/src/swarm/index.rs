@@ -15,6 +15,7 @@
 //! reads the index's header, then its slot, and both can be prefetched.
 
 use std::hash::Hash;
+use std::sync::OnceLock;
 
 use ahash::RandomState;
 
@@ -36,20 +37,24 @@ const MAX_DEPTH: u32 = 16;
 const MOVING: usize = u32::MAX as usize - 1;
 
 #[derive(Default)]
+#[repr(C)]
 struct SubTable {
+    slots: Slots,
     /// How many top bits of the hash its slots share.
     depth: u32,
-    slots: Slots,
 }
 
 /// Positions by address hash. The caller owns the peers: lookups by address
 /// take a closure that compares the peer at a position, and updates name the
 /// slot by position, which is unique.
+///
+/// `repr(C)`: what a lookup reads (`depth`, then the first sub-table's
+/// slots) comes first (see `Indexed`).
+#[repr(C)]
 pub(super) struct AddressIndex {
-    hasher: RandomState,
+    depth: u32,
     /// Sub-table 0.
     first: SubTable,
-    depth: u32,
     /// Empty while `depth` is 0, else 2^`depth` entries: entry `i` is the
     /// sub-table of the hashes whose top `depth` bits are `i`. Several
     /// entries share a sub-table of less depth.
@@ -61,17 +66,20 @@ pub(super) struct AddressIndex {
 impl AddressIndex {
     pub fn new() -> Self {
         AddressIndex {
-            hasher: RandomState::new(),
-            first: SubTable::default(),
             depth: 0,
+            first: SubTable::default(),
             directory: Vec::new(),
             rest: Vec::new(),
         }
     }
 
-    /// The hash that every other method takes for `key`.
-    pub fn hash<K: Hash>(&self, key: &K) -> u32 {
-        (self.hasher.hash_one(key) >> 32) as u32
+    /// The hash that every other method takes for `key`. Keyed once per
+    /// process, like the torrents' hash: a key per index would take half a
+    /// cache line of every large swarm's header, and guards no better while
+    /// the key is secret.
+    pub fn hash<K: Hash>(key: &K) -> u32 {
+        static HASHER: OnceLock<RandomState> = OnceLock::new();
+        (HASHER.get_or_init(RandomState::new).hash_one(key) >> 32) as u32
     }
 
     #[cfg(test)]
@@ -232,22 +240,22 @@ mod tests {
         }
 
         fn find(&self, key: u64) -> Option<usize> {
-            let hash = self.index.hash(&key);
+            let hash = AddressIndex::hash(&key);
             self.index
                 .find(hash, |pos| self.keys.get(pos) == Some(&key))
         }
 
         fn push(&mut self, key: u64) {
-            let hash = self.index.hash(&key);
+            let hash = AddressIndex::hash(&key);
             self.index.insert(hash, self.keys.len());
             self.keys.push(key);
         }
 
         fn swap_remove(&mut self, pos: usize) {
             let gone = self.keys.swap_remove(pos);
-            self.index.remove(self.index.hash(&gone), pos);
+            self.index.remove(AddressIndex::hash(&gone), pos);
             if let Some(&moved) = self.keys.get(pos) {
-                let hash = self.index.hash(&moved);
+                let hash = AddressIndex::hash(&moved);
                 self.index.relocate(hash, self.keys.len(), pos);
             }
         }
@@ -257,8 +265,8 @@ mod tests {
                 return;
             }
             let (hash_a, hash_b) = (
-                self.index.hash(&self.keys[a]),
-                self.index.hash(&self.keys[b]),
+                AddressIndex::hash(&self.keys[a]),
+                AddressIndex::hash(&self.keys[b]),
             );
             self.keys.swap(a, b);
             self.index.swap(hash_a, a, hash_b, b);
@@ -270,6 +278,14 @@ mod tests {
                 assert_eq!(self.find(key), Some(pos), "key {key}");
             }
         }
+    }
+
+    #[test]
+    fn a_lookup_reads_only_the_first_32_bytes() {
+        use std::mem::{offset_of, size_of};
+        let first_slots = offset_of!(AddressIndex, first) + offset_of!(SubTable, slots);
+        assert!(first_slots + size_of::<Slots>() <= 32);
+        assert_eq!(offset_of!(AddressIndex, depth), 0);
     }
 
     #[test]

@@ -71,10 +71,12 @@ pub(super) enum Peers<I> {
     Large(Box<Indexed<I>>),
 }
 
+/// `repr(C)` and a cache line's alignment put all that a lookup and an
+/// answer read of it (`peers`, `next_start`, the index's depth and first
+/// sub-table) in its first line, which a prefetch loads alone.
+#[repr(C, align(64))]
 pub(super) struct Indexed<I> {
     peers: Vec<Peer<I>>,
-    /// Address to position in `peers`.
-    index: AddressIndex,
     /// Where the next answer starts, as a fraction of the peers it is drawn
     /// from: drawn an answer ahead, so that a prefetch can load the peers
     /// there (see `Peers::prefetch_index`).
@@ -82,13 +84,15 @@ pub(super) struct Indexed<I> {
     /// 1 + where the clean pass under way goes on; 0: none under way. Only
     /// a large half takes more than one clean step.
     clean_from: u32,
+    /// Address to position in `peers`.
+    index: AddressIndex,
 }
 
 impl<I: PeerIp> Indexed<I> {
     fn new(peers: Vec<Peer<I>>, next_start: u32) -> Self {
         let mut index = AddressIndex::new();
         for (i, peer) in peers.iter().enumerate() {
-            index.insert(index.hash(&peer.key()), i);
+            index.insert(AddressIndex::hash(&peer.key()), i);
         }
         Indexed {
             peers,
@@ -100,7 +104,7 @@ impl<I: PeerIp> Indexed<I> {
 
     fn hash_at(&self, i: usize) -> Option<u32> {
         let peer = self.peers.get(i)?;
-        Some(self.index.hash(&peer.key()))
+        Some(AddressIndex::hash(&peer.key()))
     }
 }
 
@@ -162,7 +166,7 @@ impl<I: PeerIp> Peers<I> {
     pub fn prefetch(&self) {
         match self {
             Peers::Small(peers) => super::prefetch_all(peers.as_ptr(), peers.len()),
-            Peers::Large(large) => super::prefetch_all(&**large, 1),
+            Peers::Large(large) => super::prefetch(&**large),
         }
     }
 
@@ -175,7 +179,7 @@ impl<I: PeerIp> Peers<I> {
         /// run from there.
         const FIRST: usize = 4;
         if let Peers::Large(large) = self {
-            large.index.prefetch(large.index.hash(&(ip, port)));
+            large.index.prefetch(AddressIndex::hash(&(ip, port)));
             for pool in pools.into_iter().filter(|&pool| pool > 0) {
                 let start = scale(large.next_start, pool);
                 super::prefetch_all(large.peers.as_ptr().wrapping_add(start), FIRST);
@@ -187,7 +191,7 @@ impl<I: PeerIp> Peers<I> {
     /// the one at (`ip`, `port`)).
     pub fn prefetch_peer(&self, ip: I, port: u16) {
         if let Peers::Large(large) = self {
-            if let Some(pos) = large.index.likely(large.index.hash(&(ip, port))) {
+            if let Some(pos) = large.index.likely(AddressIndex::hash(&(ip, port))) {
                 super::prefetch_all(large.peers.as_ptr().wrapping_add(pos), 1);
             }
         }
@@ -198,7 +202,7 @@ impl<I: PeerIp> Peers<I> {
         match self {
             Peers::Small(peers) => peers.iter().position(|p| p.key() == (ip, port)),
             Peers::Large(large) => {
-                let hash = large.index.hash(&(ip, port));
+                let hash = AddressIndex::hash(&(ip, port));
                 let peers = &large.peers;
                 let is_key = |i: usize| peers.get(i).is_some_and(|p| p.key() == (ip, port));
                 large.index.find(hash, is_key)
@@ -247,7 +251,7 @@ impl<I: PeerIp> Peers<I> {
                 *self = Peers::Large(Box::new(Indexed::new(peers, 0)));
             }
             Peers::Large(large) => {
-                let hash = large.index.hash(&peer.key());
+                let hash = AddressIndex::hash(&peer.key());
                 large.index.insert(hash, large.peers.len());
                 large.peers.push(peer);
             }
@@ -264,8 +268,8 @@ impl<I: PeerIp> Peers<I> {
                 let last = large.peers.len();
                 large
                     .index
-                    .relocate(large.index.hash(&moved.key()), at, last);
-                large.index.insert(large.index.hash(&peer.key()), at);
+                    .relocate(AddressIndex::hash(&moved.key()), at, last);
+                large.index.insert(AddressIndex::hash(&peer.key()), at);
                 large.peers[at] = peer;
                 large.peers.push(moved);
             }
@@ -285,7 +289,7 @@ impl<I: PeerIp> Peers<I> {
             Peers::Large(large) => {
                 let last = large.peers.len() - 1;
                 let gone = large.peers.swap_remove(i);
-                large.index.remove(large.index.hash(&gone.key()), i);
+                large.index.remove(AddressIndex::hash(&gone.key()), i);
                 if let Some(moved) = large.hash_at(i) {
                     large.index.relocate(moved, last, i);
                 }
@@ -355,7 +359,9 @@ mod tests {
         assert_eq!(mem::size_of::<Peer<Ipv4Addr>>(), 32);
         assert_eq!(mem::size_of::<Peer<Ipv6Addr>>(), 44);
         assert_eq!(mem::size_of::<Peers<Ipv4Addr>>(), 24);
-        assert_eq!(mem::size_of::<Indexed<Ipv4Addr>>(), 152);
+        assert_eq!(mem::size_of::<Indexed<Ipv4Addr>>(), 128);
+        // The index's own first 32 bytes are what a lookup reads.
+        assert_eq!(mem::offset_of!(Indexed<Ipv6Addr>, index), 32);
     }
 
     #[test]
