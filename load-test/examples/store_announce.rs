@@ -1,7 +1,8 @@
 //! The swarm work of a UDP announce without the sockets: replays the load
 //! generator's announces (its traffic model, default 1M torrents and 2M peers)
 //! into one `SwarmStore` and writes each answer as the UDP tracker does, then
-//! prints the time per announce. Kernel time and machine noise drop out, so
+//! prints the time per announce, what the store holds and the process's
+//! resident size. Kernel time and machine noise drop out, so
 //! this shows what a change to the store or the codec does to the tracker's
 //! user time; under `valgrind --tool=callgrind` it counts instructions.
 //!
@@ -117,4 +118,18 @@ fn main() {
         elapsed.as_nanos() as f64 / announces as f64,
         answered as f64 / announces as f64,
     );
+    let held = store.peer_count();
+    println!(
+        "held {} torrents, {} peers; resident {}",
+        store.torrent_count(),
+        held.seeders + held.leechers,
+        resident().unwrap_or_else(|| "unknown".into()),
+    );
+}
+
+/// The process's resident size, as Linux reports it.
+fn resident() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    Some(line.trim_start_matches("VmRSS:").trim().to_string())
 }
