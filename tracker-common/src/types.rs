@@ -2,7 +2,7 @@
 //! their wire formats into, what crosses the mesh, and what the swarm store speaks.
 
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// The IP a peer is known by: IPv4-mapped IPv6 addresses (what a dual-stack
 /// socket reports for an IPv4 client) become plain IPv4, so that a peer is the
@@ -139,6 +139,33 @@ impl IpFamily {
     }
 }
 
+/// An address of one family, as a compact peer entry carries it: the
+/// address, then the port big-endian (BEP 15, BEP 23, BEP 7).
+pub trait CompactIp: Copy {
+    const FAMILY: IpFamily;
+    /// Bytes of a compact entry.
+    const COMPACT_LEN: usize = Self::FAMILY.peer_len();
+    /// Writes the compact entry of this address and `port` to `entry`, which
+    /// is `COMPACT_LEN` bytes.
+    fn write_compact(self, port: u16, entry: &mut [u8]);
+}
+
+impl CompactIp for Ipv4Addr {
+    const FAMILY: IpFamily = IpFamily::V4;
+    fn write_compact(self, port: u16, entry: &mut [u8]) {
+        entry[..4].copy_from_slice(&self.octets());
+        entry[4..].copy_from_slice(&port.to_be_bytes());
+    }
+}
+
+impl CompactIp for Ipv6Addr {
+    const FAMILY: IpFamily = IpFamily::V6;
+    fn write_compact(self, port: u16, entry: &mut [u8]) {
+        entry[..16].copy_from_slice(&self.octets());
+        entry[16..].copy_from_slice(&port.to_be_bytes());
+    }
+}
+
 /// The peers an announce is answered with, all of the requester's family,
 /// packed as every compact format sends them (BEP 15, BEP 23, BEP 7): the
 /// address then the port, in network order. The store writes them so and an
@@ -208,22 +235,19 @@ impl AnswerPeers {
     /// IPv4-mapped address counts as IPv4), with `peer_id` if the answer
     /// keeps them; returns whether it did.
     pub fn push_addr(&mut self, addr: SocketAddr, peer_id: Option<&PeerId>) -> bool {
-        let mut entry = [0; 18];
-        let ip_len = match (self.family, addr.ip().to_canonical()) {
-            (IpFamily::V4, IpAddr::V4(ip)) => {
-                entry[..4].copy_from_slice(&ip.octets());
-                4
-            }
-            (IpFamily::V6, IpAddr::V6(ip)) => {
-                entry[..16].copy_from_slice(&ip.octets());
-                16
-            }
+        match (self.family, addr.ip().to_canonical()) {
+            (IpFamily::V4, IpAddr::V4(ip)) => self.push_compact(ip, addr.port()),
+            (IpFamily::V6, IpAddr::V6(ip)) => self.push_compact(ip, addr.port()),
             _ => return false,
-        };
-        entry[ip_len..ip_len + 2].copy_from_slice(&addr.port().to_be_bytes());
-        self.compact.extend_from_slice(&entry[..ip_len + 2]);
+        }
         self.peer_ids.extend(peer_id);
         true
+    }
+
+    fn push_compact<I: CompactIp>(&mut self, ip: I, port: u16) {
+        let start = self.compact.len();
+        self.compact.resize(start + I::COMPACT_LEN, 0);
+        ip.write_compact(port, &mut self.compact[start..]);
     }
 }
 

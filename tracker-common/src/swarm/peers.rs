@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::index::AddressIndex;
 use super::rng::{scale, WyRand};
-use crate::types::{IpFamily, PeerId};
+use crate::types::{CompactIp, PeerId};
 
 /// A swarm half is indexed once it grows past this many peers (a linear scan of 32
 /// entries is a few cache lines and beats hashing)...
@@ -21,30 +21,10 @@ const SMALL: usize = 16;
 const REINDEX_MAX: usize = 4096;
 
 /// The IP address type of one half.
-pub(super) trait PeerIp: Copy + Eq + Hash + Into<IpAddr> {
-    const FAMILY: IpFamily;
-    /// Bytes of a compact entry: the address then the port.
-    const COMPACT_LEN: usize = Self::FAMILY.peer_len();
-    /// Writes the compact entry of this address and `port` to `entry`, which
-    /// is `COMPACT_LEN` bytes.
-    fn write_compact(self, port: u16, entry: &mut [u8]);
-}
+pub(super) trait PeerIp: CompactIp + Eq + Hash + Into<IpAddr> {}
 
-impl PeerIp for Ipv4Addr {
-    const FAMILY: IpFamily = IpFamily::V4;
-    fn write_compact(self, port: u16, entry: &mut [u8]) {
-        entry[..4].copy_from_slice(&self.octets());
-        entry[4..].copy_from_slice(&port.to_be_bytes());
-    }
-}
-
-impl PeerIp for Ipv6Addr {
-    const FAMILY: IpFamily = IpFamily::V6;
-    fn write_compact(self, port: u16, entry: &mut [u8]) {
-        entry[..16].copy_from_slice(&self.octets());
-        entry[16..].copy_from_slice(&port.to_be_bytes());
-    }
-}
+impl PeerIp for Ipv4Addr {}
+impl PeerIp for Ipv6Addr {}
 
 /// A stored peer: 32 bytes with an IPv4 address, 44 with an IPv6 one. Whether it
 /// seeds is not stored here but given by its position (see `Half`).
