@@ -311,7 +311,7 @@ impl SwarmStore {
 
     /// Starts loading what announces will read, without waiting for it:
     /// called for a batch of requests, each its torrent and the peer's
-    /// address, before they are served, so that their cache misses overlap
+    /// address (canonical, as in `Announce`), before they are served, so that their cache misses overlap
     /// instead of coming one after another. Each step reads only what the
     /// step before started loading for all the batch: the first slots of the
     /// torrents, then the torrents, then their peers (see `Torrent::prefetch`).
@@ -319,7 +319,9 @@ impl SwarmStore {
     pub fn prefetch(&self, announces: &[(InfoHash, SocketAddr)]) {
         const STEP: usize = 64;
         let mut located = [(0, 0); STEP];
-        let mut torrents: [Option<&Torrent>; STEP] = [None; STEP];
+        // The torrent of each announce, if stored, with its peer's family and
+        // key hash, each hashed once for all the steps.
+        let mut torrents: [Option<(&Torrent, IpFamily, u32)>; STEP] = [None; STEP];
         for batch in announces.chunks(STEP) {
             let located = &mut located[..batch.len()];
             let torrents = &mut torrents[..batch.len()];
@@ -330,16 +332,16 @@ impl SwarmStore {
             for &(segment, hash) in located.iter() {
                 self.segments[segment].prefetch_entry(hash);
             }
-            for ((torrent, &(segment, hash)), (info_hash, _)) in
+            for ((torrent, &(segment, hash)), (info_hash, peer)) in
                 torrents.iter_mut().zip(located.iter()).zip(batch)
             {
-                *torrent = self.segments[segment].get(hash, info_hash);
+                *torrent = self.segments[segment]
+                    .get(hash, info_hash)
+                    .map(|t| (t, IpFamily::of(peer.ip()), peers::key_hash(*peer)));
             }
             for step in 0..Torrent::PREFETCH_STEPS {
-                for (torrent, &(_, peer)) in torrents.iter().zip(batch) {
-                    if let Some(torrent) = torrent {
-                        torrent.prefetch(step, peer);
-                    }
+                for &(torrent, family, key_hash) in torrents.iter().flatten() {
+                    torrent.prefetch(step, family, key_hash);
                 }
             }
         }

@@ -4,7 +4,7 @@
 
 use std::hash::Hash;
 use std::mem;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::index::AddressIndex;
 use super::rng::{scale, WyRand};
@@ -42,6 +42,15 @@ impl<I: PeerIp> Peer<I> {
     /// can replace another's entry.
     fn key(&self) -> (I, u16) {
         (self.ip, self.port)
+    }
+}
+
+/// The hash by which a large half indexes the peer at `addr` (a plain IPv4
+/// address, not a mapped one, as the store keeps it).
+pub(super) fn key_hash(addr: SocketAddr) -> u32 {
+    match addr.ip() {
+        IpAddr::V4(ip) => AddressIndex::hash(&(ip, addr.port())),
+        IpAddr::V6(ip) => AddressIndex::hash(&(ip, addr.port())),
     }
 }
 
@@ -150,16 +159,17 @@ impl<I: PeerIp> Peers<I> {
         }
     }
 
-    /// Step 2, in a large half: the index slot of the peer at (`ip`, `port`)
-    /// and the first peers of the next answer, drawn from the first `pool`
-    /// peers, for each of `pools` (a seeder's answer is drawn from the
-    /// leechers only, and which this announce is the caller need not know).
-    pub fn prefetch_index(&self, ip: I, port: u16, pools: [usize; 2]) {
+    /// Step 2, in a large half: the index slot of the peer whose key has
+    /// `key_hash` (see `key_hash`) and the first peers of the next answer,
+    /// drawn from the first `pool` peers, for each of `pools` (a seeder's
+    /// answer is drawn from the leechers only, and which this announce is the
+    /// caller need not know).
+    pub fn prefetch_index(&self, key_hash: u32, pools: [usize; 2]) {
         /// The peers loaded at the start; the CPU's prefetcher follows the
         /// run from there.
         const FIRST: usize = 4;
         if let Peers::Large(large) = self {
-            large.index.prefetch(AddressIndex::hash(&(ip, port)));
+            large.index.prefetch(key_hash);
             for pool in pools.into_iter().filter(|&pool| pool > 0) {
                 let start = scale(large.next_start, pool);
                 super::prefetch_all(large.peers.as_ptr().wrapping_add(start), FIRST);
@@ -168,10 +178,10 @@ impl<I: PeerIp> Peers<I> {
     }
 
     /// Step 3, in a large half: the peer its index slot names (most likely
-    /// the one at (`ip`, `port`)).
-    pub fn prefetch_peer(&self, ip: I, port: u16) {
+    /// the one whose key has `key_hash`).
+    pub fn prefetch_peer(&self, key_hash: u32) {
         if let Peers::Large(large) = self {
-            if let Some(pos) = large.index.likely(AddressIndex::hash(&(ip, port))) {
+            if let Some(pos) = large.index.likely(key_hash) {
                 super::prefetch_all(large.peers.as_ptr().wrapping_add(pos), 1);
             }
         }
@@ -332,6 +342,21 @@ mod tests {
             assert_eq!(large.index.len(), large.peers.len());
         }
         assert_eq!(peers.find(Ipv4Addr::new(10, 0, 0, 2), 1), None);
+    }
+
+    #[test]
+    fn key_hash_is_the_index_hash_of_a_peer_at_that_address() {
+        let v4 = peer(7);
+        let addr = SocketAddr::new(v4.ip.into(), v4.port);
+        assert_eq!(key_hash(addr), AddressIndex::hash(&v4.key()));
+        let v6 = Peer {
+            ip: Ipv6Addr::LOCALHOST,
+            port: 7,
+            expiry: 0,
+            peer_id: PeerId::default(),
+        };
+        let addr = SocketAddr::new(v6.ip.into(), v6.port);
+        assert_eq!(key_hash(addr), AddressIndex::hash(&v6.key()));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use super::peers::{Peer, PeerIp, Peers};
 use super::rng::{scale, WyRand};
 use super::SwarmCounts;
 use crate::state::{SavedHalf, SavedPeer, SavedTorrent};
-use crate::types::{Announce, AnnounceEvent, AnswerPeers, ScrapeStats};
+use crate::types::{Announce, AnnounceEvent, AnswerPeers, IpFamily, ScrapeStats};
 
 /// The clocks of a save or a restore: the store's monotonic seconds and the
 /// wall clock's Unix seconds at the same moment, and the peer time-out that
@@ -238,16 +238,16 @@ impl<I: PeerIp> Half<I> {
         });
     }
 
-    /// One step of a prefetch for an announce from (`ip`, `port`) (see
-    /// `Torrent::prefetch`).
-    fn prefetch(&self, step: usize, ip: I, port: u16) {
+    /// One step of a prefetch for an announce from the peer whose key has
+    /// `key_hash` (see `Torrent::prefetch`).
+    fn prefetch(&self, step: usize, key_hash: u32) {
         match step {
             0 => self.peers.prefetch(),
             1 => {
                 let pools = [self.leechers as usize, self.peers.len()];
-                self.peers.prefetch_index(ip, port, pools);
+                self.peers.prefetch_index(key_hash, pools);
             }
-            _ => self.peers.prefetch_peer(ip, port),
+            _ => self.peers.prefetch_peer(key_hash),
         }
     }
 
@@ -329,16 +329,17 @@ impl Torrent {
     pub const PREFETCH_STEPS: usize = 3;
 
     /// Starts loading, at `step` (0 to `PREFETCH_STEPS - 1`), what an announce
-    /// from `peer` will read of the half of its family: its peers or index
-    /// header, then its index slot and the answer's first peers, then its own
-    /// entry. The IPv6 half, boxed, takes a step more to reach, so its last
-    /// step is left out.
-    pub fn prefetch(&self, step: usize, peer: SocketAddr) {
-        match (peer.ip(), &self.v6) {
-            (IpAddr::V4(ip), _) => self.v4.prefetch(step, ip, peer.port()),
-            (IpAddr::V6(_), Some(v6)) if step == 0 => super::prefetch_all(&**v6, 1),
-            (IpAddr::V6(ip), Some(v6)) => v6.prefetch(step - 1, ip, peer.port()),
-            (IpAddr::V6(_), None) => {}
+    /// from a peer of `family`, whose key has `key_hash` (see
+    /// `peers::key_hash`), will read of the half of its family: its peers or
+    /// index header, then its index slot and the answer's first peers, then
+    /// its own entry. The IPv6 half, boxed, takes a step more to reach, so its
+    /// last step is left out.
+    pub fn prefetch(&self, step: usize, family: IpFamily, key_hash: u32) {
+        match (family, &self.v6) {
+            (IpFamily::V4, _) => self.v4.prefetch(step, key_hash),
+            (IpFamily::V6, Some(v6)) if step == 0 => super::prefetch_all(&**v6, 1),
+            (IpFamily::V6, Some(v6)) => v6.prefetch(step - 1, key_hash),
+            (IpFamily::V6, None) => {}
         }
     }
 
