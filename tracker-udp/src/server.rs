@@ -171,8 +171,9 @@ impl UdpService {
             }
             match rx.recv(fd) {
                 Ok(n) => {
-                    // Start loading the batch's torrents first, so that their
-                    // cache misses overlap rather than stall one announce each.
+                    // Start loading the batch's torrents and peers first, so
+                    // that their misses overlap rather than stall one announce
+                    // each.
                     ahead.clear();
                     ahead.extend((0..n).filter_map(|i| {
                         let peek = Request::peek_announce(rx.data(i)?)?;

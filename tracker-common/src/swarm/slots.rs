@@ -94,6 +94,9 @@ impl Slots {
     /// Records position `pos` (not recorded yet) with hash `hash`, growing
     /// first if it would be more than 3/4 full.
     pub fn insert(&mut self, hash: u32, pos: usize) {
+        // u32::MAX marks an empty slot, and the address index moves peers
+        // through u32::MAX - 1.
+        debug_assert!(pos < EMPTY as usize - 1);
         if (self.len() + 1) * 4 > self.slots.len() * 3 {
             self.resize((self.slots.len() * 2).max(MIN_SLOTS));
         }
