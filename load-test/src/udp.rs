@@ -32,8 +32,15 @@ use crate::udp_session::Session;
 const SOCKET_BUFFER: usize = 4 << 20;
 /// The longest a socket task sleeps between looks at the clock.
 const MAX_PARK: Duration = Duration::from_millis(10);
-/// The shortest open-loop sleep: sends are grouped into ticks of this length.
-const OPEN_LOOP_TICK: Duration = Duration::from_micros(100);
+/// The shortest read time-out the closed loop parks with (zero would mean none).
+const MIN_PARK: Duration = Duration::from_micros(50);
+/// How late a glommio timer may wake here (an io_uring time-out, on a VM
+/// that halts idle vCPUs: 70-100 µs seen). The open loop sleeps only until
+/// this long before its next send and polls the rest of the way, so requests
+/// leave on schedule one by one, not bunched at each wake-up: bunches of 20
+/// every 200 µs at 100k req/s put 60-80 µs of the generator's making into
+/// every median latency.
+const TIMER_SLACK: Duration = Duration::from_micros(200);
 /// The first source address, 127.1.0.1.
 const FIRST_SOURCE_V4: u32 = 0x7f01_0001;
 
@@ -289,16 +296,16 @@ async fn socket_loop(
                     let per_ns = rate / 1e9;
                     let due = ((now as f64 * per_ns) as u64).min((end_ns as f64 * per_ns) as u64);
                     // Sending never waits for answers here, so a request's
-                    // latency counts from when it leaves (at most a tick after
-                    // its scheduled time), not from the schedule. The sources
-                    // take turns.
+                    // latency counts from when it leaves (a turn of this loop
+                    // after its scheduled time), not from the schedule. The
+                    // sources take turns.
                     while scheduled < due {
                         let i = (scheduled % count as u64) as usize;
                         scheduled += 1;
                         send(i, true, &mut tx, &mut stats);
                     }
                     let next = ((scheduled + 1) as f64 / per_ns) as u64;
-                    wake_ns = next.clamp(now + OPEN_LOOP_TICK.as_nanos() as u64, wake_ns);
+                    wake_ns = wake_ns.min(next);
                 }
             }
             flush(fd, &mut tx, &mut stats);
@@ -307,17 +314,21 @@ async fn socket_loop(
             .map_err(|e| format!("receive on {local}: {e}"))?;
         let now = env.now_ns();
         let end = if now < end_ns { end_ns } else { drain_end_ns };
-        let sleep = Duration::from_nanos(wake_ns.min(end).saturating_sub(now).max(50_000));
+        let wait = Duration::from_nanos(wake_ns.min(end).saturating_sub(now));
         if rate.is_some() {
             // The open loop runs by the clock alone: answers wait in the
-            // socket until the next tick (their latency is taken from the
-            // kernel's stamps), which keeps the generator to a few syscalls a
-            // tick however fast answers come.
-            glommio::timer::sleep(sleep).await;
+            // socket until the loop comes round (their latency is taken from
+            // the kernel's stamps). Polling costs the generator its CPU only
+            // at rates where sends are under TIMER_SLACK apart.
+            if wait > TIMER_SLACK {
+                glommio::timer::sleep(wait - TIMER_SLACK).await;
+            } else {
+                futures_lite::future::yield_now().await;
+            }
         } else if received > 0 {
             glommio::yield_if_needed().await;
         } else {
-            let _ = parker.set_read_timeout(Some(sleep));
+            let _ = parker.set_read_timeout(Some(wait.max(MIN_PARK)));
             // Returns when a datagram is queued, or with a time-out error.
             let _ = parker.peek_from(&mut peek).await;
         }
