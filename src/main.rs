@@ -334,7 +334,8 @@ fn run(config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<()
 
     let meshes = Meshes::new(workers, config.runtime.channel_capacity);
     let sockets = Arc::new(Mutex::new(sockets));
-    let sections = runtime::run_workers(placements, move |index| {
+    let busy_poll = Duration::from_micros(config.runtime.busy_poll_us.into());
+    let sections = runtime::run_workers(placements, busy_poll, move |index| {
         let config = config.clone();
         let meshes = meshes.clone();
         let sockets = std::mem::take(&mut sockets.lock().expect("not poisoned")[index]);

@@ -38,6 +38,11 @@ pub struct RuntimeConfig {
     /// Requests a worker may have handed to other workers and not yet had
     /// answered; past it, further UDP requests for other shards are dropped.
     pub max_forwarded: usize,
+    /// Microseconds a worker that runs out of work keeps polling for more
+    /// before it sleeps (0: it sleeps at once). Waking from sleep costs
+    /// latency, most on VMs whose idle vCPUs halt; polling spends the idle
+    /// CPU instead.
+    pub busy_poll_us: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -219,6 +224,10 @@ impl Default for StateConfig {
     }
 }
 
+/// The most `runtime.busy_poll_us`: a worker that has had no work for 10 ms
+/// gains nothing more by polling.
+const MAX_BUSY_POLL_US: u32 = 10_000;
+
 /// The most `state.drain_timeout_secs`: a stop that waits longer than this
 /// for clients is stuck, and service managers give up sooner.
 const MAX_DRAIN_TIMEOUT_SECS: u32 = 600;
@@ -261,6 +270,7 @@ impl Default for RuntimeConfig {
             pin: true,
             channel_capacity: 1024,
             max_forwarded: 4096,
+            busy_poll_us: 0,
         }
     }
 }
@@ -391,6 +401,12 @@ impl Config {
         }
         positive("runtime.channel_capacity", r.channel_capacity)?;
         positive("runtime.max_forwarded", r.max_forwarded)?;
+        if r.busy_poll_us > MAX_BUSY_POLL_US {
+            return Err(ConfigError::key(
+                "runtime.busy_poll_us",
+                format!("must be at most {MAX_BUSY_POLL_US}"),
+            ));
+        }
         let s = &self.swarm;
         positive(
             "swarm.announce_interval_secs",
@@ -587,6 +603,11 @@ channel_capacity = {channel_capacity}
 # Requests a worker may have handed to other workers and not yet had answered;
 # past it, further UDP requests for other shards are dropped.
 max_forwarded = {max_forwarded}
+# Microseconds a worker that runs out of work keeps polling for more before it
+# sleeps (0 to {max_busy_poll}; 0 sleeps at once). Waking from sleep costs latency, most
+# on VMs whose idle vCPUs halt; polling spends the idle CPU instead, so a
+# polling worker shows busy.
+busy_poll_us = {busy_poll_us}
 
 [log]
 # Log level (error, warn, info, debug, trace) or a tracing filter such as
@@ -734,6 +755,8 @@ drain_timeout_secs = {drain_timeout_secs}
         pin = c.runtime.pin,
         channel_capacity = c.runtime.channel_capacity,
         max_forwarded = c.runtime.max_forwarded,
+        busy_poll_us = c.runtime.busy_poll_us,
+        max_busy_poll = MAX_BUSY_POLL_US,
         level = c.log.level,
         announce_interval_secs = c.swarm.announce_interval_secs,
         peer_timeout_secs = c.swarm.peer_timeout_secs,
@@ -926,6 +949,10 @@ mod tests {
             (
                 |c: &mut Config| c.state.drain_timeout_secs = 601,
                 "state.drain_timeout_secs",
+            ),
+            (
+                |c: &mut Config| c.runtime.busy_poll_us = 10_001,
+                "runtime.busy_poll_us",
             ),
             (
                 |c: &mut Config| c.swarm.max_peers_per_worker = 0,
