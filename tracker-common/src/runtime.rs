@@ -15,15 +15,6 @@ use std::sync::mpsc;
 /// own minimum).
 const IO_MEMORY: usize = 64 << 10;
 
-/// How long a worker's tasks may run before glommio polls its rings again:
-/// I/O completions (HTTP), timers and other workers' messages (the mesh) are
-/// only taken in then, or when the worker runs out of work. The UDP loop
-/// never runs out under a flood (recvmmsg and sendmmsg, no ring), so with
-/// glommio's default of 100 ms an HTTP request then waited 30 ms at the
-/// median and 90 ms at p99; at 500 µs, 1.2 and 3.6 ms. Polling that often
-/// cost no UDP throughput that three alternating rounds could see.
-const PREEMPT_TIMER: Duration = Duration::from_micros(500);
-
 /// Where each worker runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WorkerPlacement {
@@ -140,8 +131,7 @@ pub fn format_cpu_list(cpus: &[usize]) -> String {
 }
 
 /// A glommio executor builder for one worker: its CPU placement, its name,
-/// the small registered I/O buffer (see `IO_MEMORY`) and the preemption
-/// period (see `PREEMPT_TIMER`). The tracker and the
+/// and the small registered I/O buffer (see `IO_MEMORY`). The tracker and the
 /// load generator both build their executors here.
 pub fn executor_builder(
     placement: &WorkerPlacement,
@@ -162,7 +152,6 @@ pub fn executor_builder(
     Ok(LocalExecutorBuilder::new(glommio_placement)
         .name(name)
         .io_memory(IO_MEMORY)
-        .preempt_timer(PREEMPT_TIMER)
         .blocking_thread_pool_placement(PoolPlacement::Unbound(1)))
 }
 
@@ -298,42 +287,6 @@ fn panic_text(payload: &Box<dyn std::any::Any + Send>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A task that never waits (the UDP loop under a flood) must not hold
-    /// the worker's timers, I/O and mesh for glommio's default 100 ms.
-    #[test]
-    fn a_busy_worker_still_polls_its_rings() {
-        let cpus = allowed_cpus().unwrap();
-        let placement = WorkerPlacement::Unpinned(cpus);
-        let late = executor_builder(&placement, "busy")
-            .unwrap()
-            .spawn(|| async {
-                let done = std::rc::Rc::new(std::cell::Cell::new(false));
-                let busy = glommio::spawn_local({
-                    let done = done.clone();
-                    async move {
-                        while !done.get() {
-                            futures_lite::future::yield_now().await;
-                        }
-                    }
-                });
-                let start = std::time::Instant::now();
-                glommio::timer::sleep(Duration::from_millis(1)).await;
-                let late = start.elapsed();
-                done.set(true);
-                busy.await;
-                late
-            })
-            .unwrap()
-            .join()
-            .unwrap();
-        // PREEMPT_TIMER after the 1 ms sleep, with room for a slow machine;
-        // glommio's default would give 100 ms.
-        assert!(
-            late < Duration::from_millis(50),
-            "the timer fired after {late:?}"
-        );
-    }
 
     #[test]
     fn cpu_lists_parse_and_format() {

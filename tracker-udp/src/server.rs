@@ -200,10 +200,9 @@ impl UdpService {
                         }
                     }
                     self.flush(fd, &mut tx);
-                    // Let the tasks that are ready (mesh, HTTP) run after every
-                    // batch rather than at the next preemption, which is when
-                    // glommio takes in new work while this loop stays busy
-                    // (see `runtime::PREEMPT_TIMER`).
+                    // Let the mesh tasks run after every batch: other workers'
+                    // requests wait on this executor, and glommio's own
+                    // preemption check would let them wait up to 100 ms.
                     futures_lite::future::yield_now().await;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
