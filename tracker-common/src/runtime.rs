@@ -345,12 +345,14 @@ mod tests {
 
     /// A worker's CPU time (this thread's).
     fn thread_cpu_time() -> Duration {
-        // SAFETY: getrusage writes the struct it is given.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        assert_eq!(
-            unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) },
-            0
-        );
+        // SAFETY: rusage is plain integers, for which zeros are valid, and
+        // getrusage only writes the struct it is given.
+        let (usage, rc) = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            let rc = libc::getrusage(libc::RUSAGE_THREAD, &mut usage);
+            (usage, rc)
+        };
+        assert_eq!(rc, 0);
         let time = |t: libc::timeval| {
             Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
         };

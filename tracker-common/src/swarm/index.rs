@@ -74,9 +74,9 @@ impl AddressIndex {
     }
 
     /// The hash that every other method takes for `key`. Keyed once per
-    /// process, like the torrents' hash: a key per index would take half a
-    /// cache line of every large swarm's header, and guards no better while
-    /// the key is secret.
+    /// process (the torrents' hash is keyed once per store): a key per index
+    /// would take half a cache line of every large swarm's header, and guards
+    /// no better while the key is secret.
     pub fn hash<K: Hash>(key: &K) -> u32 {
         static HASHER: OnceLock<RandomState> = OnceLock::new();
         (HASHER.get_or_init(RandomState::new).hash_one(key) >> 32) as u32

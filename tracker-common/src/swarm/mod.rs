@@ -311,11 +311,11 @@ impl SwarmStore {
 
     /// Starts loading what announces will read, without waiting for it:
     /// called for a batch of requests, each its torrent and the peer's
-    /// address (canonical, as in `Announce`), before they are served, so that their cache misses overlap
-    /// instead of coming one after another. Each step reads only what the
-    /// step before started loading for all the batch: the first slots of the
-    /// torrents, then the torrents, then their peers (see `Torrent::prefetch`).
-    /// Changes nothing.
+    /// address (canonical, as in `Announce`), before they are served, so that
+    /// their cache misses overlap instead of coming one after another. Each
+    /// step reads only what the step before started loading for all the
+    /// batch: the first slots of the torrents, then the torrents, then their
+    /// peers (see `Torrent::prefetch`). Changes nothing.
     pub fn prefetch(&self, announces: &[(InfoHash, SocketAddr)]) {
         const STEP: usize = 64;
         let mut located = [(0, 0); STEP];

@@ -357,8 +357,11 @@ impl Torrent {
     /// one, and the rest in its IPv4 half, which takes the count of an IPv6
     /// half that goes and of an IPv6 peer's completion that no half holds.
     fn completed(&self) -> u32 {
-        let v6 = self.v6.as_ref().map_or(0, |h| h.completed);
-        self.v4.completed.saturating_add(v6)
+        self.v4.completed.saturating_add(self.v6_completed())
+    }
+
+    fn v6_completed(&self) -> u32 {
+        self.v6.as_ref().map_or(0, |h| h.completed)
     }
 
     pub fn scrape(&self) -> ScrapeStats {
@@ -414,8 +417,7 @@ impl Torrent {
     /// Takes the larger completed count: a torrent is in one state file once,
     /// but should it come twice, neither count is inflated.
     pub fn restore_completed(&mut self, completed: u32) {
-        let v6 = self.v6.as_ref().map_or(0, |h| h.completed);
-        self.v4.completed = self.completed().max(completed) - v6;
+        self.v4.completed = self.completed().max(completed) - self.v6_completed();
     }
 
     /// Stores an IPv4 peer from a state file (see `Half::restore`).
