@@ -39,7 +39,8 @@ struct Plan {
     mix: Weighted<2>,
     workers: u32,
     connections: u32,
-    rate_per_connection: Option<f64>,
+    /// Open loop: requests per second over all connections.
+    rate: Option<f64>,
     duration_ns: u64,
     timeout: Duration,
     seed: u64,
@@ -79,7 +80,7 @@ pub fn run(config: &Config) -> Result<Summary, String> {
         mix,
         workers,
         connections,
-        rate_per_connection: config.rate.map(|r| r / f64::from(connections)),
+        rate: config.rate,
         duration_ns: (config.duration_secs * 1e9) as u64,
         timeout: Duration::from_millis(config.timeout_ms),
         seed: config.seed,
@@ -214,8 +215,34 @@ struct Conn {
     rng: Rng,
     request: Vec<u8>,
     buf: Vec<u8>,
-    /// Open loop: requests scheduled so far.
+    /// Open loop: this connection's send times, and requests scheduled so far.
+    schedule: Option<Schedule>,
     scheduled: u64,
+}
+
+/// One connection's send times in the open loop. The connections take turns,
+/// each at its own offset in the period, rather than all send at once.
+#[derive(Clone, Copy, Debug)]
+struct Schedule {
+    /// Nanoseconds between this connection's requests.
+    period_ns: f64,
+    /// This connection's offset, as a fraction of its period.
+    phase: f64,
+}
+
+impl Schedule {
+    /// Connection `c` of `connections`, which send `rate` requests/s in all.
+    fn new(rate: f64, c: u32, connections: u32) -> Self {
+        Schedule {
+            period_ns: 1e9 * f64::from(connections) / rate,
+            phase: f64::from(c) / f64::from(connections),
+        }
+    }
+
+    /// When request `n` of the connection is due, in ns from the start.
+    fn due_ns(&self, n: u64) -> u64 {
+        ((n as f64 + self.phase) * self.period_ns).round() as u64
+    }
 }
 
 /// One connection slot until the end of the run, reconnecting when the
@@ -228,6 +255,9 @@ async fn connection_loop(plan: Arc<Plan>, env: Rc<WorkerEnv>, stats: Rc<RefCell<
         rng: Rng::new(plan.seed ^ (u64::from(c) << 32) ^ 0x5a5a),
         request: Vec::with_capacity(1024),
         buf: vec![0; 16 << 10],
+        schedule: plan
+            .rate
+            .map(|rate| Schedule::new(rate, c, plan.connections)),
         scheduled: 0,
         plan,
         env,
@@ -339,13 +369,12 @@ impl Conn {
         if now >= end {
             return None;
         }
-        let Some(rate) = self.plan.rate_per_connection else {
+        let Some(schedule) = self.schedule else {
             return Some(now);
         };
-        let per_ns = rate / 1e9;
         let timeout_ns = self.plan.timeout.as_nanos() as u64;
         loop {
-            let intended = (self.scheduled as f64 / per_ns) as u64;
+            let intended = schedule.due_ns(self.scheduled);
             if intended >= end {
                 return None;
             }
@@ -398,5 +427,30 @@ impl Conn {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Schedule;
+
+    #[test]
+    fn open_loop_connections_take_turns() {
+        // 4 req/s over 4 connections: one request every 250 ms, in turn.
+        let due: Vec<Vec<u64>> = (0..4)
+            .map(|c| {
+                let schedule = Schedule::new(4.0, c, 4);
+                (0..3).map(|n| schedule.due_ns(n) / 1_000_000).collect()
+            })
+            .collect();
+        assert_eq!(
+            due,
+            [
+                [0, 1000, 2000],
+                [250, 1250, 2250],
+                [500, 1500, 2500],
+                [750, 1750, 2750]
+            ]
+        );
     }
 }
