@@ -11,6 +11,7 @@ use crate::access::AccessList;
 use crate::clock;
 use crate::contain::contain;
 use crate::metrics::{MetricSource, Sample, PEERS, TORRENTS};
+use crate::runtime::waited;
 use crate::shard::owner_of;
 use crate::signals::{LocalCopy, Reloadable};
 use crate::stats::MeshStats;
@@ -175,7 +176,9 @@ impl Shard {
                 return Err("request streams without answer senders".into());
             };
             glommio::spawn_local(async move {
-                while let Some(Envelope { token, body }) = stream.recv().await {
+                // Counted as the worker's other work: a busy UDP loop takes
+                // turns of the reactor more often while there is some.
+                while let (Some(Envelope { token, body }), _) = waited(stream.recv()).await {
                     if !matches!(body, ShardRequest::Metrics) {
                         shard.stats.served_for_others.inc();
                     }
@@ -197,7 +200,7 @@ impl Shard {
         for (_, stream) in reply_streams {
             let shard = shard.clone();
             glommio::spawn_local(async move {
-                while let Some(Envelope { token, body }) = stream.recv().await {
+                while let (Some(Envelope { token, body }), _) = waited(stream.recv()).await {
                     shard.deliver(token, body);
                 }
             })

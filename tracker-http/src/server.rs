@@ -323,13 +323,14 @@ impl HttpService {
         }
         // SAFETY: the fd comes from a listening socket we own and hand over whole.
         let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
+        let mut quantum = runtime::Quantum::default();
         loop {
             let accepted =
                 futures_lite::future::or(async { Some(listener.accept().await) }, async {
                     self.stop.wait().await;
                     None
                 });
-            let stream = match accepted.await {
+            let stream = match quantum.wait(accepted).await {
                 None => return Ok(()),
                 Some(Ok(stream)) => stream,
                 Some(Err(e)) => {
@@ -358,7 +359,7 @@ impl HttpService {
             .detach();
             // An accept that finds a connection waiting returns at once: let
             // the connections (and everything else) run between accepts.
-            futures_lite::future::yield_now().await;
+            quantum.yield_now().await;
         }
     }
 
@@ -380,7 +381,7 @@ impl HttpService {
             self.stop.wait().await;
             None
         });
-        let Some(handshake) = handshake.await else {
+        let (Some(handshake), _) = runtime::waited(handshake).await else {
             return;
         };
         match handshake {
@@ -413,6 +414,7 @@ impl HttpService {
     ) -> End {
         let real_ip_header = self.config.real_ip_header();
         let mut deadline = Instant::now() + self.idle_timeout;
+        let mut quantum = runtime::Quantum::default();
         loop {
             // Answer every complete request already received, in order.
             loop {
@@ -487,7 +489,7 @@ impl HttpService {
                 // so a client that keeps the pipeline full would never let the
                 // executor run anything else (other connections, other
                 // workers' requests on the mesh).
-                futures_lite::future::yield_now().await;
+                quantum.yield_now().await;
             }
             if c.start == c.end {
                 (c.start, c.end) = (0, 0);
@@ -518,7 +520,7 @@ impl HttpService {
                 self.stop.wait().await;
                 None
             });
-            let Some(read) = read.await else {
+            let Some(read) = quantum.wait(read).await else {
                 return End::Closed;
             };
             match read {

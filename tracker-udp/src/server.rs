@@ -23,6 +23,7 @@ use tracker_common::metrics::{
     MetricSource, Sample, PANICS, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES, UDP_ERRORS,
     UDP_ERROR_RESPONSES,
 };
+use tracker_common::runtime::Quantum;
 use tracker_common::shutdown::StopEvent;
 use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
 use tracker_common::types::{Announce, AnswerPeers, InfoHash, ScrapeStats};
@@ -165,6 +166,7 @@ impl UdpService {
         let mut tx = SendBatch::default();
         let mut peek = [0u8; 1];
         let mut ahead: Vec<(InfoHash, SocketAddr)> = Vec::with_capacity(BATCH);
+        let mut quantum = Quantum::default();
         loop {
             if self.stop.is_fired() {
                 return Ok(());
@@ -200,10 +202,10 @@ impl UdpService {
                         }
                     }
                     self.flush(fd, &mut tx);
-                    // Let the mesh tasks run after every batch: other workers'
-                    // requests wait on this executor, and glommio's own
-                    // preemption check would let them wait up to 100 ms.
-                    futures_lite::future::yield_now().await;
+                    // Under a flood this loop always has work: let the
+                    // worker's other tasks (HTTP, other workers' requests and
+                    // answers) have their turn.
+                    quantum.yield_now().await;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let woken = futures_lite::future::or(
@@ -213,7 +215,7 @@ impl UdpService {
                             None
                         },
                     );
-                    if let Some(Err(e)) = woken.await {
+                    if let Some(Err(e)) = quantum.wait(woken).await {
                         debug!("udp {local}: waiting for packets: {e}");
                     }
                 }
