@@ -372,11 +372,13 @@ impl Quantum {
     }
 
     /// Awaits `future`, which the task has nothing to do without (see
-    /// [`waited`]); after a wait a new quantum starts.
+    /// [`waited`]); after a wait a new quantum starts. The task's own wait
+    /// is other work for the worker's other quanta, not for this one.
     pub async fn wait<F: Future>(&mut self, future: F) -> F::Output {
         let (output, waited) = waited(future).await;
         if waited {
             self.started = Instant::now();
+            self.wakes += 1;
         }
         output
     }
@@ -592,6 +594,10 @@ mod tests {
             assert_eq!(turn(&mut quantum).await, REACTOR_QUANTUM);
             quantum.other_work = Instant::now() - OTHER_WORK_WINDOW;
             assert_eq!(turn(&mut quantum).await, LONE_REACTOR_QUANTUM);
+            // Its own waits are not other work.
+            quantum
+                .wait(glommio::timer::sleep(Duration::from_micros(10)))
+                .await;
             assert_eq!(turn(&mut quantum).await, LONE_REACTOR_QUANTUM);
             // Another task's wait ends on the reactor: other work again.
             let other =
