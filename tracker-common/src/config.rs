@@ -228,6 +228,10 @@ impl Default for StateConfig {
 /// gains nothing more by polling.
 const MAX_BUSY_POLL_US: u32 = 10_000;
 
+/// The most torrents a worker, or peers a torrent, may be set to hold: the
+/// store keeps their positions in 32 bits (see `swarm::slots`).
+const MAX_HELD: usize = 1 << 31;
+
 /// The most `state.drain_timeout_secs`: a stop that waits longer than this
 /// for clients is stuck, and service managers give up sooner.
 const MAX_DRAIN_TIMEOUT_SECS: u32 = 600;
@@ -419,6 +423,14 @@ impl Config {
         )?;
         positive("swarm.max_torrents_per_worker", s.max_torrents_per_worker)?;
         positive("swarm.max_peers_per_torrent", s.max_peers_per_torrent)?;
+        for (key, value) in [
+            ("swarm.max_torrents_per_worker", s.max_torrents_per_worker),
+            ("swarm.max_peers_per_torrent", s.max_peers_per_torrent),
+        ] {
+            if value > MAX_HELD {
+                return Err(ConfigError::key(key, format!("must be at most {MAX_HELD}")));
+            }
+        }
         positive("swarm.max_peers_per_worker", s.max_peers_per_worker)?;
         if s.default_numwant > s.max_numwant {
             return Err(ConfigError::key(
@@ -627,10 +639,11 @@ default_numwant = {default_numwant}
 # The most peers returned in one announce answer. UDP is further capped at what
 # fits one datagram: 200 IPv4 or 66 IPv6 peers.
 max_numwant = {max_numwant}
-# Torrents each worker holds at most; announces for new torrents past it get
-# an error.
+# Torrents each worker holds at most (up to {max_held}); announces for new
+# torrents past it get an error.
 max_torrents_per_worker = {max_torrents_per_worker}
-# Peers each torrent holds at most; new peers past it are answered, not stored.
+# Peers each torrent holds at most (up to {max_held}); new peers past it are
+# answered, not stored.
 max_peers_per_torrent = {max_peers_per_torrent}
 # Peers each worker holds at most, over all its torrents; new peers past it are
 # answered, not stored, and create no torrent. About 50 bytes per IPv4 peer.
@@ -757,6 +770,7 @@ drain_timeout_secs = {drain_timeout_secs}
         max_forwarded = c.runtime.max_forwarded,
         busy_poll_us = c.runtime.busy_poll_us,
         max_busy_poll = MAX_BUSY_POLL_US,
+        max_held = MAX_HELD,
         level = c.log.level,
         announce_interval_secs = c.swarm.announce_interval_secs,
         peer_timeout_secs = c.swarm.peer_timeout_secs,
@@ -957,6 +971,14 @@ mod tests {
             (
                 |c: &mut Config| c.swarm.max_peers_per_worker = 0,
                 "swarm.max_peers_per_worker",
+            ),
+            (
+                |c: &mut Config| c.swarm.max_peers_per_torrent = (1 << 31) + 1,
+                "swarm.max_peers_per_torrent",
+            ),
+            (
+                |c: &mut Config| c.swarm.max_torrents_per_worker = (1 << 31) + 1,
+                "swarm.max_torrents_per_worker",
             ),
             (
                 |c: &mut Config| c.udp.connect_limit_slots = 0,
