@@ -405,12 +405,11 @@ impl Config {
         }
         positive("runtime.channel_capacity", r.channel_capacity)?;
         positive("runtime.max_forwarded", r.max_forwarded)?;
-        if r.busy_poll_us > MAX_BUSY_POLL_US {
-            return Err(ConfigError::key(
-                "runtime.busy_poll_us",
-                format!("must be at most {MAX_BUSY_POLL_US}"),
-            ));
-        }
+        at_most(
+            "runtime.busy_poll_us",
+            r.busy_poll_us as usize,
+            MAX_BUSY_POLL_US as usize,
+        )?;
         let s = &self.swarm;
         positive(
             "swarm.announce_interval_secs",
@@ -423,14 +422,16 @@ impl Config {
         )?;
         positive("swarm.max_torrents_per_worker", s.max_torrents_per_worker)?;
         positive("swarm.max_peers_per_torrent", s.max_peers_per_torrent)?;
-        for (key, value) in [
-            ("swarm.max_torrents_per_worker", s.max_torrents_per_worker),
-            ("swarm.max_peers_per_torrent", s.max_peers_per_torrent),
-        ] {
-            if value > MAX_HELD {
-                return Err(ConfigError::key(key, format!("must be at most {MAX_HELD}")));
-            }
-        }
+        at_most(
+            "swarm.max_torrents_per_worker",
+            s.max_torrents_per_worker,
+            MAX_HELD,
+        )?;
+        at_most(
+            "swarm.max_peers_per_torrent",
+            s.max_peers_per_torrent,
+            MAX_HELD,
+        )?;
         positive("swarm.max_peers_per_worker", s.max_peers_per_worker)?;
         if s.default_numwant > s.max_numwant {
             return Err(ConfigError::key(
@@ -545,12 +546,11 @@ impl Config {
                 format!("`{}` is not a file path", st.file),
             ));
         }
-        if st.drain_timeout_secs > MAX_DRAIN_TIMEOUT_SECS {
-            return Err(ConfigError::key(
-                "state.drain_timeout_secs",
-                format!("must be at most {MAX_DRAIN_TIMEOUT_SECS}"),
-            ));
-        }
+        at_most(
+            "state.drain_timeout_secs",
+            st.drain_timeout_secs as usize,
+            MAX_DRAIN_TIMEOUT_SECS as usize,
+        )?;
         Ok(())
     }
 
@@ -575,6 +575,13 @@ fn is_header_name_byte(b: u8) -> bool {
 fn positive(key: &str, value: usize) -> Result<(), ConfigError> {
     if value == 0 {
         return Err(ConfigError::key(key, "must be more than 0"));
+    }
+    Ok(())
+}
+
+fn at_most(key: &str, value: usize, max: usize) -> Result<(), ConfigError> {
+    if value > max {
+        return Err(ConfigError::key(key, format!("must be at most {max}")));
     }
     Ok(())
 }
@@ -616,9 +623,9 @@ channel_capacity = {channel_capacity}
 # past it, further UDP requests for other shards are dropped.
 max_forwarded = {max_forwarded}
 # Microseconds a worker that runs out of work keeps polling for more before it
-# sleeps (0 to {max_busy_poll}; 0 sleeps at once). Waking from sleep costs latency, most
-# on VMs whose idle vCPUs halt; polling spends the idle CPU instead, so a
-# polling worker shows busy.
+# sleeps (0 to {max_busy_poll}; 0 sleeps at once). Waking from sleep costs
+# latency, most on VMs whose idle vCPUs halt; polling spends the idle CPU
+# instead, so a polling worker shows busy.
 busy_poll_us = {busy_poll_us}
 
 [log]
