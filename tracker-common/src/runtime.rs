@@ -309,7 +309,8 @@ pub async fn waited<F: Future>(future: F) -> (F::Output, bool) {
 pub struct Quantum {
     started: Instant,
     length: Duration,
-    /// `REACTOR_WAKES` when the last turn began.
+    /// `REACTOR_WAKES` when the last turn began, plus this task's own waits
+    /// since: more than this means others were woken.
     wakes: u64,
     /// When a turn last found that the reactor had woken others.
     other_work: Instant,
