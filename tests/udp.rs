@@ -245,6 +245,57 @@ fn ipv6_peers_are_served_over_ipv6_and_kept_apart_from_ipv4() {
 }
 
 #[test]
+fn a_burst_of_announces_across_shards_gets_each_its_own_swarm() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "3", "--no-pin"])
+        .udp(None)
+        .start();
+    let target = tracker.udp[0];
+    // Torrent k, its owner going round the three workers, holds k seeders.
+    let hashes: Vec<InfoHash> = (0..24u32)
+        .map(|k| hash_owned_by(k as usize % 3, 3, 200 + k))
+        .collect();
+    let mut seeders = Client::new("127.0.0.2:0", target);
+    for (k, hash) in hashes.iter().enumerate() {
+        for n in 0..k as u16 {
+            seeders.announce(*hash, 7000 + n, AnnounceEvent::Started, 0, -1);
+        }
+    }
+    // Every request is on the wire before the first answer is read, so the
+    // worker that takes them receives several at once, and hands those of
+    // each other shard over together: each answer must still be its own.
+    let mut burst = Client::new("127.0.0.3:0", target);
+    let mut asked = std::collections::HashMap::new();
+    for (k, hash) in hashes.iter().enumerate() {
+        let (txid, packet) = burst.announce_packet(*hash, 8000, AnnounceEvent::Started, 1, -1);
+        burst.sock.send_to(&packet, target).unwrap();
+        asked.insert(txid.0, k);
+    }
+    let mut buf = vec![0u8; 4096];
+    for _ in 0..hashes.len() {
+        let (n, _) = burst.sock.recv_from(&mut buf).expect("an answer");
+        let Ok(Response::Announce {
+            transaction_id,
+            seeders,
+            leechers,
+            peers,
+            ..
+        }) = Response::parse(&buf[..n], IpFamily::V4)
+        else {
+            panic!("expected an announce answer");
+        };
+        let k = asked
+            .remove(&transaction_id.0)
+            .expect("one answer to each request");
+        assert_eq!((seeders, leechers), (k as u32, 1), "torrent {k}");
+        let mut ports: Vec<u16> = peers.iter().map(|p| p.port()).collect();
+        ports.sort_unstable();
+        assert_eq!(ports, (7000..7000 + k as u16).collect::<Vec<_>>());
+        assert!(peers.iter().all(|p| p.ip() == v4("127.0.0.2", 0).ip()));
+    }
+}
+
+#[test]
 fn scrape_keeps_request_order_across_shards() {
     let tracker = Tracker::builder()
         .runtime_args(&["--workers", "3", "--no-pin"])

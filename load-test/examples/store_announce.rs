@@ -104,7 +104,7 @@ fn main() {
                     1800,
                     counts.leechers,
                     counts.seeders,
-                    &peers,
+                    peers.compact(),
                 );
                 answered += peers.len() as u64;
                 bytes += out.len();

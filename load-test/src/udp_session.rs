@@ -400,7 +400,7 @@ mod tests {
             assert!(answer_peers.push_addr(addr, None));
         }
         let mut out = Vec::new();
-        write_announce_response(&mut out, txid, 1800, 0, seeders, &answer_peers);
+        write_announce_response(&mut out, txid, 1800, 0, seeders, answer_peers.compact());
         out
     }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tracker_common::types::{AnswerPeers, ScrapeStats};
+use tracker_common::types::ScrapeStats;
 use tracker_udp::codec::{
     write_announce_response, write_connect_response, write_error_response, write_scrape_response,
     ConnectionId, Request,
@@ -46,14 +46,7 @@ impl Responder {
                             write_connect_response(&mut out, c.transaction_id, ID)
                         }
                         Ok(Request::Announce(a)) if a.connection_id == ID => {
-                            write_announce_response(
-                                &mut out,
-                                a.transaction_id,
-                                1800,
-                                1,
-                                1,
-                                &AnswerPeers::default(),
-                            );
+                            write_announce_response(&mut out, a.transaction_id, 1800, 1, 1, &[]);
                         }
                         Ok(Request::Scrape(s)) if s.connection_id == ID => write_scrape_response(
                             &mut out,

@@ -36,7 +36,9 @@ pub struct RuntimeConfig {
     /// the sender waits (back-pressure).
     pub channel_capacity: usize,
     /// Requests a worker may have handed to other workers and not yet had
-    /// answered; past it, further UDP requests for other shards are dropped.
+    /// answered; past it, further UDP requests for other shards are dropped
+    /// (the announces of one receive batch for one owner go, or are
+    /// dropped, together).
     pub max_forwarded: usize,
     /// Microseconds a worker that runs out of work keeps polling for more
     /// before it sleeps (0: it sleeps at once). Waking from sleep costs
@@ -620,7 +622,8 @@ pin = {pin}
 # sender waits (back-pressure).
 channel_capacity = {channel_capacity}
 # Requests a worker may have handed to other workers and not yet had answered;
-# past it, further UDP requests for other shards are dropped.
+# past it, further UDP requests for other shards are dropped (the announces of
+# one receive batch for one owner go, or are dropped, together).
 max_forwarded = {max_forwarded}
 # Microseconds a worker that runs out of work keeps polling for more before it
 # sleeps (0 to {max_busy_poll}; 0 sleeps at once). Waking from sleep costs

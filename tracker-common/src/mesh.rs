@@ -20,7 +20,7 @@ use crate::types::{Announce, AnnounceAnswer, AnswerPeers, InfoHash, IpFamily, Sc
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Senders};
 use glommio::{GlommioError, ResourceType};
 use slab::Slab;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -33,6 +33,10 @@ use std::time::Duration;
 #[derive(Debug)]
 pub enum ShardRequest {
     Announce(Announce),
+    /// Announces that one worker received together (a UDP receive batch),
+    /// served together: one message each way, and their torrents prefetched
+    /// as the owner's own batches are.
+    Announces(Vec<Announce>),
     Scrape(Vec<InfoHash>),
     /// Counts of up to this many of the owner's torrents (a full scrape).
     ScrapeSome(usize),
@@ -44,12 +48,49 @@ pub enum ShardRequest {
 #[derive(Debug)]
 pub enum ShardReply {
     Announce(Result<AnnounceAnswer, AnnounceRefused>),
+    Announces(AnnounceAnswers),
     /// In the order of the request's hashes.
     Scrape(Vec<ScrapeStats>),
     ScrapeSome(Vec<(InfoHash, ScrapeStats)>),
     Metrics(Vec<Sample>),
     /// Serving the request panicked (the panic was contained and counted).
     Failed,
+}
+
+/// The answers to `ShardRequest::Announces`, in its order: each one's
+/// counts (or why it was refused) and its peers, the compact entries of all
+/// of them in one buffer, so that a batch's answers cost two allocations
+/// rather than one each. Compact only: no peer ids.
+#[derive(Debug, Default)]
+pub struct AnnounceAnswers {
+    /// Each answer's outcome and where its peers end in `compact`.
+    answers: Vec<(Result<SwarmCounts, AnnounceRefused>, usize)>,
+    compact: Vec<u8>,
+}
+
+impl AnnounceAnswers {
+    fn push(&mut self, outcome: Result<SwarmCounts, AnnounceRefused>, peers: &AnswerPeers) {
+        self.compact.extend_from_slice(peers.compact());
+        self.answers.push((outcome, self.compact.len()));
+    }
+
+    pub fn len(&self) -> usize {
+        self.answers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.answers.is_empty()
+    }
+
+    /// Each answer's outcome and compact peers, in the order asked.
+    pub fn iter(&self) -> impl Iterator<Item = (Result<SwarmCounts, AnnounceRefused>, &[u8])> {
+        let mut start = 0;
+        self.answers.iter().map(move |&(outcome, end)| {
+            let peers = self.compact.get(start..end).unwrap_or_default();
+            start = end;
+            (outcome, peers)
+        })
+    }
 }
 
 /// A message on a mesh: `token` names the waiting request on the worker that
@@ -90,8 +131,22 @@ impl Meshes {
     }
 }
 
+impl ShardRequest {
+    /// Requests for torrents it carries, as `runtime.max_forwarded` and the
+    /// forwarded and served counts count them.
+    fn requests(&self) -> usize {
+        match self {
+            ShardRequest::Announces(batch) => batch.len(),
+            ShardRequest::Metrics => 0,
+            _ => 1,
+        }
+    }
+}
+
 /// A request sent to another worker, waiting for its answer.
 struct Waiting {
+    /// `ShardRequest::requests` of what was sent.
+    requests: usize,
     reply: Option<ShardReply>,
     waker: Option<Waker>,
     /// The asker stopped waiting (its connection went away): drop the answer.
@@ -106,6 +161,8 @@ pub struct Shard {
     store: RefCell<SwarmStore>,
     to_owners: Option<Senders<Envelope<ShardRequest>>>,
     waiting: RefCell<Slab<Waiting>>,
+    /// The sum of `Waiting::requests`, held under `max_waiting`.
+    waiting_requests: Cell<usize>,
     max_waiting: usize,
     peers_scratch: RefCell<AnswerPeers>,
     /// This worker's view of the access list; None when lists are off, so
@@ -163,6 +220,7 @@ impl Shard {
             store: RefCell::new(store),
             to_owners,
             waiting: RefCell::new(Slab::new()),
+            waiting_requests: Cell::new(0),
             max_waiting,
             peers_scratch: RefCell::new(AnswerPeers::default()),
             access: access.map(|shared| RefCell::new(LocalCopy::new(shared))),
@@ -179,9 +237,7 @@ impl Shard {
                 // Counted as the worker's other work: a busy UDP loop takes
                 // turns of the reactor more often while there is some.
                 while let (Some(Envelope { token, body }), _) = waited(stream.recv()).await {
-                    if !matches!(body, ShardRequest::Metrics) {
-                        shard.stats.served_for_others.inc();
-                    }
+                    shard.stats.served_for_others.add(body.requests() as u64);
                     // A panic while serving still answers, so that the asker
                     // never waits for an answer that cannot come.
                     let body = contain(&shard.stats.panics, || shard.serve(body))
@@ -320,6 +376,29 @@ impl Shard {
                 Ok(answer(Ok(counts), &a.peers))
             }
             ShardReply::Announce(Err(refused)) => Ok(answer(Err(refused), &AnswerPeers::default())),
+            _ => Err(RouteError::Failed),
+        }
+    }
+
+    /// Announces to torrents that `owner`, another worker, owns, all in one
+    /// request (see `ShardRequest::Announces`); the answers come in the
+    /// order of `batch`. A batch that would take the requests waiting past
+    /// `runtime.max_forwarded` is refused whole (one alone goes, whatever
+    /// its size).
+    pub async fn announce_at(
+        &self,
+        owner: usize,
+        batch: Vec<Announce>,
+    ) -> Result<AnnounceAnswers, RouteError> {
+        debug_assert!(owner != self.index);
+        debug_assert!(batch.iter().all(|a| self.owner(&a.info_hash) == owner));
+        let asked = batch.len();
+        match self
+            .ask(owner, ShardRequest::Announces(batch))
+            .await?
+            .await?
+        {
+            ShardReply::Announces(answers) if answers.len() == asked => Ok(answers),
             _ => Err(RouteError::Failed),
         }
     }
@@ -509,13 +588,20 @@ impl Shard {
         request: ShardRequest,
     ) -> Result<PendingReply<'_>, RouteError> {
         let senders = self.to_owners.as_ref().ok_or(RouteError::OwnerGone)?;
+        let requests = request.requests();
         let token = {
             let mut waiting = self.waiting.borrow_mut();
-            if waiting.len() >= self.max_waiting {
-                self.stats.overloaded.inc();
+            // Metrics (no requests) still count one against the limit. A
+            // batch larger than the limit still goes when nothing waits.
+            let before = self.waiting_requests.get();
+            if before > 0 && before + requests.max(1) > self.max_waiting {
+                self.stats.overloaded.add(requests.max(1) as u64);
                 return Err(RouteError::Overloaded);
             }
+            self.waiting_requests
+                .set(self.waiting_requests.get() + requests);
             waiting.insert(Waiting {
+                requests,
                 reply: None,
                 waker: None,
                 abandoned: false,
@@ -528,9 +614,7 @@ impl Shard {
             sent: false,
         };
         // Scrapes of the metrics are not traffic for a torrent.
-        if !matches!(request, ShardRequest::Metrics) {
-            self.stats.forwarded.inc();
-        }
+        self.stats.forwarded.add(requests as u64);
         let envelope = Envelope {
             token: token as u32,
             body: request,
@@ -564,6 +648,22 @@ impl Shard {
                     });
                 ShardReply::Announce(answer)
             }
+            ShardRequest::Announces(batch) => {
+                let ahead: Vec<(InfoHash, SocketAddr)> =
+                    batch.iter().map(|a| (a.info_hash, a.peer_addr)).collect();
+                self.prefetch(&ahead);
+                let mut answers = AnnounceAnswers {
+                    answers: Vec::with_capacity(batch.len()),
+                    compact: Vec::new(),
+                };
+                let mut peers = self.peers_scratch.borrow_mut();
+                for req in &batch {
+                    debug_assert!(!req.peer_ids, "a batch's answers keep no peer ids");
+                    let outcome = self.announce_local(req, &mut peers);
+                    answers.push(outcome, &peers);
+                }
+                ShardReply::Announces(answers)
+            }
             ShardRequest::Scrape(hashes) => {
                 let store = self.store.borrow();
                 ShardReply::Scrape(hashes.iter().map(|h| store.scrape(h)).collect())
@@ -581,6 +681,14 @@ impl Shard {
         }
     }
 
+    /// Frees the slot of a request that no longer waits.
+    fn forget(&self, waiting: &mut Slab<Waiting>, token: usize) {
+        if let Some(slot) = waiting.try_remove(token) {
+            self.waiting_requests
+                .set(self.waiting_requests.get() - slot.requests);
+        }
+    }
+
     /// Hands an answer from an owner to the request waiting for it.
     fn deliver(&self, token: u32, reply: ShardReply) {
         let mut waiting = self.waiting.borrow_mut();
@@ -588,7 +696,7 @@ impl Shard {
             return;
         };
         if slot.abandoned {
-            waiting.remove(token as usize);
+            self.forget(&mut waiting, token as usize);
             return;
         }
         slot.reply = Some(reply);
@@ -617,7 +725,7 @@ impl Future for PendingReply<'_> {
         };
         match slot.reply.take() {
             Some(reply) => {
-                waiting.remove(token);
+                self.shard.forget(&mut waiting, token);
                 drop(waiting);
                 self.token = usize::MAX;
                 Poll::Ready(Ok(reply))
@@ -640,9 +748,48 @@ impl Drop for PendingReply<'_> {
             .get(self.token)
             .is_some_and(|slot| slot.reply.is_some());
         if !self.sent || answered {
-            waiting.try_remove(self.token);
+            self.shard.forget(&mut waiting, self.token);
         } else if let Some(slot) = waiting.get_mut(self.token) {
             slot.abandoned = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn a_batch_of_answers_gives_back_each_answers_own_peers_in_order() {
+        let mut peers = AnswerPeers::default();
+        let mut answers = AnnounceAnswers::default();
+        let counts = |n| {
+            Ok(SwarmCounts {
+                seeders: n,
+                leechers: 0,
+            })
+        };
+        for n in 0..3u16 {
+            peers.reset(IpFamily::V4);
+            for port in 0..n {
+                let addr = SocketAddr::new(Ipv4Addr::new(10, 0, 0, n as u8).into(), port + 1);
+                assert!(peers.push_addr(addr, None));
+            }
+            answers.push(counts(n.into()), &peers);
+        }
+        peers.reset(IpFamily::V4);
+        answers.push(Err(AnnounceRefused::NotAllowed), &peers);
+        let got: Vec<_> = answers.iter().map(|(o, p)| (o, p.to_vec())).collect();
+        assert_eq!(answers.len(), 4);
+        assert_eq!(
+            got,
+            vec![
+                (counts(0), vec![]),
+                (counts(1), vec![10, 0, 0, 1, 0, 1]),
+                (counts(2), vec![10, 0, 0, 2, 0, 1, 10, 0, 0, 2, 0, 2]),
+                (Err(AnnounceRefused::NotAllowed), vec![]),
+            ]
+        );
     }
 }

@@ -14,7 +14,7 @@ use std::fmt;
 use std::net::SocketAddr;
 
 pub use tracker_common::types::IpFamily;
-use tracker_common::types::{AnnounceEvent, AnswerPeers, InfoHash, PeerId, ScrapeStats};
+use tracker_common::types::{AnnounceEvent, InfoHash, PeerId, ScrapeStats};
 
 /// The magic a connect request carries in place of a connection id.
 pub const PROTOCOL_ID: i64 = 0x41727101980;
@@ -634,20 +634,21 @@ fn write_announce_header(
     out.extend_from_slice(&seeders.to_be_bytes());
 }
 
-/// Appends an announce response with `peers`, which must be of the family
-/// the client asked over (their entry size is the one it expects). The
-/// caller caps them (see [`max_peers`]).
+/// Appends an announce response with `peers`, compact entries (see
+/// [`tracker_common::types::AnswerPeers::compact`]) of the family the
+/// client asked over (their entry size is the one it expects). The caller
+/// caps them (see [`max_peers`]).
 pub fn write_announce_response(
     out: &mut Vec<u8>,
     transaction_id: TransactionId,
     interval: u32,
     leechers: u32,
     seeders: u32,
-    peers: &AnswerPeers,
+    peers: &[u8],
 ) {
-    out.reserve(20 + peers.compact().len());
+    out.reserve(20 + peers.len());
     write_announce_header(out, transaction_id, interval, leechers, seeders);
-    out.extend_from_slice(peers.compact());
+    out.extend_from_slice(peers);
 }
 
 /// Appends a scrape response: one (seeders, completed, leechers) entry per stats
@@ -746,6 +747,7 @@ mod tests {
     use super::*;
     use proptest::collection::vec;
     use proptest::prelude::*;
+    use tracker_common::types::AnswerPeers;
 
     const OPTION_END: u8 = 0;
 
@@ -922,7 +924,7 @@ mod tests {
         let mut connect = Vec::new();
         write_connect_response(&mut connect, txid, ConnectionId(2));
         let mut announce = Vec::new();
-        write_announce_response(&mut announce, txid, 1, 2, 3, &AnswerPeers::default());
+        write_announce_response(&mut announce, txid, 1, 2, 3, &[]);
         let mut scrape = Vec::new();
         write_scrape_response(&mut scrape, txid, [ScrapeStats::default()]);
         let cases = [
@@ -1122,7 +1124,7 @@ mod tests {
                 .map(|addr| SocketAddr::new(addr.ip().to_canonical(), addr.port()))
                 .collect();
             let mut out = Vec::new();
-            write_announce_response(&mut out, TransactionId(3), 1800, 4, 5, &peers);
+            write_announce_response(&mut out, TransactionId(3), 1800, 4, 5, peers.compact());
             let Ok(Response::Announce { transaction_id, interval, leechers, seeders, peers }) =
                 Response::parse(&out, family)
             else {

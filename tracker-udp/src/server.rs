@@ -10,6 +10,7 @@ use crate::ratelimit::ConnectLimiter;
 use crate::socket::{canonical_ip, send_one, LocalAddr, RecvBatch, SendBatch, BATCH};
 use std::cell::{Cell, RefCell};
 use std::io;
+use std::mem;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
 use std::rc::{Rc, Weak};
@@ -18,7 +19,7 @@ use tracker_common::clock;
 use tracker_common::config::{SwarmConfig, UdpConfig};
 use tracker_common::contain::{contain, Contained};
 use tracker_common::counters;
-use tracker_common::mesh::{RouteError, Shard};
+use tracker_common::mesh::{AnnounceAnswers, RouteError, Shard};
 use tracker_common::metrics::{
     MetricSource, Sample, PANICS, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES, UDP_ERRORS,
     UDP_ERROR_RESPONSES,
@@ -26,7 +27,7 @@ use tracker_common::metrics::{
 use tracker_common::runtime::Quantum;
 use tracker_common::shutdown::StopEvent;
 use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
-use tracker_common::types::{Announce, AnswerPeers, InfoHash, ScrapeStats};
+use tracker_common::types::{Announce, InfoHash, ScrapeStats};
 
 counters! {
     /// Per-worker UDP counters, exported with `protocol="udp"`.
@@ -89,10 +90,38 @@ pub struct UdpService {
     /// Requests waiting on another worker's answer.
     in_flight: Cell<usize>,
     connect_limit: Option<RefCell<ConnectLimiter>>,
+    /// Where the answers that other workers gave are batched to be sent.
+    forwarded_tx: RefCell<SendBatch>,
     pub stats: UdpStats,
 }
 
-/// Counts a forwarded request as in flight for as long as its task holds it.
+/// Where the answer to a forwarded announce goes, and how it is written.
+struct ReplyTo {
+    from: SocketAddr,
+    to: Option<LocalAddr>,
+    txid: TransactionId,
+    family: IpFamily,
+}
+
+/// The announces of one receive batch that other workers own, by owner: each
+/// owner's go to it in one request (see `Shard::announce_at`).
+struct Forwards(Vec<(Vec<Announce>, Vec<ReplyTo>)>);
+
+impl Forwards {
+    fn new(workers: usize) -> Self {
+        Forwards((0..workers).map(|_| Default::default()).collect())
+    }
+
+    fn push(&mut self, owner: usize, announce: Announce, reply_to: ReplyTo) {
+        if let Some((batch, replies)) = self.0.get_mut(owner) {
+            batch.push(announce);
+            replies.push(reply_to);
+        }
+    }
+}
+
+/// Counts forwarded requests (a scrape, or a batch of announces for one
+/// owner) as in flight for as long as their task holds them.
 struct InFlight(Rc<UdpService>);
 
 impl InFlight {
@@ -132,6 +161,7 @@ impl UdpService {
                 udp.connect_limit_slots,
             )
             .map(RefCell::new),
+            forwarded_tx: RefCell::new(SendBatch::default()),
             stats: UdpStats::default(),
         });
         let source: Weak<dyn MetricSource> = Rc::downgrade(&service) as _;
@@ -166,6 +196,7 @@ impl UdpService {
         let mut tx = SendBatch::default();
         let mut peek = [0u8; 1];
         let mut ahead: Vec<(InfoHash, SocketAddr)> = Vec::with_capacity(BATCH);
+        let mut forwards = Forwards::new(self.shard.workers());
         let mut quantum = Quantum::default();
         loop {
             if self.stop.is_fired() {
@@ -195,6 +226,7 @@ impl UdpService {
                                     packet.to,
                                     &parker,
                                     &mut tx,
+                                    &mut forwards,
                                 );
                             } else {
                                 self.stats.malformed.inc();
@@ -202,6 +234,7 @@ impl UdpService {
                         }
                     }
                     self.flush(fd, &mut tx);
+                    self.forward(&mut forwards, &parker);
                     // Under a flood this loop always has work: let the
                     // worker's other tasks (HTTP, other workers' requests and
                     // answers) have their turn.
@@ -230,6 +263,43 @@ impl UdpService {
         }
     }
 
+    /// Hands each owner the announces of the batch it owns, all at once, and
+    /// sends their answers when they come.
+    fn forward(self: &Rc<Self>, forwards: &mut Forwards, socket: &Socket) {
+        for (owner, (batch, replies)) in forwards.0.iter_mut().enumerate() {
+            if batch.is_empty() {
+                continue;
+            }
+            let (batch, replies) = (mem::take(batch), mem::take(replies));
+            let this = self.clone();
+            let (socket, in_flight) = (socket.clone(), InFlight::new(self));
+            glommio::spawn_local(async move {
+                let _in_flight = in_flight;
+                let task = async {
+                    match this.shard.announce_at(owner, batch).await {
+                        Ok(answers) => this.send_forwarded(socket.as_raw_fd(), &replies, answers),
+                        Err(e) => replies.iter().for_each(|_| this.route_failed(e)),
+                    }
+                };
+                Contained::new(&this.stats.panics, task).await;
+            })
+            .detach();
+        }
+    }
+
+    /// Sends the answers of announces another worker owns, batched.
+    fn send_forwarded(&self, fd: RawFd, replies: &[ReplyTo], answers: AnnounceAnswers) {
+        let mut tx = self.forwarded_tx.borrow_mut();
+        for (reply, (counts, peers)) in replies.iter().zip(answers.iter()) {
+            if tx.is_full() {
+                self.flush(fd, &mut tx);
+            }
+            let out = tx.push(reply.from, reply.to);
+            self.write_announce(out, reply.txid, reply.family, counts, peers);
+        }
+        self.flush(fd, &mut tx);
+    }
+
     fn flush(&self, fd: RawFd, tx: &mut SendBatch) {
         if tx.is_empty() {
             return;
@@ -248,6 +318,7 @@ impl UdpService {
         to: Option<LocalAddr>,
         socket: &Socket,
         tx: &mut SendBatch,
+        forwards: &mut Forwards,
     ) {
         let fd = socket.as_raw_fd();
         if tx.is_full() {
@@ -255,7 +326,7 @@ impl UdpService {
         }
         let queued = tx.len();
         if contain(&self.stats.panics, || {
-            self.handle(data, from, to, socket, tx)
+            self.handle(data, from, to, socket, tx, forwards)
         })
         .is_none()
         {
@@ -263,8 +334,9 @@ impl UdpService {
         }
     }
 
-    /// Answers one datagram: into `tx` when this worker can answer now, or from
-    /// a task once the owning worker has answered. `tx` has room for one.
+    /// Answers one datagram: into `tx` when this worker can answer now, or
+    /// (an announce) through `forwards` once the owning worker has answered.
+    /// `tx` has room for one.
     fn handle(
         self: &Rc<Self>,
         data: &[u8],
@@ -272,6 +344,7 @@ impl UdpService {
         to: Option<LocalAddr>,
         socket: &Socket,
         tx: &mut SendBatch,
+        forwards: &mut Forwards,
     ) {
         let ip = canonical_ip(from.ip());
         let now = clock::unix_secs();
@@ -315,27 +388,16 @@ impl UdpService {
                     peer_ids: false,
                 };
                 let written = self.shard.announce_here(&announce, |counts, peers| {
-                    self.write_announce(tx.push(from, to), txid, family, counts, peers)
+                    self.write_announce(tx.push(from, to), txid, family, counts, peers.compact())
                 });
                 if written.is_none() {
-                    let this = self.clone();
-                    let (socket, in_flight) = (socket.clone(), InFlight::new(self));
-                    glommio::spawn_local(async move {
-                        let _in_flight = in_flight;
-                        let fd = socket.as_raw_fd();
-                        let task = async {
-                            let mut out = Vec::new();
-                            let routed = this.shard.announce(announce, |counts, peers| {
-                                this.write_announce(&mut out, txid, family, counts, peers)
-                            });
-                            match routed.await {
-                                Ok(()) => this.send_now(fd, &out, from, to),
-                                Err(e) => this.route_failed(e),
-                            }
-                        };
-                        Contained::new(&this.stats.panics, task).await;
-                    })
-                    .detach();
+                    let reply_to = ReplyTo {
+                        from,
+                        to,
+                        txid,
+                        family,
+                    };
+                    forwards.push(self.shard.owner(&announce.info_hash), announce, reply_to);
                 }
             }
             Ok(Request::Scrape(req)) => {
@@ -413,7 +475,7 @@ impl UdpService {
         txid: TransactionId,
         family: IpFamily,
         counts: Result<SwarmCounts, AnnounceRefused>,
-        peers: &AnswerPeers,
+        peers: &[u8],
     ) {
         match family {
             IpFamily::V4 => self.stats.announce_responses.ipv4.inc(),
