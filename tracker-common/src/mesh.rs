@@ -11,7 +11,7 @@ use crate::access::AccessList;
 use crate::clock;
 use crate::contain::contain;
 use crate::metrics::{MetricSource, Sample, PEERS, TORRENTS};
-use crate::runtime::{waited, Quantum};
+use crate::runtime::waited;
 use crate::shard::owner_of;
 use crate::signals::{LocalCopy, Reloadable};
 use crate::stats::MeshStats;
@@ -234,12 +234,9 @@ impl Shard {
                 return Err("request streams without answer senders".into());
             };
             glommio::spawn_local(async move {
-                // Its waits are the worker's other work, for which a busy UDP
-                // loop takes turns of the reactor more often; and it takes
-                // turns itself, as a batch of announces is some 50 µs of
-                // work and a backlog of them would hold up the worker.
-                let mut quantum = Quantum::default();
-                while let Some(Envelope { token, body }) = quantum.wait(stream.recv()).await {
+                // Counted as the worker's other work: a busy UDP loop takes
+                // turns of the reactor more often while there is some.
+                while let (Some(Envelope { token, body }), _) = waited(stream.recv()).await {
                     shard.stats.served_for_others.add(body.requests() as u64);
                     // A panic while serving still answers, so that the asker
                     // never waits for an answer that cannot come.
@@ -252,7 +249,6 @@ impl Shard {
                     {
                         break;
                     }
-                    quantum.yield_now().await;
                 }
             })
             .detach();
