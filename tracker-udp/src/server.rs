@@ -87,7 +87,7 @@ pub struct UdpService {
     max_scrape_hashes: usize,
     /// Fired when the tracker stops: the sockets take no more datagrams.
     stop: StopEvent,
-    /// Requests waiting on another worker's answer.
+    /// Tasks waiting on another worker's answer (see `InFlight`).
     in_flight: Cell<usize>,
     connect_limit: Option<RefCell<ConnectLimiter>>,
     /// Where the answers that other workers gave are batched to be sent.
