@@ -334,6 +334,46 @@ fn metrics_endpoint_content_and_counters_moving() {
 }
 
 #[test]
+fn announces_for_other_workers_past_max_forwarded_are_dropped_and_counted() {
+    let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    // One request may wait on another worker: while a batch waits, the next
+    // one for that worker is refused.
+    let tracker = Tracker::builder()
+        .config("[runtime]\nmax_forwarded = 1\n")
+        .udp(None)
+        .arg("--metrics")
+        .arg(&metrics.to_string())
+        .start();
+    let mut load = load_test::config::Config {
+        target: Some(tracker.udp[0].to_string()),
+        duration_secs: 1.0,
+        workers: Some(1),
+        progress: false,
+        // Only a dropped request goes unanswered this long.
+        timeout_ms: 3000,
+        ..Default::default()
+    };
+    load.traffic.torrents = 10_000;
+    load.traffic.peers = 50_000;
+    load.udp.sources_per_worker = 8;
+    load.udp.in_flight = Some(16);
+    let summary = load_test::udp::run(&load).expect("load-test udp");
+    let text = summary.to_text();
+    assert_eq!(summary.invalid, 0, "{text}");
+
+    let after = scrape_when(metrics, |_| true);
+    let dropped = after.sum("tracker_udp_errors_total", &[("kind", "overloaded")]);
+    assert!(dropped > 0, "no batch was refused: {text}");
+    assert_eq!(after.sum("tracker_mesh_overloaded_total", &[]), dropped);
+    assert_eq!(summary.timeouts, dropped, "{text}");
+    assert_eq!(
+        after.sum("tracker_mesh_forwarded_total", &[]),
+        after.sum("tracker_mesh_served_total", &[])
+    );
+    assert_eq!(after.sum("tracker_panics_total", &[]), 0);
+}
+
+#[test]
 fn a_metrics_port_in_use_is_a_clear_error() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap();
