@@ -5,27 +5,7 @@
 
 mod support;
 
-use load_test::config::Config;
-use support::Tracker;
-
-/// A small, short load: the smoke tests check answers, not speed.
-fn config(target: String) -> Config {
-    let mut config = Config {
-        target: Some(target),
-        duration_secs: 1.0,
-        workers: Some(1),
-        progress: false,
-        // Generous, so that a busy machine does not turn into time-outs.
-        timeout_ms: 5000,
-        ..Config::default()
-    };
-    config.traffic.torrents = 10_000;
-    config.traffic.peers = 50_000;
-    config.udp.sources_per_worker = 4;
-    config.udp.in_flight = Some(8);
-    config.http.connections_per_worker = 4;
-    config
-}
+use support::{small_load, Tracker};
 
 fn assert_clean(summary: &load_test::stats::Summary, kinds: &[&str]) {
     let text = summary.to_text();
@@ -44,7 +24,7 @@ fn assert_clean(summary: &load_test::stats::Summary, kinds: &[&str]) {
 #[test]
 fn udp_load_gets_only_valid_answers() {
     let tracker = Tracker::builder().udp(None).start();
-    let mut config = config(tracker.udp[0].to_string());
+    let mut config = small_load(tracker.udp[0].to_string());
     // Enough scrapes to see some in a second.
     config.udp.mix.scrape = 10;
     let summary = load_test::udp::run(&config).expect("load-test udp");
@@ -55,7 +35,7 @@ fn udp_load_gets_only_valid_answers() {
 fn https_load_gets_only_valid_answers() {
     let tracker = Tracker::builder().https(None).start();
     let tls = tracker.tls.as_ref().expect("test certificate");
-    let mut config = config(format!("https://{}/announce", tracker.https[0]));
+    let mut config = small_load(format!("https://{}/announce", tracker.https[0]));
     config.http.ca = Some(tls.cert_file.0.clone());
     config.http.mix.scrape = 10;
     let summary = load_test::http::run(&config).expect("load-test http");

@@ -344,17 +344,7 @@ fn announces_for_other_workers_past_max_forwarded_are_dropped_and_counted() {
         .arg("--metrics")
         .arg(&metrics.to_string())
         .start();
-    let mut load = load_test::config::Config {
-        target: Some(tracker.udp[0].to_string()),
-        duration_secs: 1.0,
-        workers: Some(1),
-        progress: false,
-        // Only a dropped request goes unanswered this long.
-        timeout_ms: 3000,
-        ..Default::default()
-    };
-    load.traffic.torrents = 10_000;
-    load.traffic.peers = 50_000;
+    let mut load = support::small_load(tracker.udp[0].to_string());
     load.udp.sources_per_worker = 8;
     load.udp.in_flight = Some(16);
     let summary = load_test::udp::run(&load).expect("load-test udp");

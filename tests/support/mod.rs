@@ -469,3 +469,23 @@ pub fn repo_root() -> PathBuf {
 pub fn online_cpus() -> usize {
     tracker_common::runtime::allowed_cpus().unwrap().len()
 }
+
+/// A small, short load for the load generator run in-process: tests that
+/// use it check answers and counters, not speed.
+pub fn small_load(target: String) -> load_test::config::Config {
+    let mut config = load_test::config::Config {
+        target: Some(target),
+        duration_secs: 1.0,
+        workers: Some(1),
+        progress: false,
+        // Generous, so that a busy machine does not turn into time-outs.
+        timeout_ms: 5000,
+        ..Default::default()
+    };
+    config.traffic.torrents = 10_000;
+    config.traffic.peers = 50_000;
+    config.udp.sources_per_worker = 4;
+    config.udp.in_flight = Some(8);
+    config.http.connections_per_worker = 4;
+    config
+}
