@@ -598,8 +598,7 @@ impl Shard {
                 self.stats.overloaded.add(requests.max(1) as u64);
                 return Err(RouteError::Overloaded);
             }
-            self.waiting_requests
-                .set(self.waiting_requests.get() + requests);
+            self.waiting_requests.set(before + requests);
             waiting.insert(Waiting {
                 requests,
                 reply: None,
