@@ -587,7 +587,7 @@ mod tests {
         let placements = vec![WorkerPlacement::Unpinned(allowed_cpus().unwrap())];
         run_workers(placements, Duration::ZERO, |_| async move {
             let mut quantum = Quantum::default();
-            let mut turn = async |quantum: &mut Quantum| {
+            let turn = async |quantum: &mut Quantum| {
                 quantum.started = Instant::now() - quantum.length;
                 quantum.yield_now().await;
                 quantum.length
