@@ -1,10 +1,11 @@
 //! The swarm work of a UDP announce without the sockets: replays the load
 //! generator's announces (its traffic model, default 1M torrents and 2M peers)
 //! into one `SwarmStore` and writes each answer as the UDP tracker does, then
-//! prints the time per announce, what the store holds and the process's
-//! resident size. Kernel time and machine noise drop out, so
-//! this shows what a change to the store or the codec does to the tracker's
-//! user time; under `valgrind --tool=callgrind` it counts instructions.
+//! prints the time per announce, what the store holds, what its structures
+//! take and the process's resident size. Kernel time and machine noise drop
+//! out, so this shows what a change to the store or the codec does to the
+//! tracker's user time; under `valgrind --tool=callgrind` it counts
+//! instructions.
 //!
 //! Announces are served in batches of `PREFETCH` (default 32, about the
 //! announces in one receive batch of the UDP worker), each batch's torrents
@@ -124,6 +125,14 @@ fn main() {
         store.torrent_count(),
         held.seeders + held.leechers,
         resident().unwrap_or_else(|| "unknown".into()),
+    );
+    let memory = store.memory_use();
+    let mb = |bytes: usize| bytes as f64 / 1e6;
+    println!(
+        "structures: torrents {:.1} MB, peers {:.1} MB, indexes {:.1} MB (capacity, before malloc's overhead)",
+        mb(memory.torrents),
+        mb(memory.peers),
+        mb(memory.indexes),
     );
 }
 

@@ -73,6 +73,14 @@ impl AddressIndex {
         }
     }
 
+    /// Bytes held outside the index itself (slots, directory, sub-tables).
+    pub fn heap_bytes(&self) -> usize {
+        self.first.slots.bytes()
+            + self.directory.capacity() * std::mem::size_of::<u32>()
+            + self.rest.capacity() * std::mem::size_of::<SubTable>()
+            + self.rest.iter().map(|t| t.slots.bytes()).sum::<usize>()
+    }
+
     /// The hash that every other method takes for `key`. Keyed once per
     /// process (the torrents' hash is keyed once per store): a key per index
     /// would take half a cache line of every large swarm's header, and guards

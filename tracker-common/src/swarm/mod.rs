@@ -86,6 +86,19 @@ impl PeerTotals {
     }
 }
 
+/// Bytes a store's structures hold, used or not: capacity, without malloc's
+/// own overhead, and counted whether or not the kernel has backed the pages
+/// yet (compare the process's resident size).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryUse {
+    /// Torrent entries (one cache line each) and the slots that find them.
+    pub torrents: usize,
+    /// The swarms' peer vectors (and boxed IPv6 halves).
+    pub peers: usize,
+    /// Large swarms' address indexes, with their boxed headers.
+    pub indexes: usize,
+}
+
 /// What `SwarmStore::clean_segment` or `clean_more` removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CleanReport {
@@ -588,6 +601,19 @@ impl SwarmStore {
     /// count until their segment is cleaned).
     pub fn peer_count(&self) -> PeerTotals {
         self.peers
+    }
+
+    /// What the store's structures hold. Walks every torrent: for tools and
+    /// tests, not for the request path.
+    pub fn memory_use(&self) -> MemoryUse {
+        let mut memory = MemoryUse::default();
+        for segment in self.segments.iter() {
+            memory.torrents += segment.bytes();
+            for (_, torrent) in segment.iter() {
+                torrent.add_memory(&mut memory);
+            }
+        }
+        memory
     }
 }
 

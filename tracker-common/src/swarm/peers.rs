@@ -8,6 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::index::AddressIndex;
 use super::rng::{scale, WyRand};
+use super::MemoryUse;
 use crate::types::{CompactIp, PeerId};
 
 /// A swarm half is indexed once it grows past this many peers (a linear scan of 32
@@ -113,6 +114,18 @@ impl<I: PeerIp> Peers<I> {
 
     pub fn len(&self) -> usize {
         self.as_slice().len()
+    }
+
+    /// Adds the bytes it holds to `memory`.
+    pub fn add_memory(&self, memory: &mut MemoryUse) {
+        let peers = match self {
+            Peers::Small(peers) => peers,
+            Peers::Large(large) => {
+                memory.indexes += mem::size_of::<Indexed<I>>() + large.index.heap_bytes();
+                &large.peers
+            }
+        };
+        memory.peers += peers.capacity() * mem::size_of::<Peer<I>>();
     }
 
     /// Where the next answer starts, as a fraction of the peers it is drawn

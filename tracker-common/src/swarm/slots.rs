@@ -37,6 +37,11 @@ impl Slots {
         self.len as usize
     }
 
+    /// Bytes of slots held, used or not.
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.slots)
+    }
+
     /// How many slots it has, used or not.
     #[cfg(test)]
     pub fn capacity(&self) -> usize {

@@ -90,6 +90,12 @@ impl<V> Table<V> {
         self.entries.iter().map(|e| (&e.key, &e.value))
     }
 
+    /// Bytes of entries and slots held, used or not (not the values' own
+    /// allocations).
+    pub fn bytes(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<Entry<V>>() + self.slots.bytes()
+    }
+
     /// Gives memory back once few of the slots are used (see `Slots::shrink`).
     pub fn shrink(&mut self) {
         if self.slots.shrink() {

@@ -556,6 +556,41 @@ fn limits_are_counted() {
 }
 
 #[test]
+fn memory_use_counts_each_structure_where_it_is() {
+    let mut store = store();
+    assert_eq!(store.memory_use(), MemoryUse::default());
+
+    go(&mut store, ann(v4(1)), 1);
+    let one = store.memory_use();
+    assert_eq!(one.peers, 32, "one IPv4 peer, its vector grown to one");
+    assert_eq!(one.indexes, 0, "a small swarm has no index");
+    assert!(one.torrents >= 64, "a torrent's entry is a cache line");
+
+    // An IPv6 peer brings its boxed half.
+    go(&mut store, ann(v6(1)), 1);
+    assert!(store.memory_use().peers >= 32 + 44);
+
+    // Past 32 IPv4 peers the swarm is indexed; torrents hold still.
+    for n in 0..40 {
+        go(&mut store, ann(many(n, false)), 1);
+    }
+    let large = store.memory_use();
+    assert!(large.peers >= 41 * 32);
+    assert!(large.indexes >= 41 * 8, "a slot per peer at least");
+    assert_eq!(large.torrents, one.torrents);
+
+    // Back under the threshold the index goes.
+    for n in 0..40 {
+        go(
+            &mut store,
+            with_event(AnnounceEvent::Stopped, ann(many(n, false))),
+            1,
+        );
+    }
+    assert_eq!(store.memory_use().indexes, 0);
+}
+
+#[test]
 fn growing_past_the_index_threshold_and_back_keeps_every_peer_and_count() {
     let mut s = store();
     let addr = |n: u8| if n % 2 == 1 { v6(n) } else { v4(n) };

@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::peers::{Peer, PeerIp, Peers};
 use super::rng::{scale, WyRand};
-use super::SwarmCounts;
+use super::{MemoryUse, SwarmCounts};
 use crate::state::{SavedHalf, SavedPeer, SavedTorrent};
 use crate::types::{Announce, AnnounceEvent, AnswerPeers, IpFamily, ScrapeStats};
 
@@ -340,6 +340,16 @@ impl Torrent {
             (IpFamily::V6, Some(v6)) if step == 0 => super::prefetch_all(&**v6, 1),
             (IpFamily::V6, Some(v6)) => v6.prefetch(step - 1, key_hash),
             (IpFamily::V6, None) => {}
+        }
+    }
+
+    /// Adds the bytes its peers hold to `memory` (a boxed IPv6 half counts
+    /// with its peers).
+    pub fn add_memory(&self, memory: &mut MemoryUse) {
+        self.v4.peers.add_memory(memory);
+        if let Some(v6) = &self.v6 {
+            memory.peers += std::mem::size_of_val(&**v6);
+            v6.peers.add_memory(memory);
         }
     }
 
