@@ -165,6 +165,8 @@ pub struct Shard {
     waiting_requests: Cell<usize>,
     max_waiting: usize,
     peers_scratch: RefCell<AnswerPeers>,
+    /// What `prefetch` hands the store, kept to spare an allocation a batch.
+    ahead_scratch: RefCell<Vec<(InfoHash, SocketAddr)>>,
     /// This worker's view of the access list; None when lists are off, so
     /// that then no announce pays for a look.
     access: Option<RefCell<LocalCopy<AccessList>>>,
@@ -223,6 +225,7 @@ impl Shard {
             waiting_requests: Cell::new(0),
             max_waiting,
             peers_scratch: RefCell::new(AnswerPeers::default()),
+            ahead_scratch: RefCell::new(Vec::new()),
             access: access.map(|shared| RefCell::new(LocalCopy::new(shared))),
             stats: MeshStats::default(),
             metric_sources: RefCell::new(Vec::new()),
@@ -321,9 +324,12 @@ impl Shard {
     /// Starts loading what a batch of announces to come will read, each its
     /// torrent, of this shard, and the peer's address (see
     /// `SwarmStore::prefetch`).
-    pub fn prefetch(&self, announces: &[(InfoHash, SocketAddr)]) {
-        debug_assert!(announces.iter().all(|(h, _)| self.is_local(h)));
-        self.store.borrow().prefetch(announces);
+    pub fn prefetch(&self, announces: impl IntoIterator<Item = (InfoHash, SocketAddr)>) {
+        let mut ahead = self.ahead_scratch.borrow_mut();
+        ahead.clear();
+        ahead.extend(announces);
+        debug_assert!(ahead.iter().all(|(h, _)| self.is_local(h)));
+        self.store.borrow().prefetch(&ahead);
     }
 
     /// Scrape counts of a torrent of this shard.
@@ -648,9 +654,7 @@ impl Shard {
                 ShardReply::Announce(answer)
             }
             ShardRequest::Announces(batch) => {
-                let ahead: Vec<(InfoHash, SocketAddr)> =
-                    batch.iter().map(|a| (a.info_hash, a.peer_addr)).collect();
-                self.prefetch(&ahead);
+                self.prefetch(batch.iter().map(|a| (a.info_hash, a.peer_addr)));
                 let mut answers = AnnounceAnswers {
                     answers: Vec::with_capacity(batch.len()),
                     compact: Vec::new(),

@@ -7,7 +7,7 @@ use crate::codec::{
 };
 use crate::cookie::ConnectionCookies;
 use crate::ratelimit::ConnectLimiter;
-use crate::socket::{canonical_ip, send_one, LocalAddr, RecvBatch, SendBatch, BATCH};
+use crate::socket::{canonical_ip, send_one, LocalAddr, RecvBatch, SendBatch};
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::mem;
@@ -195,7 +195,6 @@ impl UdpService {
         let mut rx = RecvBatch::default();
         let mut tx = SendBatch::default();
         let mut peek = [0u8; 1];
-        let mut ahead: Vec<(InfoHash, SocketAddr)> = Vec::with_capacity(BATCH);
         let mut forwards = Forwards::new(self.shard.workers());
         let mut quantum = Quantum::default();
         loop {
@@ -207,15 +206,13 @@ impl UdpService {
                     // Start loading the batch's torrents and peers first, so
                     // that their misses overlap rather than stall one announce
                     // each.
-                    ahead.clear();
-                    ahead.extend((0..n).filter_map(|i| {
+                    self.shard.prefetch((0..n).filter_map(|i| {
                         let peek = Request::peek_announce(rx.data(i)?)?;
                         let peer = SocketAddr::new(canonical_ip(rx.from(i)?.ip()), peek.port);
                         self.shard
                             .is_local(&peek.info_hash)
                             .then_some((peek.info_hash, peer))
                     }));
-                    self.shard.prefetch(&ahead);
                     for i in 0..n {
                         if let Some(packet) = rx.get(i) {
                             self.stats.bytes_in.add(packet.data.len() as u64);
