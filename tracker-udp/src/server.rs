@@ -95,12 +95,11 @@ pub struct UdpService {
     pub stats: UdpStats,
 }
 
-/// Where the answer to a forwarded announce goes, and how it is written.
+/// Where the answer to a forwarded announce goes.
 struct ReplyTo {
     from: SocketAddr,
     to: Option<LocalAddr>,
     txid: TransactionId,
-    family: IpFamily,
 }
 
 /// The announces of one receive batch that other workers own, by owner: each
@@ -291,8 +290,10 @@ impl UdpService {
             if tx.is_full() {
                 self.flush(fd, &mut tx);
             }
+            // The peers' family is the sender's, as at the owner.
+            let family = IpFamily::of(canonical_ip(reply.from.ip()));
             let out = tx.push(reply.from, reply.to);
-            self.write_announce(out, reply.txid, reply.family, counts, peers);
+            self.write_announce(out, reply.txid, family, counts, peers);
         }
         self.flush(fd, &mut tx);
     }
@@ -388,12 +389,7 @@ impl UdpService {
                     self.write_announce(tx.push(from, to), txid, family, counts, peers.compact())
                 });
                 if written.is_none() {
-                    let reply_to = ReplyTo {
-                        from,
-                        to,
-                        txid,
-                        family,
-                    };
+                    let reply_to = ReplyTo { from, to, txid };
                     forwards.push(self.shard.owner(&announce.info_hash), announce, reply_to);
                 }
             }
