@@ -191,9 +191,9 @@ fn closed(tcp: &mut TcpStream, wait: Duration) -> bool {
 }
 
 #[test]
-fn slowloris_is_cut_by_the_idle_timeout_while_others_are_served() {
+fn slowloris_is_cut_by_the_request_timeout_while_others_are_served() {
     let tracker = Tracker::builder()
-        .config("[http]\nidle_timeout_secs = 2\n")
+        .config("[http]\nrequest_timeout_secs = 2\n")
         .http(None)
         .start();
     let addr = tracker.http[0];
@@ -286,8 +286,10 @@ fn a_thousand_idle_tls_sessions_are_cut_while_others_are_served() {
     raise_nofile(2 * IDLE as u64 + 256);
     let tracker = Tracker::builder()
         .config(&format!(
-            "[http]\nidle_timeout_secs = {}\nmax_connections_per_worker = {}\n",
+            "[http]\nidle_timeout_secs = {}\nmax_connections_per_worker = {}\n\
+             max_connections_per_address = {}\n",
             TIMEOUT.as_secs(),
+            2 * IDLE,
             2 * IDLE
         ))
         .https(None)

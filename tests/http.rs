@@ -590,7 +590,10 @@ fn bad_requests_get_reasons_and_statuses_and_the_tracker_goes_on() {
 #[test]
 fn idle_slow_and_silent_clients_are_closed() {
     let tracker = Tracker::builder()
-        .config("[http]\nidle_timeout_secs = 1\ntls_handshake_timeout_secs = 1\n")
+        .config(
+            "[http]\nidle_timeout_secs = 1\nrequest_timeout_secs = 1\n\
+             tls_handshake_timeout_secs = 1\n",
+        )
         .http(None)
         .https(None)
         .start();
@@ -633,37 +636,41 @@ fn idle_slow_and_silent_clients_are_closed() {
 }
 
 #[test]
-fn connections_past_the_worker_limit_are_closed_at_once() {
+fn connections_past_the_worker_limit_are_closed_at_once_when_none_is_idle() {
     let tracker = Tracker::builder()
         .runtime_args(&["--workers", "1", "--no-pin"])
         .config("[http]\nmax_connections_per_worker = 2\n")
         .http(None)
         .start();
+    let request = format!("GET {} HTTP/1.1\r\n\r\n", scrape(&[InfoHash([1; 20])]));
+    let (head, rest) = request.split_at(10);
     // Retried: the start-up probe's connection may still hold a place for a
-    // moment.
-    let served = || {
+    // moment. Each holds its place with half a request: busy, so never
+    // closed to make room.
+    let busy = || {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let mut client = Client::plain(tracker.http[0]);
-            let request = format!("GET {} HTTP/1.1\r\n\r\n", scrape(&[InfoHash([1; 20])]));
-            // A refused connection may be reset under the write.
-            if client.stream.write_all(request.as_bytes()).is_ok()
-                && client.try_response().is_some()
-            {
+            client.stream.write_all(head.as_bytes()).unwrap();
+            if client.closed_within(Duration::from_millis(300)).is_none() {
                 return client;
             }
             assert!(Instant::now() < deadline, "no place for a connection");
-            std::thread::sleep(Duration::from_millis(50));
         }
     };
-    let first = served();
-    let mut second = served();
+    let mut first = busy();
+    let mut second = busy();
     let mut third = Client::plain(tracker.http[0]);
     assert!(third.closed_within(Duration::from_secs(3)).is_some());
+    // Both busy ones are served in full.
+    for client in [&mut first, &mut second] {
+        client.stream.write_all(rest.as_bytes()).unwrap();
+        assert_eq!(client.response().status, 200);
+    }
     drop(first);
     // The freed place is taken by the next connection.
-    served();
-    assert_eq!(second.get(&scrape(&[InfoHash([1; 20])])).status, 200);
+    let mut next = Client::plain(tracker.http[0]);
+    assert_eq!(next.get(&scrape(&[InfoHash([1; 20])])).status, 200);
 }
 
 #[test]

@@ -22,6 +22,8 @@ pub struct Tracker {
     pub tls: Option<TlsFiles>,
     /// The state file it saves to and loads from.
     pub state: PathBuf,
+    /// Its Prometheus endpoint, when the builder asked for one.
+    pub metrics: Option<SocketAddr>,
     _config: tempfile_path::TempPath,
     /// The builder's own state file, removed with the tracker.
     _state: Option<tempfile_path::TempPath>,
@@ -87,6 +89,18 @@ impl TlsFiles {
     }
 }
 
+/// A TCP connection to `to` from the address `from` (such as 127.0.0.2, so
+/// that a test can be several clients on loopback).
+pub fn tcp_from(from: std::net::IpAddr, to: SocketAddr) -> TcpStream {
+    let domain = socket2::Domain::for_address(to);
+    let socket = socket2::Socket::new(domain, socket2::Type::STREAM, None).expect("socket");
+    socket
+        .bind(&SocketAddr::new(from, 0).into())
+        .expect("bind the source address");
+    socket.connect(&to.into()).expect("connect");
+    socket.into()
+}
+
 /// A port on loopback that was free a moment ago (UDP and TCP).
 pub fn free_port() -> u16 {
     loop {
@@ -109,6 +123,7 @@ pub struct TrackerBuilder {
     pre_exec: Option<fn() -> std::io::Result<()>>,
     state: Option<PathBuf>,
     env: Vec<(String, String)>,
+    metrics: Option<SocketAddr>,
 }
 
 impl Tracker {
@@ -126,6 +141,7 @@ impl Tracker {
             pre_exec: None,
             state: None,
             env: Vec::new(),
+            metrics: None,
         }
     }
 
@@ -174,6 +190,32 @@ impl Tracker {
             .expect("VmRSS in /proc/PID/status")
     }
 
+    /// The sum over workers of the samples of metric `name` that carry every
+    /// label of `labels` (see [`TrackerBuilder::metrics`]).
+    pub fn metric(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        let addr = self.metrics.expect("a tracker started with .metrics()");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let text = loop {
+            if let Some((200, body)) = wire::http_get(addr, "/metrics", Duration::from_secs(5)) {
+                break String::from_utf8(body).expect("UTF-8 metrics");
+            }
+            assert!(Instant::now() < deadline, "no metrics from {addr}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+        text.lines()
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| {
+                let (series, value) = line.rsplit_once(' ')?;
+                let (family, labels) = series.split_once('{')?;
+                let labels: Vec<&str> = labels.trim_end_matches('}').split(',').collect();
+                (family == name && wanted.iter().all(|w| labels.contains(&w.as_str())))
+                    .then(|| value.parse::<u64>().ok())
+                    .flatten()
+            })
+            .sum()
+    }
+
     /// True while the process has not exited.
     pub fn is_running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
@@ -217,6 +259,13 @@ impl TrackerBuilder {
     pub fn https(mut self, addr: Option<SocketAddr>) -> Self {
         let addr = addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], free_port())));
         self.https.push(addr);
+        self
+    }
+
+    /// Serve Prometheus metrics on a free port on 127.0.0.1 (see
+    /// [`Tracker::metric`]).
+    pub fn metrics(mut self) -> Self {
+        self.metrics = Some(SocketAddr::from(([127, 0, 0, 1], free_port())));
         self
     }
 
@@ -305,6 +354,9 @@ impl TrackerBuilder {
             }
         };
         cmd.arg("--state").arg(&state);
+        if let Some(addr) = self.metrics {
+            cmd.arg("--metrics").arg(addr.to_string());
+        }
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -319,6 +371,7 @@ impl TrackerBuilder {
             https: self.https,
             tls,
             state,
+            metrics: self.metrics,
             _config: config,
             _state: own_state,
         }

@@ -119,14 +119,26 @@ pub struct HttpConfig {
     /// PEM file with the private key of the certificate (PKCS#8, PKCS#1 or
     /// SEC1). Both files are read again on SIGHUP.
     pub tls_key_file: String,
-    /// Open connections each worker serves at most (HTTP and HTTPS together);
-    /// further ones are closed at once.
+    /// Open connections each worker serves at most (HTTP and HTTPS together).
+    /// When all are taken, the one idle the longest is closed to make room; a
+    /// new connection is refused only when none is idle.
     pub max_connections_per_worker: usize,
-    /// Seconds a connection may take to deliver a whole request head, counted
-    /// from the end of the previous answer (or from the connection's start), and
-    /// to take an answer; past it the connection is closed. This bounds slow and
-    /// silent clients.
+    /// Open connections each worker serves at most from one client address
+    /// (an IPv6 client by its /64); further ones are closed at once. Trusted
+    /// proxies are not capped.
+    pub max_connections_per_address: usize,
+    /// Seconds a connection may wait for the first byte of a request: after
+    /// it is accepted (or its TLS handshake ends), and after each answer on a
+    /// kept-alive connection. Then it is closed.
     pub idle_timeout_secs: u32,
+    /// Seconds a request head may take to arrive whole, counted from its
+    /// first byte (or from the previous answer, when the client had sent part
+    /// of it already), however slowly the bytes come. Then the connection is
+    /// closed.
+    pub request_timeout_secs: u32,
+    /// Seconds the client may take to receive an answer whole (all the answers
+    /// to the requests it pipelined, together). Then the connection is closed.
+    pub write_timeout_secs: u32,
     /// Seconds a TLS handshake may take before the connection is closed.
     pub tls_handshake_timeout_secs: u32,
     /// The largest request head (request line and headers) accepted, in bytes;
@@ -171,8 +183,11 @@ pub struct MetricsConfig {
     /// Addresses to serve Prometheus metrics on (`GET /metrics`, plain HTTP,
     /// no authentication), from worker 0. Empty turns the endpoint off.
     pub listen: Vec<SocketAddr>,
-    /// Scrape connections served at once; further ones are closed at once.
+    /// Scrape connections served at once. When all are taken, the one that
+    /// has waited longest without sending its request is closed to make room.
     pub max_connections: usize,
+    /// Scrape connections served at once from one client address.
+    pub max_connections_per_address: usize,
     /// Seconds a scrape connection may take, from accept to the last byte of
     /// the answer.
     pub timeout_secs: u32,
@@ -325,6 +340,7 @@ impl Default for MetricsConfig {
         MetricsConfig {
             listen: Vec::new(),
             max_connections: 4,
+            max_connections_per_address: 2,
             timeout_secs: 10,
             max_request_head_bytes: 8 << 10,
         }
@@ -345,7 +361,10 @@ impl Default for HttpConfig {
             tls_cert_file: String::new(),
             tls_key_file: String::new(),
             max_connections_per_worker: 8192,
+            max_connections_per_address: 128,
             idle_timeout_secs: 30,
+            request_timeout_secs: 10,
+            write_timeout_secs: 10,
             tls_handshake_timeout_secs: 10,
             max_request_head_bytes: 16 << 10,
             max_requests_per_connection: 1000,
@@ -466,7 +485,13 @@ impl Config {
             "http.max_connections_per_worker",
             h.max_connections_per_worker,
         )?;
+        positive(
+            "http.max_connections_per_address",
+            h.max_connections_per_address,
+        )?;
         positive("http.idle_timeout_secs", h.idle_timeout_secs as usize)?;
+        positive("http.request_timeout_secs", h.request_timeout_secs as usize)?;
+        positive("http.write_timeout_secs", h.write_timeout_secs as usize)?;
         positive(
             "http.tls_handshake_timeout_secs",
             h.tls_handshake_timeout_secs as usize,
@@ -527,6 +552,10 @@ impl Config {
         }
         let m = &self.metrics;
         positive("metrics.max_connections", m.max_connections)?;
+        positive(
+            "metrics.max_connections_per_address",
+            m.max_connections_per_address,
+        )?;
         positive("metrics.timeout_secs", m.timeout_secs as usize)?;
         if !(MIN_REQUEST_HEAD_BYTES..=MAX_REQUEST_HEAD_BYTES).contains(&m.max_request_head_bytes) {
             return Err(ConfigError::key(
@@ -694,13 +723,29 @@ tls_cert_file = "{tls_cert_file}"
 # files are read again on SIGHUP: new connections get the new certificate, and
 # a bad one is logged and the old one kept.
 tls_key_file = "{tls_key_file}"
-# Open connections each worker serves at most (HTTP and HTTPS together);
-# further ones are closed at once.
+# Open connections each worker serves at most (HTTP and HTTPS together). When
+# all are taken, the one idle the longest is closed to make room for a new one;
+# a new one is refused only when every connection has a request under way.
+# Each takes a file descriptor: see RLIMIT_NOFILE in the README.
 max_connections_per_worker = {max_connections_per_worker}
-# Seconds a connection may take to deliver a whole request head (counted from
-# its start or from the previous answer) and to take an answer; then it is
-# closed, so slow or silent clients cannot hold a worker.
+# Open connections each worker serves at most from one client address (an IPv6
+# client counts by its /64); further ones are closed at once, so that no
+# address takes every slot. Trusted proxies (trusted_proxies) are not capped.
+# Clients behind one carrier-grade NAT share an address, but each holds a
+# connection only for the moment of an announce.
+max_connections_per_address = {max_connections_per_address}
+# Seconds a connection may wait for the first byte of a request, after it is
+# accepted (or its TLS handshake ends) and after each answer on a kept-alive
+# connection; then it is closed.
 idle_timeout_secs = {idle_timeout_secs}
+# Seconds a request head may take to arrive whole, from its first byte (or
+# from the previous answer, when the client had sent part of it already),
+# however slowly the bytes come; then the connection is closed.
+request_timeout_secs = {request_timeout_secs}
+# Seconds a client may take to receive an answer whole (the answers to all
+# the requests it pipelined, together), however slowly it reads; then the
+# connection is closed.
+write_timeout_secs = {write_timeout_secs}
 # Seconds a TLS handshake may take before the connection is closed.
 tls_handshake_timeout_secs = {tls_handshake_timeout_secs}
 # The largest request head (request line and headers) accepted, in bytes
@@ -742,8 +787,11 @@ allow_root = {allow_root}
 # /metrics over plain HTTP, served by worker 0. Empty turns it off. It has no
 # authentication: keep it on loopback or a private network, never public.
 listen = {metrics_listen}
-# Scrape connections served at once; further ones are closed at once.
+# Scrape connections served at once. When all are taken, the one that has
+# waited longest without sending its request is closed to make room.
 max_connections = {metrics_max_connections}
+# Scrape connections served at once from one client address.
+max_connections_per_address = {metrics_max_connections_per_address}
 # Seconds a scrape connection may take, from accept to the end of the answer.
 timeout_secs = {metrics_timeout_secs}
 # The largest scrape request head accepted, in bytes ({min_head} to {max_head}).
@@ -802,7 +850,10 @@ drain_timeout_secs = {drain_timeout_secs}
         tls_cert_file = c.http.tls_cert_file,
         tls_key_file = c.http.tls_key_file,
         max_connections_per_worker = c.http.max_connections_per_worker,
+        max_connections_per_address = c.http.max_connections_per_address,
         idle_timeout_secs = c.http.idle_timeout_secs,
+        request_timeout_secs = c.http.request_timeout_secs,
+        write_timeout_secs = c.http.write_timeout_secs,
         tls_handshake_timeout_secs = c.http.tls_handshake_timeout_secs,
         min_head = MIN_REQUEST_HEAD_BYTES,
         max_head = MAX_REQUEST_HEAD_BYTES,
@@ -818,6 +869,7 @@ drain_timeout_secs = {drain_timeout_secs}
         allow_root = c.privileges.allow_root,
         metrics_listen = list(&c.metrics.listen),
         metrics_max_connections = c.metrics.max_connections,
+        metrics_max_connections_per_address = c.metrics.max_connections_per_address,
         metrics_timeout_secs = c.metrics.timeout_secs,
         metrics_max_request_head_bytes = c.metrics.max_request_head_bytes,
         access_mode = c.access.mode.as_str(),

@@ -6,12 +6,11 @@
 //! descriptions, and renders them with a `worker` label; Prometheus sums
 //! across workers (`sum without (worker) (...)`).
 
-use std::cell::Cell;
 use std::fmt::Write as _;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{FromRawFd, IntoRawFd};
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::time::Duration;
 
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
@@ -20,7 +19,9 @@ use glommio::GlommioError;
 use tracing::debug;
 
 use crate::config::MetricsConfig;
+use crate::connections::{Admission, ConnectionTable, Slot};
 use crate::mesh::Shard;
+use crate::types::canonical_ip;
 
 /// Whether a family only grows or goes up and down.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,6 +125,9 @@ families! {
     /// Label: component (udp, http, mesh).
     PANICS = "tracker_panics_total", Counter,
         "Panics contained to one request (the request failed, the worker went on), by component.";
+    /// Label: kind (connection_limit, address_limit, evicted_idle, timeout).
+    METRICS_ENDPOINT_ERRORS = "tracker_metrics_endpoint_errors_total", Counter,
+        "Connections to the metrics endpoint refused, closed to make room, or timed out, by kind.";
     /// Label: kind (torrent_refused, peer_not_stored).
     STORE_FULL = "tracker_store_full_total", Counter,
         "Announces the swarm store could not take in full because a limit was reached, by kind.";
@@ -250,33 +254,50 @@ fn head_end(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
 }
 
+crate::counters! {
+    /// The endpoint's own counters.
+    pub struct EndpointStats {
+        /// Connections closed at once: every slot holds a scrape under way.
+        pub rejected: Counter => METRICS_ENDPOINT_ERRORS { kind = "connection_limit" },
+        /// Connections closed at once: their address holds its maximum.
+        pub address_limit: Counter => METRICS_ENDPOINT_ERRORS { kind = "address_limit" },
+        /// Connections that had sent no request, closed to make room.
+        pub evicted: Counter => METRICS_ENDPOINT_ERRORS { kind = "evicted_idle" },
+        /// Connections closed at `metrics.timeout_secs`.
+        pub timeouts: Counter => METRICS_ENDPOINT_ERRORS { kind = "timeout" },
+    }
+}
+
 /// The endpoint of one worker: its listeners share the limits.
 pub struct Endpoint {
     shard: Rc<Shard>,
-    max_connections: usize,
     timeout: Duration,
     max_head: usize,
-    open: Cell<usize>,
+    connections: Rc<ConnectionTable>,
+    stats: EndpointStats,
 }
 
-/// Counts a scrape connection as open for as long as its task holds this.
-struct Open(Rc<Endpoint>);
-
-impl Drop for Open {
-    fn drop(&mut self) {
-        self.0.open.set(self.0.open.get() - 1);
+impl MetricSource for Endpoint {
+    fn samples(&self, out: &mut Vec<Sample>) {
+        self.stats.samples(&[], out);
     }
 }
 
 impl Endpoint {
     pub fn new(shard: Rc<Shard>, config: &MetricsConfig) -> Rc<Self> {
-        Rc::new(Endpoint {
+        let endpoint = Rc::new(Endpoint {
             shard,
-            max_connections: config.max_connections,
             timeout: Duration::from_secs(config.timeout_secs.into()),
             max_head: config.max_request_head_bytes,
-            open: Cell::new(0),
-        })
+            connections: ConnectionTable::new(
+                config.max_connections,
+                config.max_connections_per_address,
+            ),
+            stats: EndpointStats::default(),
+        });
+        let source: Weak<dyn MetricSource> = Rc::downgrade(&endpoint) as _;
+        endpoint.shard.add_metric_source(source);
+        endpoint
     }
 
     /// Serves one listener until it fails for good.
@@ -294,24 +315,44 @@ impl Endpoint {
             };
             // Scrapes are rare; more at once than this is a misconfigured or
             // hostile client, and gathering costs every worker some work.
-            if self.open.get() >= self.max_connections {
+            let Ok(peer) = stream.peer_addr() else {
                 continue;
-            }
-            self.open.set(self.open.get() + 1);
-            let open = Open(self.clone());
+            };
+            let slot = match self.connections.admit(canonical_ip(peer.ip()), false) {
+                Admission::Admitted { slot, evicted } => {
+                    if evicted {
+                        self.stats.evicted.inc();
+                    }
+                    slot
+                }
+                Admission::AddressFull => {
+                    self.stats.address_limit.inc();
+                    continue;
+                }
+                Admission::Full => {
+                    self.stats.rejected.inc();
+                    continue;
+                }
+            };
+            let endpoint = self.clone();
             glommio::spawn_local(async move {
                 let answered =
-                    glommio::timer::timeout(open.0.timeout, open.0.connection(stream)).await;
-                if let Err(e) = answered {
-                    debug!("metrics {local}: {e}");
+                    glommio::timer::timeout(endpoint.timeout, endpoint.connection(stream, &slot))
+                        .await;
+                match answered {
+                    Err(GlommioError::TimedOut(_)) => endpoint.stats.timeouts.inc(),
+                    Err(e) => debug!("metrics {local}: {e}"),
+                    Ok(()) => {}
                 }
-                drop(open);
+                drop(slot);
             })
             .detach();
         }
     }
 
-    async fn connection(&self, mut stream: TcpStream) -> Result<(), GlommioError<()>> {
+    /// Serves one scrape connection; it may be evicted until its request
+    /// head is complete.
+    async fn connection(&self, mut stream: TcpStream, slot: &Slot) -> Result<(), GlommioError<()>> {
         let mut buf = vec![0u8; self.max_head];
         let mut len = 0;
         let head = loop {
@@ -327,11 +368,20 @@ impl Endpoint {
                 )
                 .await;
             }
-            match stream.read(&mut buf[len..]).await? {
-                0 => return Ok(()),
-                n => len += n,
+            let read = futures_lite::future::or(
+                async { Some(stream.read(&mut buf[len..]).await) },
+                async {
+                    slot.evicted().await;
+                    None
+                },
+            );
+            match read.await {
+                None | Some(Ok(0)) => return Ok(()),
+                Some(Ok(n)) => len += n,
+                Some(Err(e)) => return Err(e.into()),
             }
         };
+        slot.set_idle(false);
         match route(head) {
             Route::Metrics { head_only } => match self.shard.metrics().await {
                 Ok(workers) => {

@@ -14,6 +14,33 @@ pub fn canonical_ip(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// The block of addresses one client is taken to control, for the limits
+/// per client (connections, new torrents, UDP connects): an IPv4 address
+/// alone, an IPv6 address by its /64, since a single host is usually given a
+/// whole /64 and can choose any address in it.
+pub fn address_block(ip: IpAddr) -> IpAddr {
+    match canonical_ip(ip) {
+        IpAddr::V6(v6) => {
+            let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(Ipv6Addr::from(prefix))
+        }
+        v4 => v4,
+    }
+}
+
+/// Whether a peer may be stored and handed to others at `addr`: a port, and
+/// an address that names one host (not unspecified, broadcast or multicast).
+/// What the wire path and the state file's restore both check.
+pub fn is_peer_address(addr: SocketAddr) -> bool {
+    if addr.port() == 0 {
+        return false;
+    }
+    match canonical_ip(addr.ip()) {
+        IpAddr::V4(v4) => !(v4.is_unspecified() || v4.is_broadcast() || v4.is_multicast()),
+        IpAddr::V6(v6) => !(v6.is_unspecified() || v6.is_multicast()),
+    }
+}
+
 /// The value of one hex digit, either case.
 pub fn hex_digit(b: u8) -> Option<u8> {
     match b {
@@ -337,5 +364,33 @@ mod tests {
             format!("{hash:?}"),
             "0123456789abcdefabcdef0123456789abcdef01"
         );
+    }
+
+    #[test]
+    fn ipv6_clients_count_by_their_64_and_ipv4_alone() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(address_block(ip("192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(address_block(ip("::ffff:192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(
+            address_block(ip("2001:db8:a:b:c:d:e:f")),
+            ip("2001:db8:a:b::")
+        );
+    }
+
+    #[test]
+    fn peer_addresses_name_one_host_and_a_port() {
+        let ok = |s: &str| is_peer_address(s.parse().unwrap());
+        assert!(ok("192.0.2.1:6881") && ok("[2001:db8::1]:6881") && ok("127.0.0.1:1"));
+        for bad in [
+            "192.0.2.1:0",
+            "0.0.0.0:6881",
+            "255.255.255.255:6881",
+            "224.0.0.1:6881",
+            "[::]:6881",
+            "[ff02::1]:6881",
+            "[::ffff:224.0.0.1]:6881",
+        ] {
+            assert!(!ok(bad), "{bad}");
+        }
     }
 }

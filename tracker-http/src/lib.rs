@@ -19,6 +19,7 @@
 )]
 
 pub mod bencode;
+mod deadline;
 pub mod request;
 pub mod response;
 pub mod server;

@@ -10,9 +10,14 @@
 //! request.
 //!
 //! Slow or silent clients cannot hold a worker: each connection is its own
-//! task; a request head must arrive, and an answer be taken, within the idle
-//! timeout; a TLS handshake within its own timeout; and each worker serves a
-//! bounded number of connections.
+//! task; it may wait for a request only so long (the idle timeout), a request
+//! head must arrive whole within the request timeout of its first byte and an
+//! answer be taken whole within the write timeout, however the bytes trickle
+//! (the deadlines hold for whole heads and answers, over TLS too, see
+//! `deadline`); a TLS handshake has its own timeout; and each worker serves a
+//! bounded number of connections, a bounded number from each address, and
+//! closes its longest-idle connection to make room for a new one (see
+//! `tracker_common::connections`).
 
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -25,10 +30,10 @@ use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use futures_rustls::server::TlsStream;
 use futures_rustls::TlsAcceptor;
 use glommio::net::{TcpListener, TcpStream};
-use glommio::GlommioError;
 use rustls::ServerConfig;
 use tracing::debug;
 use tracker_common::config::{HttpConfig, SwarmConfig};
+use tracker_common::connections::{Admission, ConnectionTable, Slot};
 use tracker_common::contain::Contained;
 use tracker_common::counters;
 use tracker_common::mesh::{RouteError, Shard};
@@ -44,6 +49,7 @@ use tracker_common::stats::ByFamily;
 use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
 use tracker_common::types::{canonical_ip, Announce, AnswerPeers, InfoHash, ScrapeStats};
 
+use crate::deadline::DeadlineStream;
 use crate::request::{
     parse_announce, parse_head, parse_scrape, AnnounceRequest, Connection, Endpoint, Parsed,
     Request, RequestError,
@@ -71,12 +77,24 @@ const INTERNAL_ERROR: &str = "internal error";
 counters! {
     /// Per-worker counters of HTTP and HTTPS together.
     pub struct HttpStats {
-        /// Connections closed at once because the worker serves its maximum.
+        /// Connections closed at once because the worker serves its maximum
+        /// and none of them is idle.
         pub rejected: Counter => HTTP_ERRORS { kind = "connection_limit" },
+        /// Connections closed at once because their address holds its
+        /// maximum (`http.max_connections_per_address`).
+        pub address_limit: Counter => HTTP_ERRORS { kind = "address_limit" },
+        /// Idle connections closed to make room for a new one.
+        pub evicted: Counter => HTTP_ERRORS { kind = "evicted_idle" },
         pub accept_errors: Counter => HTTP_ERRORS { kind = "accept_failed" },
-        /// Connections closed because a request head or the taking of an
-        /// answer took longer than the idle timeout.
+        /// Connections closed because no request began within the idle
+        /// timeout.
         pub idle_timeouts: Counter => HTTP_ERRORS { kind = "idle_timeout" },
+        /// Connections closed because a request head did not arrive whole
+        /// within the request timeout.
+        pub request_timeouts: Counter => HTTP_ERRORS { kind = "request_timeout" },
+        /// Connections closed because the client did not take an answer whole
+        /// within the write timeout.
+        pub write_timeouts: Counter => HTTP_ERRORS { kind = "write_timeout" },
         pub not_found: Counter => HTTP_ERRORS { kind = "not_found" },
         /// Request heads larger than `http.max_request_head_bytes`.
         pub head_too_large: Counter => HTTP_ERRORS { kind = "head_too_large" },
@@ -167,7 +185,11 @@ pub struct HttpService {
     swarm: SwarmConfig,
     config: HttpConfig,
     idle_timeout: Duration,
+    request_timeout: Duration,
+    write_timeout: Duration,
     handshake_timeout: Duration,
+    /// Admission: the caps on connections, per worker and per address.
+    connections: Rc<ConnectionTable>,
     /// This worker's view of the TLS configuration (None without HTTPS).
     tls: Option<RefCell<LocalCopy<ServerConfig>>>,
     /// Connections open, HTTP and HTTPS together, and HTTPS alone.
@@ -226,48 +248,62 @@ enum End {
 }
 
 /// A stream the server speaks HTTP over: plain TCP or TLS on TCP. The TCP
-/// stream underneath carries the timeouts.
+/// stream underneath carries the deadlines.
 trait Transport: AsyncRead + AsyncWrite + Unpin {
     /// HTTPS: which of `HttpService::traffic` counts it.
     const TLS: bool;
-    fn tcp(&self) -> &TcpStream;
+    fn tcp(&mut self) -> &mut DeadlineStream;
 }
 
-impl Transport for TcpStream {
+impl Transport for DeadlineStream {
     const TLS: bool = false;
-    fn tcp(&self) -> &TcpStream {
+    fn tcp(&mut self) -> &mut DeadlineStream {
         self
     }
 }
 
-impl Transport for TlsStream<TcpStream> {
+impl Transport for TlsStream<DeadlineStream> {
     const TLS: bool = true;
-    fn tcp(&self) -> &TcpStream {
-        self.get_ref().0
+    fn tcp(&mut self) -> &mut DeadlineStream {
+        self.get_mut().0
     }
 }
 
-/// Counts a connection as open for as long as its task holds this; true for
-/// HTTPS.
-struct OpenConnection(Rc<HttpService>, bool);
+/// Counts a connection as open, and holds its slot, for as long as its task
+/// holds this; true for HTTPS.
+struct OpenConnection {
+    service: Rc<HttpService>,
+    tls: bool,
+    slot: Slot,
+}
 
 impl OpenConnection {
-    fn new(service: Rc<HttpService>, tls: bool) -> Self {
+    fn new(service: Rc<HttpService>, tls: bool, slot: Slot) -> Self {
         service.open.set(service.open.get() + 1);
         if tls {
             service.open_tls.set(service.open_tls.get() + 1);
         }
-        OpenConnection(service, tls)
+        OpenConnection { service, tls, slot }
     }
 }
 
 impl Drop for OpenConnection {
     fn drop(&mut self) {
-        self.0.open.set(self.0.open.get() - 1);
-        if self.1 {
-            self.0.open_tls.set(self.0.open_tls.get() - 1);
+        let service = &self.service;
+        service.open.set(service.open.get() - 1);
+        if self.tls {
+            service.open_tls.set(service.open_tls.get() - 1);
         }
     }
+}
+
+/// What a connection waits for when it reads, and so which deadline holds.
+#[derive(Clone, Copy)]
+enum Waiting {
+    /// The first byte of a request, since this moment.
+    Idle(Instant),
+    /// The rest of a request head begun at this moment.
+    Head(Instant),
 }
 
 impl HttpService {
@@ -282,7 +318,13 @@ impl HttpService {
             shard,
             swarm,
             idle_timeout: Duration::from_secs(config.idle_timeout_secs.into()),
+            request_timeout: Duration::from_secs(config.request_timeout_secs.into()),
+            write_timeout: Duration::from_secs(config.write_timeout_secs.into()),
             handshake_timeout: Duration::from_secs(config.tls_handshake_timeout_secs.into()),
+            connections: ConnectionTable::new(
+                config.max_connections_per_worker,
+                config.max_connections_per_address,
+            ),
             config: config.clone(),
             tls: tls.map(|shared| RefCell::new(LocalCopy::new(shared))),
             open: Cell::new(0),
@@ -339,10 +381,26 @@ impl HttpService {
                     continue;
                 }
             };
-            if self.open.get() >= self.config.max_connections_per_worker {
-                self.stats.rejected.inc();
+            let Ok(peer) = stream.peer_addr() else {
                 continue;
-            }
+            };
+            let peer_ip = canonical_ip(peer.ip());
+            let slot = match self.connections.admit(peer_ip, false) {
+                Admission::Admitted { slot, evicted } => {
+                    if evicted {
+                        self.stats.evicted.inc();
+                    }
+                    slot
+                }
+                Admission::AddressFull => {
+                    self.stats.address_limit.inc();
+                    continue;
+                }
+                Admission::Full => {
+                    self.stats.rejected.inc();
+                    continue;
+                }
+            };
             self.traffic_of(tls).accepted.inc();
             // The newest certificate, for new connections only; one relaxed
             // load when nothing changed.
@@ -350,10 +408,13 @@ impl HttpService {
                 (Some(config), true) => Some(TlsAcceptor::from(config.borrow_mut().get().clone())),
                 _ => None,
             };
-            let open = OpenConnection::new(self.clone(), tls);
+            let open = OpenConnection::new(self.clone(), tls, slot);
             glommio::spawn_local(async move {
                 // A panic anywhere in the connection drops just it.
-                Contained::new(&open.0.stats.panics, open.0.connection(stream, acceptor)).await;
+                let connection = open
+                    .service
+                    .connection(stream, peer_ip, acceptor, &open.slot);
+                Contained::new(&open.service.stats.panics, connection).await;
                 drop(open);
             })
             .detach();
@@ -363,43 +424,50 @@ impl HttpService {
         }
     }
 
-    async fn connection(&self, stream: TcpStream, acceptor: Option<TlsAcceptor>) {
-        let Ok(peer) = stream.peer_addr() else {
-            return;
-        };
-        let peer_ip = canonical_ip(peer.ip());
+    async fn connection(
+        &self,
+        stream: TcpStream,
+        peer_ip: IpAddr,
+        acceptor: Option<TlsAcceptor>,
+        slot: &Slot,
+    ) {
         // Each answer is written whole; do not let Nagle hold back its tail.
         let _ = stream.set_nodelay(true);
+        let mut stream = DeadlineStream::new(stream);
         let Some(acceptor) = acceptor else {
-            return self.serve_connection(stream, peer_ip).await;
+            return self.serve_connection(stream, peer_ip, slot).await;
         };
-        let handshake = glommio::timer::timeout(self.handshake_timeout, async {
-            acceptor.accept(stream).await.map_err(GlommioError::from)
-        });
-        // A stop drops a handshake: it has no request yet to answer.
-        let handshake = futures_lite::future::or(async { Some(handshake.await) }, async {
-            self.stop.wait().await;
-            None
-        });
+        let deadline = Instant::now() + self.handshake_timeout;
+        stream.set_read_deadline(Some(deadline));
+        stream.set_write_deadline(Some(deadline));
+        // A stop, or an eviction, drops a handshake: it has no request yet to
+        // answer.
+        let handshake =
+            futures_lite::future::or(async { Some(acceptor.accept(stream).await) }, async {
+                futures_lite::future::or(self.stop.wait(), slot.evicted()).await;
+                None
+            });
         let (Some(handshake), _) = runtime::waited(handshake).await else {
             return;
         };
         match handshake {
             Ok(stream) => {
                 self.stats.tls_handshakes.inc();
-                self.serve_connection(stream, peer_ip).await;
+                self.serve_connection(stream, peer_ip, slot).await;
             }
-            Err(GlommioError::TimedOut(_)) => self.stats.tls_handshake_timeouts.inc(),
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                self.stats.tls_handshake_timeouts.inc()
+            }
             Err(e) => {
                 self.stats.tls_handshake_failures.inc();
-                debug!("https {peer}: handshake failed: {e}");
+                debug!("https {peer_ip}: handshake failed: {e}");
             }
         }
     }
 
-    async fn serve_connection<S: Transport>(&self, mut stream: S, peer_ip: IpAddr) {
+    async fn serve_connection<S: Transport>(&self, mut stream: S, peer_ip: IpAddr, slot: &Slot) {
         let mut state = ConnectionState::default();
-        let end = self.requests(&mut stream, peer_ip, &mut state).await;
+        let end = self.requests(&mut stream, peer_ip, slot, &mut state).await;
         if let End::Closed = end {
             self.close(&mut stream, &mut state.buf).await;
         }
@@ -410,10 +478,11 @@ impl HttpService {
         &self,
         stream: &mut S,
         peer_ip: IpAddr,
+        slot: &Slot,
         c: &mut ConnectionState,
     ) -> End {
         let real_ip_header = self.config.real_ip_header();
-        let mut deadline = Instant::now() + self.idle_timeout;
+        let mut waiting = Waiting::Idle(Instant::now());
         let mut quantum = runtime::Quantum::default();
         loop {
             // Answer every complete request already received, in order.
@@ -483,8 +552,16 @@ impl HttpService {
                 if self.flush(stream, &mut c.out).await.is_err() {
                     return End::Gone;
                 }
-                // Idle from here: the client has its answers.
-                deadline = Instant::now() + self.idle_timeout;
+                // The client has its answers: it waits for its next request,
+                // or has sent part of it already (pipelining), whose head
+                // then counts from now.
+                let now = Instant::now();
+                if c.start == c.end {
+                    waiting = Waiting::Idle(now);
+                    slot.set_idle(true);
+                } else {
+                    waiting = Waiting::Head(now);
+                }
                 // Reads and writes that find the socket ready return at once,
                 // so a client that keeps the pipeline full would never let the
                 // executor run anything else (other connections, other
@@ -500,27 +577,33 @@ impl HttpService {
                     .fail_and_close(stream, &mut c.out, RequestError::HeadTooLarge)
                     .await;
             }
-            let Some(left) = deadline
-                .checked_duration_since(Instant::now())
-                .filter(|d| !d.is_zero())
-            else {
-                self.stats.idle_timeouts.inc();
-                return End::Gone;
+            let deadline = match waiting {
+                Waiting::Idle(since) => since + self.idle_timeout,
+                Waiting::Head(since) => since + self.request_timeout,
             };
+            if Instant::now() >= deadline {
+                self.count_read_timeout(waiting);
+                return End::Gone;
+            }
             if self.stop.is_fired() {
                 // Every complete request received is answered (pipelined ones
                 // too): close, lingering so that the answers get through.
                 return End::Closed;
             }
-            let _ = stream.tcp().set_read_timeout(Some(left));
+            stream.tcp().set_read_deadline(Some(deadline));
             let Some(free) = c.buf.get_mut(c.end..) else {
                 return End::Gone;
             };
             let read = futures_lite::future::or(async { Some(stream.read(free).await) }, async {
-                self.stop.wait().await;
+                futures_lite::future::or(self.stop.wait(), slot.evicted()).await;
                 None
             });
             let Some(read) = quantum.wait(read).await else {
+                // Evicted while idle (counted when the newcomer was admitted):
+                // nothing to answer. A stop closes as above.
+                if slot.is_evicted() {
+                    return End::Gone;
+                }
                 return End::Closed;
             };
             match read {
@@ -528,10 +611,14 @@ impl HttpService {
                 Ok(n) => {
                     self.traffic_of(S::TLS).bytes_in.add(n as u64);
                     c.end += n;
+                    if let Waiting::Idle(_) = waiting {
+                        waiting = Waiting::Head(Instant::now());
+                        slot.set_idle(false);
+                    }
                 }
                 Err(e) => {
                     if e.kind() == io::ErrorKind::TimedOut {
-                        self.stats.idle_timeouts.inc();
+                        self.count_read_timeout(waiting);
                     }
                     return End::Gone;
                 }
@@ -539,8 +626,13 @@ impl HttpService {
         }
     }
 
-    /// Writes out all gathered answers; Err when the client is gone or too slow
-    /// to take them.
+    fn count_read_timeout(&self, waiting: Waiting) {
+        match waiting {
+            Waiting::Idle(_) => self.stats.idle_timeouts.inc(),
+            Waiting::Head(_) => self.stats.request_timeouts.inc(),
+        }
+    }
+
     /// Answers an error that leaves the stream position unknown, then ends
     /// the connection.
     async fn fail_and_close<S: Transport>(
@@ -568,8 +660,12 @@ impl HttpService {
         }
     }
 
+    /// Writes out all gathered answers; Err when the client is gone or does
+    /// not take them whole within the write timeout.
     async fn flush<S: Transport>(&self, stream: &mut S, out: &mut Vec<u8>) -> Result<(), ()> {
-        let _ = stream.tcp().set_write_timeout(Some(self.idle_timeout));
+        stream
+            .tcp()
+            .set_write_deadline(Some(Instant::now() + self.write_timeout));
         let written = async {
             stream.write_all(out).await?;
             // TLS holds records until flushed; plain TCP flushes at once.
@@ -584,7 +680,7 @@ impl HttpService {
             }
             Err(e) => {
                 if e.kind() == io::ErrorKind::TimedOut {
-                    self.stats.idle_timeouts.inc();
+                    self.stats.write_timeouts.inc();
                 }
                 Err(())
             }
@@ -596,35 +692,22 @@ impl HttpService {
     /// moment, so that unread data does not make the kernel reset the
     /// connection under the last answer.
     async fn close<S: Transport>(&self, stream: &mut S, buf: &mut Vec<u8>) {
-        let _ = stream.tcp().set_write_timeout(Some(LINGER));
+        let deadline = Instant::now() + LINGER;
+        stream.tcp().set_write_deadline(Some(deadline));
+        stream.tcp().set_read_deadline(Some(deadline));
         if stream.close().await.is_err() {
             return;
         }
         if buf.is_empty() {
             buf.resize(INITIAL_READ_BUFFER, 0);
         }
-        let deadline = Instant::now() + LINGER;
-        let linger = async {
-            let mut drained = 0;
-            while drained < LINGER_BYTES {
-                let Some(left) = deadline
-                    .checked_duration_since(Instant::now())
-                    .filter(|d| !d.is_zero())
-                else {
-                    break;
-                };
-                let _ = stream.tcp().set_read_timeout(Some(left));
-                match stream.read(buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => drained += n,
-                }
+        let mut drained = 0;
+        while drained < LINGER_BYTES {
+            match stream.read(buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => drained += n,
             }
-            Ok(())
-        };
-        // A timer of its own besides the read timeout: a read that a stop
-        // cancelled leaves the stream's read timer set to the idle timeout,
-        // and glommio keeps that timer for the next read.
-        let _ = glommio::timer::timeout(LINGER, linger).await;
+        }
     }
 
     /// Appends the answer to one request.

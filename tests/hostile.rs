@@ -1,0 +1,404 @@
+//! Hostile clients, on loopback: each test is an attack that held a resource
+//! of the tracker (a connection slot, a swarm, a log line) before the limit
+//! it checks was there. Limits are small and timeouts short in these configs,
+//! so that every test ends in seconds.
+
+mod support;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use support::wire::http_announce_target;
+use support::{tcp_from, Tracker};
+use tracker_common::types::InfoHash;
+
+fn ip(text: &str) -> IpAddr {
+    text.parse().unwrap()
+}
+
+/// True when the server closed `tcp` (EOF or reset) within `wait`; bytes
+/// that arrive meanwhile are read and dropped.
+fn closed(tcp: &mut TcpStream, wait: Duration) -> bool {
+    let deadline = Instant::now() + wait;
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        tcp.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .unwrap();
+        match tcp.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) if Instant::now() < deadline => continue,
+            Ok(_) => return false,
+            Err(e) => return !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+        }
+    }
+}
+
+/// One announce over plain HTTP from `from`, on a new connection: its status.
+fn announce_from(from: IpAddr, addr: SocketAddr, port: u16) -> Option<u16> {
+    let mut tcp = tcp_from(from, addr);
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let target = http_announce_target(InfoHash([7; 20]), port);
+    let request = format!("GET {target} HTTP/1.1\r\nConnection: close\r\n\r\n");
+    tcp.write_all(request.as_bytes()).ok()?;
+    let mut answer = Vec::new();
+    tcp.read_to_end(&mut answer).ok()?;
+    std::str::from_utf8(answer.get(9..12)?).ok()?.parse().ok()
+}
+
+/// Waits until the tracker counts `want` of a metric (counters settle a moment
+/// after the event that a client sees).
+fn wait_for_metric(tracker: &Tracker, name: &str, labels: &[(&str, &str)], want: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let got = tracker.metric(name, labels);
+        if got >= want || Instant::now() > deadline {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+// 1. Slow clients and connection slots.
+
+/// A request head sent as one TLS record, the record dribbled a byte at a
+/// time: no plaintext ever reaches the server until the record is whole, and
+/// glommio's per-read timeout restarted on every byte.
+#[test]
+fn a_tls_record_dribbled_a_byte_at_a_time_is_cut_at_its_deadline() {
+    let tracker = Tracker::builder()
+        .config("[http]\nidle_timeout_secs = 2\nrequest_timeout_secs = 2\n")
+        .https(None)
+        .metrics()
+        .start();
+    let addr = tracker.https[0];
+    let config = tracker.tls.as_ref().unwrap().cert.client_config();
+    let name = rustls::pki_types::ServerName::from(addr.ip());
+    let mut conn = rustls::ClientConnection::new(config, name).unwrap();
+    let mut tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp).unwrap();
+    }
+    let target = http_announce_target(InfoHash([3; 20]), 6881);
+    write!(
+        conn.writer(),
+        "GET {target} HTTP/1.1\r\nX-Pad: {}\r\n\r\n",
+        "a".repeat(200)
+    )
+    .unwrap();
+    let mut record = Vec::new();
+    while conn.wants_write() {
+        conn.write_tls(&mut record).unwrap();
+    }
+    let start = Instant::now();
+    let mut cut = None;
+    // A byte every 250 ms: 15 s for the whole record, were it let.
+    for byte in &record[..record.len() - 1] {
+        if tcp.write_all(&[*byte]).is_err() || closed(&mut tcp, Duration::from_millis(250)) {
+            cut = Some(start.elapsed());
+            break;
+        }
+    }
+    let cut = cut.unwrap_or_else(|| panic!("still open after {:?}", start.elapsed()));
+    assert!(
+        cut >= Duration::from_millis(1500) && cut < Duration::from_secs(5),
+        "cut after {cut:?}"
+    );
+    let timeouts = wait_for_metric(
+        &tracker,
+        "tracker_http_errors_total",
+        &[("kind", "idle_timeout")],
+        1,
+    );
+    assert_eq!(timeouts, 1);
+}
+
+/// A request dribbled as plaintext over TLS, a byte per record: the head's
+/// deadline counts from its first byte.
+#[test]
+fn a_head_dribbled_after_the_tls_handshake_is_cut_at_the_request_timeout() {
+    let tracker = Tracker::builder()
+        .config("[http]\nidle_timeout_secs = 30\nrequest_timeout_secs = 2\n")
+        .https(None)
+        .metrics()
+        .start();
+    let addr = tracker.https[0];
+    let config = tracker.tls.as_ref().unwrap().cert.client_config();
+    let name = rustls::pki_types::ServerName::from(addr.ip());
+    let conn = rustls::ClientConnection::new(config, name).unwrap();
+    let tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    while tls.conn.is_handshaking() {
+        tls.conn.complete_io(&mut tls.sock).unwrap();
+    }
+    let request = format!(
+        "GET {} HTTP/1.1\r\nX-Pad: {}\r\n\r\n",
+        http_announce_target(InfoHash([3; 20]), 6881),
+        "a".repeat(100)
+    );
+    let start = Instant::now();
+    let mut cut = None;
+    for byte in request.as_bytes() {
+        if tls.write_all(&[*byte]).and_then(|()| tls.flush()).is_err() {
+            cut = Some(start.elapsed());
+            break;
+        }
+        let mut buf = [0u8; 256];
+        match tls.read(&mut buf) {
+            Ok(0) => {
+                cut = Some(start.elapsed());
+                break;
+            }
+            Err(e) if !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                cut = Some(start.elapsed());
+                break;
+            }
+            _ => {}
+        }
+    }
+    let cut = cut.unwrap_or_else(|| panic!("still open after {:?}", start.elapsed()));
+    assert!(
+        cut >= Duration::from_millis(1500) && cut < Duration::from_secs(5),
+        "cut after {cut:?}"
+    );
+    let timeouts = wait_for_metric(
+        &tracker,
+        "tracker_http_errors_total",
+        &[("kind", "request_timeout")],
+        1,
+    );
+    assert_eq!(timeouts, 1);
+}
+
+/// Pipelines enough scrapes to fill every buffer between the tracker and
+/// `stream`, then reads the answers at 16 KiB a second: each of the
+/// tracker's writes goes on making progress, but no answer is taken whole in
+/// time.
+fn read_slowly(mut stream: impl Read + Write, tcp: &TcpStream, seconds: u64) -> Duration {
+    let hashes: Vec<InfoHash> = (0..128u8).map(|i| InfoHash([i; 20])).collect();
+    let mut target = Vec::new();
+    tracker_http::request::write_scrape_target(&mut target, &hashes);
+    let request = format!(
+        "GET {} HTTP/1.1\r\n\r\n",
+        String::from_utf8(target).unwrap()
+    );
+    tcp.set_write_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    // Until the tracker stops reading (its writes are blocked).
+    let mut sent = 0;
+    while sent < 2000 && stream.write_all(request.as_bytes()).is_ok() {
+        let _ = stream.flush();
+        sent += 1;
+    }
+    assert!(sent > 100, "only {sent} requests went out");
+    tcp.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let start = Instant::now();
+    let mut buf = vec![0u8; 16 << 10];
+    while start.elapsed() < Duration::from_secs(seconds) {
+        let mut got = 0;
+        while got < buf.len() {
+            match stream.read(&mut buf[got..]) {
+                Ok(0) | Err(_) => return start.elapsed(),
+                Ok(n) => got += n,
+            }
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    start.elapsed()
+}
+
+#[test]
+fn a_client_that_takes_its_answers_slowly_is_cut_at_the_write_timeout() {
+    let tracker = Tracker::builder()
+        .config(
+            "[http]\nwrite_timeout_secs = 2\nmax_requests_per_connection = 100000\n\
+             idle_timeout_secs = 60\nrequest_timeout_secs = 60\n",
+        )
+        .http(None)
+        .https(None)
+        .metrics()
+        .start();
+    let open = |protocol| tracker.metric("tracker_open_connections", &[("protocol", protocol)]);
+    // Plain HTTP.
+    let tcp = TcpStream::connect(tracker.http[0]).unwrap();
+    let plain = tcp.try_clone().unwrap();
+    read_slowly(plain, &tcp, 12);
+    assert_eq!(
+        wait_for_metric(
+            &tracker,
+            "tracker_http_errors_total",
+            &[("kind", "write_timeout")],
+            1
+        ),
+        1
+    );
+    assert_eq!(open("http"), 0, "the slow reader still holds its slot");
+    drop(tcp);
+
+    // HTTPS.
+    let addr = tracker.https[0];
+    let config = tracker.tls.as_ref().unwrap().cert.client_config();
+    let name = rustls::pki_types::ServerName::from(addr.ip());
+    let conn = rustls::ClientConnection::new(config, name).unwrap();
+    let tcp = TcpStream::connect(addr).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp.try_clone().unwrap());
+    while tls.conn.is_handshaking() {
+        tls.conn.complete_io(&mut tls.sock).unwrap();
+    }
+    read_slowly(tls, &tcp, 12);
+    assert_eq!(
+        wait_for_metric(
+            &tracker,
+            "tracker_http_errors_total",
+            &[("kind", "write_timeout")],
+            2
+        ),
+        2
+    );
+    assert_eq!(open("https"), 0, "the slow reader still holds its slot");
+}
+
+#[test]
+fn one_address_cannot_take_every_connection_slot() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "1", "--no-pin"])
+        .config("[http]\nmax_connections_per_worker = 20\nmax_connections_per_address = 5\n")
+        .http(None)
+        .metrics()
+        .start();
+    let addr = tracker.http[0];
+    let attacker = ip("127.0.0.2");
+    let mut held: Vec<TcpStream> = (0..40).map(|_| tcp_from(attacker, addr)).collect();
+    // Past its five, each is closed at once.
+    let mut open = 0;
+    for tcp in held.iter_mut() {
+        open += usize::from(!closed(tcp, Duration::from_millis(300)));
+    }
+    assert_eq!(open, 5);
+    assert_eq!(
+        wait_for_metric(
+            &tracker,
+            "tracker_http_errors_total",
+            &[("kind", "address_limit")],
+            35
+        ),
+        35
+    );
+    // Everyone else is served meanwhile.
+    for n in 0..5 {
+        assert_eq!(announce_from(ip("127.0.0.3"), addr, 7000 + n), Some(200));
+    }
+}
+
+#[test]
+fn a_full_worker_closes_its_longest_idle_connection_for_a_new_one() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "1", "--no-pin"])
+        .config("[http]\nmax_connections_per_worker = 10\nmax_connections_per_address = 10\n")
+        .http(None)
+        .metrics()
+        .start();
+    let addr = tracker.http[0];
+    let attacker = ip("127.0.0.2");
+    let mut idle: Vec<TcpStream> = Vec::new();
+    for _ in 0..10 {
+        idle.push(tcp_from(attacker, addr));
+        // In order: each is idle longer than the next.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The worker is full of idle connections: a newcomer is served, and the
+    // oldest idle connection makes room for it.
+    assert_eq!(announce_from(ip("127.0.0.3"), addr, 7100), Some(200));
+    assert!(
+        closed(&mut idle[0], Duration::from_secs(2)),
+        "the oldest stays"
+    );
+    assert!(
+        idle[1..]
+            .iter_mut()
+            .all(|tcp| !closed(tcp, Duration::from_millis(10))),
+        "a younger one was closed"
+    );
+    assert_eq!(
+        wait_for_metric(
+            &tracker,
+            "tracker_http_errors_total",
+            &[("kind", "evicted_idle")],
+            1
+        ),
+        1
+    );
+
+    // Connections with a request under way are never evicted: with every
+    // slot busy, a newcomer is refused.
+    drop(idle);
+    let mut busy: Vec<TcpStream> = (0..10)
+        .map(|_| {
+            let mut tcp = tcp_from(attacker, addr);
+            tcp.write_all(b"GET /announce?info_hash=").unwrap();
+            tcp
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut newcomer = tcp_from(ip("127.0.0.3"), addr);
+    assert!(closed(&mut newcomer, Duration::from_secs(2)));
+    assert!(busy
+        .iter_mut()
+        .all(|tcp| !closed(tcp, Duration::from_millis(10))));
+    assert!(
+        wait_for_metric(
+            &tracker,
+            "tracker_http_errors_total",
+            &[("kind", "connection_limit")],
+            1
+        ) >= 1
+    );
+}
+
+#[test]
+fn idle_connections_cannot_deny_the_metrics_endpoint() {
+    let tracker = Tracker::builder()
+        .config(
+            "[metrics]\nmax_connections = 4\nmax_connections_per_address = 2\ntimeout_secs = 30\n",
+        )
+        .udp(None)
+        .metrics()
+        .start();
+    let metrics = tracker.metrics.unwrap();
+    // Two addresses, two silent connections each: every slot.
+    let mut silent: Vec<TcpStream> = ["127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"]
+        .iter()
+        .map(|from| tcp_from(ip(from), metrics))
+        .collect();
+    // A third from one of them is refused at once.
+    let mut third = tcp_from(ip("127.0.0.2"), metrics);
+    assert!(closed(&mut third, Duration::from_secs(2)));
+    std::thread::sleep(Duration::from_millis(200));
+    // A scrape is answered at once, not after the silent ones time out.
+    let start = Instant::now();
+    let evicted = tracker.metric(
+        "tracker_metrics_endpoint_errors_total",
+        &[("kind", "evicted_idle")],
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(evicted, 1);
+    assert!(
+        closed(&mut silent[0], Duration::from_secs(1)),
+        "the oldest stays"
+    );
+    assert_eq!(
+        tracker.metric(
+            "tracker_metrics_endpoint_errors_total",
+            &[("kind", "address_limit")]
+        ),
+        1
+    );
+}
