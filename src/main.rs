@@ -70,9 +70,13 @@ struct Cli {
     #[arg(long = "tls-key", value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
     /// Take each HTTP client's address from this header, set by a trusted
-    /// reverse proxy (e.g. X-Forwarded-For).
+    /// reverse proxy (e.g. X-Forwarded-For); needs --trusted-proxy.
     #[arg(long = "real-ip-header", value_name = "NAME")]
     real_ip_header: Option<String>,
+    /// A proxy (address or network, e.g. 10.0.0.0/8) whose real-IP header is
+    /// believed (repeatable; replaces http.trusted_proxies).
+    #[arg(long = "trusted-proxy", value_name = "NET")]
+    trusted_proxies: Vec<String>,
     /// Once the ports are bound, become this user (started as root).
     #[arg(long, value_name = "NAME")]
     user: Option<String>,
@@ -191,6 +195,9 @@ fn load_config(cli: &Cli) -> Result<Config, ConfigError> {
     }
     if let Some(name) = &cli.real_ip_header {
         config.http.real_ip_header = name.clone();
+    }
+    if !cli.trusted_proxies.is_empty() {
+        config.http.trusted_proxies = cli.trusted_proxies.clone();
     }
     if let Some(user) = &cli.user {
         config.privileges.user = user.clone();
@@ -848,7 +855,10 @@ fn log_start(config: &Config, placements: &[WorkerPlacement], sockets: &[WorkerS
         }
     }
     if let Some(header) = config.http.real_ip_header() {
-        info!("HTTP clients' addresses are taken from the {header} header");
+        info!(
+            "HTTP clients' addresses are taken from the {header} header of requests from {}",
+            config.http.trusted_proxies.join(", ")
+        );
     }
     if config.udp.connection_secret.is_empty() {
         info!("UDP connection ids use a random secret: they do not survive a restart");

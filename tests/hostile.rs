@@ -402,3 +402,92 @@ fn idle_connections_cannot_deny_the_metrics_endpoint() {
         1
     );
 }
+
+// 3. The real-IP header is believed from trusted proxies only.
+
+/// An announce over plain HTTP from `from` with `header`, on a new connection:
+/// the compact peers of the answer.
+fn announce_with_header(from: IpAddr, addr: SocketAddr, port: u16, header: &str) -> Vec<u8> {
+    let mut tcp = tcp_from(from, addr);
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let target = http_announce_target(InfoHash([9; 20]), port);
+    let request = format!("GET {target} HTTP/1.1\r\n{header}Connection: close\r\n\r\n");
+    tcp.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    tcp.read_to_end(&mut answer).unwrap();
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    let at = answer
+        .windows(6)
+        .position(|w| w == b"5:peer")
+        .expect("peers");
+    let body = &answer[at + 7..];
+    let colon = body.iter().position(|&b| b == b':').unwrap();
+    let len: usize = std::str::from_utf8(&body[..colon])
+        .unwrap()
+        .parse()
+        .unwrap();
+    body[colon + 1..colon + 1 + len].to_vec()
+}
+
+fn compact(addr: &str) -> Vec<u8> {
+    let addr: std::net::SocketAddrV4 = addr.parse().unwrap();
+    let mut out = addr.ip().octets().to_vec();
+    out.extend_from_slice(&addr.port().to_be_bytes());
+    out
+}
+
+#[test]
+fn a_real_ip_header_from_anyone_but_a_trusted_proxy_is_ignored() {
+    let tracker = Tracker::builder()
+        .arg("--real-ip-header")
+        .arg("X-Forwarded-For")
+        .arg("--trusted-proxy")
+        .arg("127.0.0.2/32")
+        .http(None)
+        .metrics()
+        .start();
+    let addr = tracker.http[0];
+    // A client names a victim's address: it is stored at its own.
+    let header = "X-Forwarded-For: 192.0.2.80\r\n";
+    announce_with_header(ip("127.0.0.1"), addr, 443, header);
+    // The proxy's word is taken.
+    let proxied = "X-Forwarded-For: 198.51.100.7\r\n";
+    let seen = announce_with_header(ip("127.0.0.2"), addr, 6881, proxied);
+    assert_eq!(
+        seen,
+        compact("127.0.0.1:443"),
+        "not the victim's 192.0.2.80:443"
+    );
+    let seen = announce_with_header(ip("127.0.0.3"), addr, 6882, "");
+    let mut want = compact("127.0.0.1:443");
+    want.extend(compact("198.51.100.7:6881"));
+    let mut pairs: Vec<&[u8]> = seen.chunks(6).collect();
+    pairs.sort();
+    assert_eq!(pairs.concat(), want);
+    assert_eq!(
+        wait_for_metric(
+            &tracker,
+            "tracker_http_errors_total",
+            &[("kind", "untrusted_real_ip")],
+            1
+        ),
+        1
+    );
+}
+
+#[test]
+fn a_real_ip_header_without_trusted_proxies_is_refused_at_start() {
+    let (code, err) = Tracker::builder()
+        .arg("--real-ip-header")
+        .arg("X-Forwarded-For")
+        .http(None)
+        .spawn()
+        .wait_exit(Duration::from_secs(10));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("http.trusted_proxies"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

@@ -678,6 +678,8 @@ fn real_ip_header_names_the_peer_and_its_absence_is_a_failure() {
     let tracker = Tracker::builder()
         .arg("--real-ip-header")
         .arg("X-Real-IP")
+        .arg("--trusted-proxy")
+        .arg("127.0.0.1")
         .http(None)
         .start();
     let hash = InfoHash([5; 20]);

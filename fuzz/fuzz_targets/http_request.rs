@@ -1,14 +1,18 @@
-//! Bytes on an HTTP connection: `parse_head` (without and with a real-IP header
-//! configured), then the query parsers on each complete head, must never panic;
+//! Bytes on an HTTP connection: `parse_head` (with no real-IP header, with one
+//! read from a trusted proxy, and with one ignored), then the query parsers on each complete head, must never panic;
 //! pipelined requests are consumed within the buffer; and a head that parses
 //! whole parses the same when it arrives in two pieces (what the server sees
 //! reading from a socket).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tracker_http::request::{parse_announce, parse_head, parse_scrape, Endpoint, Parsed};
+use tracker_http::request::{parse_announce, parse_head, parse_scrape, Endpoint, Parsed, RealIp};
 
-const REAL_IP_HEADERS: [Option<&str>; 2] = [None, Some("X-Forwarded-For")];
+const REAL_IP_HEADERS: [RealIp<'static>; 3] = [
+    RealIp::Off,
+    RealIp::Required("X-Forwarded-For"),
+    RealIp::Ignored("X-Forwarded-For"),
+];
 const MAX_SCRAPE: usize = 74;
 /// The most pipelined requests looked at per input.
 const MAX_PIPELINED: usize = 64;
@@ -37,7 +41,11 @@ fuzz_target!(|data: &[u8]| {
                 request.query.is_empty()
                     || (query.start >= head_range.start && query.end <= head_range.end)
             );
-            assert_eq!(request.real_ip.is_some(), real_ip_header.is_some());
+            assert_eq!(
+                request.real_ip.is_some(),
+                matches!(real_ip_header, RealIp::Required(_))
+            );
+            assert!(!request.real_ip_ignored || matches!(real_ip_header, RealIp::Ignored(_)));
 
             // The same head arriving in pieces: partial until its last byte.
             assert_eq!(parse_head(head, real_ip_header), parsed);

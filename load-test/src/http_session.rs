@@ -362,7 +362,9 @@ mod tests {
     use crate::config::TrafficConfig;
     use crate::model::min_sources;
     use tracker_common::types::{AnswerPeers, IpFamily, ScrapeStats};
-    use tracker_http::request::{parse_announce, parse_head, parse_scrape, Endpoint, Parsed};
+    use tracker_http::request::{
+        parse_announce, parse_head, parse_scrape, Endpoint, Parsed, RealIp,
+    };
     use tracker_http::response::{
         write_announce, write_failure, write_response, write_scrape, AnnounceResponse,
     };
@@ -432,7 +434,7 @@ mod tests {
         for _ in 0..200 {
             let mut out = Vec::new();
             s.write_request(&model, &mut rng, 0, &mut out, &mut stats);
-            let Ok(Parsed::Complete { request, consumed }) = parse_head(&out, None) else {
+            let Ok(Parsed::Complete { request, consumed }) = parse_head(&out, RealIp::Off) else {
                 panic!("{}", String::from_utf8_lossy(&out));
             };
             assert_eq!(consumed, out.len());
@@ -582,7 +584,7 @@ mod tests {
             let hashes = loop {
                 out.clear();
                 s.write_request(&model, &mut rng, 0, &mut out, &mut stats);
-                let Ok(Parsed::Complete { request, .. }) = parse_head(&out, None) else {
+                let Ok(Parsed::Complete { request, .. }) = parse_head(&out, RealIp::Off) else {
                     panic!()
                 };
                 let mut hashes = Vec::new();

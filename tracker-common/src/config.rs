@@ -3,6 +3,7 @@
 //! `tracker --print-config` prints.
 
 use crate::access::AccessMode;
+use crate::types::IpNetwork;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::net::SocketAddr;
@@ -151,9 +152,14 @@ pub struct HttpConfig {
     /// The most info-hashes in one scrape; more get a failure reason.
     pub max_scrape_hashes: usize,
     /// A header set by a trusted reverse proxy (such as X-Forwarded-For) that
-    /// holds the client's address, used instead of the connection's. Requests
-    /// without it get a failure reason. Empty: use the connection's address.
+    /// holds the client's address, used instead of the connection's. Empty:
+    /// use the connection's address. Needs `trusted_proxies`.
     pub real_ip_header: String,
+    /// The proxies whose `real_ip_header` is believed: addresses or networks
+    /// such as "10.0.0.0/8". A request from one of them without the header
+    /// gets a failure reason; from anyone else the header is ignored (and
+    /// counted) and the connection's address used.
+    pub trusted_proxies: Vec<String>,
     /// Answer a scrape without info_hash with the counts of every torrent
     /// (BEP 48 "full scrape"), up to `full_scrape_max_torrents`.
     pub full_scrape: bool,
@@ -269,6 +275,14 @@ impl HttpConfig {
     pub fn real_ip_header(&self) -> Option<&str> {
         Some(self.real_ip_header.as_str()).filter(|name| !name.is_empty())
     }
+
+    /// The trusted proxies (validated: each entry parses).
+    pub fn trusted_proxies(&self) -> Vec<IpNetwork> {
+        self.trusted_proxies
+            .iter()
+            .filter_map(|net| net.parse().ok())
+            .collect()
+    }
 }
 
 impl SwarmConfig {
@@ -370,6 +384,7 @@ impl Default for HttpConfig {
             max_requests_per_connection: 1000,
             max_scrape_hashes: 128,
             real_ip_header: String::new(),
+            trusted_proxies: Vec::new(),
             full_scrape: false,
             full_scrape_max_torrents: 1000,
         }
@@ -529,6 +544,26 @@ impl Config {
                 format!("`{}` is not an HTTP header name", h.real_ip_header),
             ));
         }
+        for net in &h.trusted_proxies {
+            net.parse::<IpNetwork>()
+                .map_err(|e| ConfigError::key("http.trusted_proxies", e))?;
+        }
+        match (h.real_ip_header.is_empty(), h.trusted_proxies.is_empty()) {
+            (false, true) => {
+                return Err(ConfigError::key(
+                    "http.trusted_proxies",
+                    "is needed with http.real_ip_header (--trusted-proxy): name the proxies \
+                     whose header is believed, or anyone can announce any address",
+                ))
+            }
+            (true, false) => {
+                return Err(ConfigError::key(
+                    "http.trusted_proxies",
+                    "has no effect without http.real_ip_header",
+                ))
+            }
+            _ => {}
+        }
         let p = &self.privileges;
         if p.user.is_empty() && !p.group.is_empty() {
             return Err(ConfigError::key(
@@ -632,6 +667,10 @@ fn parse_secret(hex: &str) -> Result<[u8; 16], String> {
 pub fn default_config_file() -> String {
     let c = Config::default();
     let list = |v: &[SocketAddr]| {
+        let items: Vec<String> = v.iter().map(|a| format!("\"{a}\"")).collect();
+        format!("[{}]", items.join(", "))
+    };
+    let strings = |v: &[String]| {
         let items: Vec<String> = v.iter().map(|a| format!("\"{a}\"")).collect();
         format!("[{}]", items.join(", "))
     };
@@ -758,10 +797,16 @@ max_requests_per_connection = {max_requests_per_connection}
 max_scrape_hashes = {http_max_scrape_hashes}
 # A header set by a trusted reverse proxy (such as "X-Forwarded-For") holding
 # the client's address, used instead of the connection's; its right-most
-# address counts. Requests without it get a failure reason. Empty: use the
-# connection's address. Set it only behind a proxy, or clients choose their
-# address.
+# address counts. Empty: use the connection's address. Needs trusted_proxies.
 real_ip_header = "{real_ip_header}"
+# The proxies whose real_ip_header is believed, as addresses or networks
+# (["127.0.0.1", "10.0.0.0/8", "2001:db8::/32"]). From them a request without
+# the header gets a failure reason; from anyone else the header is ignored
+# (and counted) and the connection's address used, so that no client can
+# announce another host's address. The tracker refuses to start with a
+# real_ip_header and no trusted proxies. Proxies are not capped by
+# max_connections_per_address.
+trusted_proxies = {trusted_proxies}
 # Answer a scrape without info_hash with the counts of every torrent (a "full
 # scrape"), up to full_scrape_max_torrents of them.
 full_scrape = {full_scrape}
@@ -861,6 +906,7 @@ drain_timeout_secs = {drain_timeout_secs}
         max_requests_per_connection = c.http.max_requests_per_connection,
         http_max_scrape_hashes = c.http.max_scrape_hashes,
         real_ip_header = c.http.real_ip_header,
+        trusted_proxies = strings(&c.http.trusted_proxies),
         full_scrape = c.http.full_scrape,
         full_scrape_max_torrents = c.http.full_scrape_max_torrents,
         user = c.privileges.user,
@@ -972,8 +1018,26 @@ mod tests {
                 "http.tls_key_file",
             ),
             (
-                |c: &mut Config| c.http.real_ip_header = "X Forwarded".into(),
+                |c: &mut Config| {
+                    c.http.real_ip_header = "X Forwarded".into();
+                    c.http.trusted_proxies = vec!["127.0.0.1".into()];
+                },
                 "http.real_ip_header",
+            ),
+            (
+                |c: &mut Config| c.http.real_ip_header = "X-Real-IP".into(),
+                "http.trusted_proxies",
+            ),
+            (
+                |c: &mut Config| c.http.trusted_proxies = vec!["127.0.0.1".into()],
+                "http.trusted_proxies",
+            ),
+            (
+                |c: &mut Config| {
+                    c.http.real_ip_header = "X-Real-IP".into();
+                    c.http.trusted_proxies = vec!["10.0.0.0/33".into()];
+                },
+                "http.trusted_proxies",
             ),
             (
                 |c: &mut Config| c.http.max_request_head_bytes = 100,
@@ -1062,7 +1126,9 @@ mod tests {
         c.http.tls_cert_file = "c.pem".into();
         c.http.tls_key_file = "k.pem".into();
         c.http.real_ip_header = "X-Real-IP".into();
+        c.http.trusted_proxies = vec!["10.0.0.0/8".into(), "::1".into()];
         c.validate().unwrap();
+        assert_eq!(c.http.trusted_proxies().len(), 2);
         assert_eq!(
             c.http.tls_files(),
             Some((Path::new("c.pem"), Path::new("k.pem")))

@@ -12,7 +12,7 @@ use std::fmt;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use tracker_common::types::{hex_digit, AnnounceEvent, InfoHash, PeerId};
+use tracker_common::types::{hex_digit, is_host_address, AnnounceEvent, InfoHash, PeerId};
 
 /// Header lines a request may carry; more are refused with 431.
 pub const MAX_HEADERS: usize = 32;
@@ -52,8 +52,26 @@ pub struct Request<'a> {
     /// [`parse_scrape`].
     pub query: &'a [u8],
     pub connection: Connection,
-    /// The address in the configured real-IP header; `None` when none is configured.
+    /// The address in the real-IP header, read from a trusted proxy only
+    /// ([`RealIp::Required`]); `None` otherwise.
     pub real_ip: Option<IpAddr>,
+    /// The real-IP header came from a client that is not a trusted proxy
+    /// ([`RealIp::Ignored`]): it was not read.
+    pub real_ip_ignored: bool,
+}
+
+/// How [`parse_head`] treats the real-IP header (such as `X-Forwarded-For`)
+/// that a reverse proxy sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RealIp<'a> {
+    /// None is configured: the connection's address is the client's.
+    Off,
+    /// The connection comes from a trusted proxy: the header must hold the
+    /// client's address.
+    Required(&'a str),
+    /// The connection does not come from a trusted proxy: the header is not
+    /// read (anyone could name any address in it), only noticed.
+    Ignored(&'a str),
 }
 
 /// The outcome of [`parse_head`] on the bytes received so far.
@@ -162,18 +180,19 @@ impl std::error::Error for RequestError {}
 /// Parses the request head at the start of `buf`.
 ///
 /// Only `GET` of `/announce` and `/scrape` (a trailing `/` allowed) is served.
-/// With `real_ip_header` set (a trusted reverse proxy's header such as
-/// `X-Forwarded-For`), that header must hold an IP address; of a comma-separated
-/// list, and of repeated header lines, the right-most address counts: it is the
-/// one the proxy added, while those left of it come from the client and can be
-/// forged.
+/// With [`RealIp::Required`] (the connection comes from a trusted reverse
+/// proxy), the named header must hold the address of one host; of a
+/// comma-separated list, and of repeated header lines, the right-most address
+/// counts: it is the one the proxy added, while those left of it come from the
+/// client and can be forged.
 ///
 /// A head that stays [`Parsed::Partial`] with the caller's buffer full should be
 /// answered with [`RequestError::HeadTooLarge`].
-pub fn parse_head<'a>(
-    buf: &'a [u8],
-    real_ip_header: Option<&str>,
-) -> Result<Parsed<'a>, RequestError> {
+pub fn parse_head<'a>(buf: &'a [u8], real_ip: RealIp<'_>) -> Result<Parsed<'a>, RequestError> {
+    let real_ip_header = match real_ip {
+        RealIp::Off => None,
+        RealIp::Required(name) | RealIp::Ignored(name) => Some(name),
+    };
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut head = httparse::Request::new(&mut headers);
     let consumed = match head.parse(buf) {
@@ -220,10 +239,11 @@ pub fn parse_head<'a>(
         }
     }
 
-    let real_ip = match (real_ip_header, real_ip_value) {
-        (None, _) => None,
-        (Some(_), None) => return Err(RequestError::MissingRealIp),
-        (Some(_), Some(value)) => Some(parse_forwarded_ip(value)?),
+    let (real_ip, real_ip_ignored) = match (real_ip, real_ip_value) {
+        (RealIp::Off, _) => (None, false),
+        (RealIp::Ignored(_), value) => (None, value.is_some()),
+        (RealIp::Required(_), None) => return Err(RequestError::MissingRealIp),
+        (RealIp::Required(_), Some(value)) => (Some(parse_forwarded_ip(value)?), false),
     };
     let connection = match version {
         _ if close => Connection::Close,
@@ -236,16 +256,18 @@ pub fn parse_head<'a>(
         query: query.as_bytes(),
         connection,
         real_ip,
+        real_ip_ignored,
     };
     Ok(Parsed::Complete { request, consumed })
 }
 
-/// The right-most address of a comma-separated list.
+/// The right-most address of a comma-separated list, if it names one host.
 fn parse_forwarded_ip(value: &[u8]) -> Result<IpAddr, RequestError> {
     let last = value.rsplit(|&b| b == b',').next().unwrap_or(value);
     std::str::from_utf8(last.trim_ascii())
         .ok()
         .and_then(|text| text.parse().ok())
+        .filter(|&ip| is_host_address(ip))
         .ok_or(RequestError::InvalidRealIp)
 }
 
@@ -582,7 +604,7 @@ mod tests {
     const PEER: &str = "-XX0001-abcdefghijkl";
 
     fn head(request: &[u8]) -> Result<Parsed<'_>, RequestError> {
-        parse_head(request, None)
+        parse_head(request, RealIp::Off)
     }
 
     fn complete(parsed: Result<Parsed<'_>, RequestError>) -> (Request<'_>, usize) {
@@ -723,7 +745,7 @@ mod tests {
     fn reads_the_right_most_real_ip() {
         let parse = |headers: &str| {
             let buf = format!("GET /announce HTTP/1.1\r\n{headers}\r\n");
-            parse_head(buf.as_bytes(), Some("X-Forwarded-For"))
+            parse_head(buf.as_bytes(), RealIp::Required("X-Forwarded-For"))
                 .map(|parsed| complete(Ok(parsed)).0.real_ip)
         };
         let ip = |s: &str| Ok(Some(s.parse().unwrap()));
@@ -741,12 +763,38 @@ mod tests {
             parse("X-Real-IP: 1.1.1.1\r\n"),
             Err(RequestError::MissingRealIp)
         );
-        for bad in ["", "1.1.1.1,", "example.com", "1.1.1.1:80", "\u{e9}"] {
+        for bad in [
+            "",
+            "1.1.1.1,",
+            "example.com",
+            "1.1.1.1:80",
+            "\u{e9}",
+            "0.0.0.0",
+            "255.255.255.255",
+            "224.0.0.1",
+            "::",
+            "ff02::1",
+        ] {
             let headers = format!("X-Forwarded-For: {bad}\r\n");
             assert_eq!(parse(&headers), Err(RequestError::InvalidRealIp), "{bad}");
         }
         let buf = b"GET /announce HTTP/1.1\r\nX-Forwarded-For: 1.1.1.1\r\n\r\n";
-        assert_eq!(complete(head(buf)).0.real_ip, None);
+        let (request, _) = complete(head(buf));
+        assert_eq!((request.real_ip, request.real_ip_ignored), (None, false));
+    }
+
+    #[test]
+    fn a_real_ip_header_from_an_untrusted_client_is_noticed_and_not_read() {
+        let buf = b"GET /announce HTTP/1.1\r\nX-Forwarded-For: 1.1.1.1\r\n\r\n";
+        let ignored = RealIp::Ignored("x-forwarded-for");
+        let (request, _) = complete(parse_head(buf, ignored));
+        assert_eq!((request.real_ip, request.real_ip_ignored), (None, true));
+        // Nor does its absence (or a bad value) matter.
+        let buf = b"GET /announce HTTP/1.1\r\nX-Forwarded-For: nonsense\r\n\r\n";
+        assert!(complete(parse_head(buf, ignored)).0.real_ip_ignored);
+        let buf = b"GET /announce HTTP/1.1\r\n\r\n";
+        let (request, _) = complete(parse_head(buf, ignored));
+        assert_eq!((request.real_ip, request.real_ip_ignored), (None, false));
     }
 
     #[test]
@@ -1067,7 +1115,7 @@ mod tests {
 
         #[test]
         fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..300)) {
-            let _ = parse_head(&bytes, Some("x-forwarded-for"));
+            let _ = parse_head(&bytes, RealIp::Required("x-forwarded-for"));
             let _ = parse_announce(&bytes);
             let _ = parse_scrape(&bytes, 4, &mut Vec::new());
         }
@@ -1077,7 +1125,7 @@ mod tests {
             let _ = parse_announce(query.as_bytes());
             let _ = parse_scrape(query.as_bytes(), 4, &mut Vec::new());
             let buf = format!("GET /announce?{query} HTTP/1.1\r\nX-Forwarded-For: {query}\r\n\r\n");
-            let _ = parse_head(buf.as_bytes(), Some("x-forwarded-for"));
+            let _ = parse_head(buf.as_bytes(), RealIp::Required("x-forwarded-for"));
         }
     }
 }

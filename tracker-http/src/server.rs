@@ -47,12 +47,14 @@ use tracker_common::shutdown::StopEvent;
 use tracker_common::signals::LocalCopy;
 use tracker_common::stats::ByFamily;
 use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
-use tracker_common::types::{canonical_ip, Announce, AnswerPeers, InfoHash, ScrapeStats};
+use tracker_common::types::{
+    canonical_ip, Announce, AnswerPeers, InfoHash, IpNetwork, ScrapeStats,
+};
 
 use crate::deadline::DeadlineStream;
 use crate::request::{
     parse_announce, parse_head, parse_scrape, AnnounceRequest, Connection, Endpoint, Parsed,
-    Request, RequestError,
+    RealIp, Request, RequestError,
 };
 use crate::response::{
     write_announce, write_failure, write_response, write_scrape, AnnounceResponse,
@@ -101,6 +103,9 @@ counters! {
         /// Other request heads that could not be served (malformed, a body,
         /// a method other than GET, a missing real-IP header).
         pub bad_request: Counter => HTTP_ERRORS { kind = "bad_request" },
+        /// Requests carrying the real-IP header from a client that is not a
+        /// trusted proxy: the header was ignored.
+        pub untrusted_real_ip: Counter => HTTP_ERRORS { kind = "untrusted_real_ip" },
         /// Announces refused because the owner holds its maximum of torrents.
         pub refused: Counter => HTTP_ERRORS { kind = "refused" },
         /// Announces refused by the access list ("torrent not allowed").
@@ -190,6 +195,8 @@ pub struct HttpService {
     handshake_timeout: Duration,
     /// Admission: the caps on connections, per worker and per address.
     connections: Rc<ConnectionTable>,
+    /// Whose real-IP header is believed (empty without one).
+    trusted_proxies: Vec<IpNetwork>,
     /// This worker's view of the TLS configuration (None without HTTPS).
     tls: Option<RefCell<LocalCopy<ServerConfig>>>,
     /// Connections open, HTTP and HTTPS together, and HTTPS alone.
@@ -325,6 +332,7 @@ impl HttpService {
                 config.max_connections_per_worker,
                 config.max_connections_per_address,
             ),
+            trusted_proxies: config.trusted_proxies(),
             config: config.clone(),
             tls: tls.map(|shared| RefCell::new(LocalCopy::new(shared))),
             open: Cell::new(0),
@@ -385,7 +393,11 @@ impl HttpService {
                 continue;
             };
             let peer_ip = canonical_ip(peer.ip());
-            let slot = match self.connections.admit(peer_ip, false) {
+            // A proxy speaks for many clients: not capped per address.
+            let slot = match self
+                .connections
+                .admit(peer_ip, self.is_trusted_proxy(peer_ip))
+            {
                 Admission::Admitted { slot, evicted } => {
                     if evicted {
                         self.stats.evicted.inc();
@@ -481,7 +493,11 @@ impl HttpService {
         slot: &Slot,
         c: &mut ConnectionState,
     ) -> End {
-        let real_ip_header = self.config.real_ip_header();
+        let real_ip = match self.config.real_ip_header() {
+            None => RealIp::Off,
+            Some(name) if self.is_trusted_proxy(peer_ip) => RealIp::Required(name),
+            Some(name) => RealIp::Ignored(name),
+        };
         let mut waiting = Waiting::Idle(Instant::now());
         let mut quantum = runtime::Quantum::default();
         loop {
@@ -492,9 +508,12 @@ impl HttpService {
                 let Some(unanswered) = c.buf.get(c.start..c.end) else {
                     return End::Gone;
                 };
-                match parse_head(unanswered, real_ip_header) {
+                match parse_head(unanswered, real_ip) {
                     Ok(Parsed::Partial) => break,
                     Ok(Parsed::Complete { request, consumed }) => {
+                        if request.real_ip_ignored {
+                            self.stats.untrusted_real_ip.inc();
+                        }
                         let (requests, responses) = self.traffic_of(S::TLS).of(request.endpoint);
                         let client_ip = request.real_ip.map_or(peer_ip, canonical_ip);
                         requests.inc(client_ip);
@@ -624,6 +643,10 @@ impl HttpService {
                 }
             }
         }
+    }
+
+    fn is_trusted_proxy(&self, ip: IpAddr) -> bool {
+        self.trusted_proxies.iter().any(|net| net.contains(ip))
     }
 
     fn count_read_timeout(&self, waiting: Waiting) {
