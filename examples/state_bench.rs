@@ -35,6 +35,8 @@ fn main() {
         max_torrents: usize::MAX,
         max_peers_per_torrent: 100_000,
         max_peers: usize::MAX,
+        max_peers_per_address: None,
+        new_torrents_per_address_per_minute: 0,
     };
     let mut store = SwarmStore::new(limits, 1);
     let mut peers = AnswerPeers::default();

@@ -568,6 +568,9 @@ async fn worker(
         max_torrents: config.swarm.max_torrents_per_worker,
         max_peers_per_torrent: config.swarm.max_peers_per_torrent,
         max_peers: config.swarm.max_peers_per_worker,
+        max_peers_per_address: Some(config.swarm.max_peers_per_address_per_torrent)
+            .filter(|&max| max > 0),
+        new_torrents_per_address_per_minute: config.swarm.new_torrents_per_address_per_minute,
     };
     let mut store = SwarmStore::new(limits, seed);
     if let Some(bytes) = state.bytes {

@@ -6,12 +6,12 @@
 mod support;
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
-use support::wire::http_announce_target;
+use support::wire::{http_announce_target, udp_announce, udp_connect};
 use support::{tcp_from, Tracker};
-use tracker_common::types::InfoHash;
+use tracker_common::types::{AnnounceEvent, InfoHash};
 
 fn ip(text: &str) -> IpAddr {
     text.parse().unwrap()
@@ -490,4 +490,86 @@ fn a_real_ip_header_without_trusted_proxies_is_refused_at_start() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("http.trusted_proxies"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+// 6. Quotas per source address.
+
+/// Sends a UDP announce from `sock` and returns the answer: Ok((leechers,
+/// seeders)) or Err(the error message).
+fn udp_answer(sock: &UdpSocket, target: SocketAddr, packet: &[u8]) -> Result<(u32, u32), String> {
+    sock.send_to(packet, target).unwrap();
+    let mut buf = [0u8; 2048];
+    let n = sock.recv(&mut buf).expect("an answer");
+    let word = |at: usize| u32::from_be_bytes(buf[at..at + 4].try_into().unwrap());
+    match word(0) {
+        1 => Ok((word(12), word(16))),
+        3 => Err(String::from_utf8_lossy(&buf[8..n]).into_owned()),
+        other => panic!("action {other}"),
+    }
+}
+
+fn udp_from(ip: &str) -> UdpSocket {
+    let sock = UdpSocket::bind((ip, 0)).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    sock
+}
+
+#[test]
+fn one_address_cannot_fill_a_swarm_or_create_torrents_without_end() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "1", "--no-pin"])
+        .config(
+            "[swarm]\nmax_peers_per_address_per_torrent = 5\n\
+             new_torrents_per_address_per_minute = 20\n",
+        )
+        .udp(None)
+        .metrics()
+        .start();
+    let target = tracker.udp[0];
+    let attacker = udp_from("127.0.0.2");
+    let id = udp_connect(&attacker, target).expect("connect");
+    let swarm = InfoHash([0x51; 20]);
+    // A hundred ports in one torrent: five are stored.
+    for port in 1..=100u16 {
+        let packet = udp_announce(id, 1, swarm, port, AnnounceEvent::Started, 1);
+        let (leechers, _) = udp_answer(&attacker, target, &packet).unwrap();
+        assert_eq!(leechers, u32::from(port.min(5)));
+    }
+    // Others join as ever.
+    let honest = udp_from("127.0.0.3");
+    let honest_id = udp_connect(&honest, target).expect("connect");
+    let packet = udp_announce(honest_id, 2, swarm, 6881, AnnounceEvent::Started, 1);
+    assert_eq!(udp_answer(&honest, target, &packet), Ok((6, 0)));
+
+    // A hundred new torrents in a burst: the budget of 20 a minute (one
+    // spent on the swarm above) creates some, the rest are refused.
+    let mut created = 0;
+    // (The tracker's minutes count from its start: all of this is in its
+    // first.)
+    for n in 0..100u8 {
+        let mut new = [0xa0; 20];
+        new[0] = n;
+        let packet = udp_announce(id, 3, InfoHash(new), 6881, AnnounceEvent::Started, 1);
+        match udp_answer(&attacker, target, &packet) {
+            Ok(_) => created += 1,
+            Err(reason) => assert_eq!(
+                reason,
+                "too many new torrents from this address: try again later"
+            ),
+        }
+    }
+    assert_eq!(created, 19);
+    // Another address creates torrents meanwhile.
+    let packet = udp_announce(
+        honest_id,
+        4,
+        InfoHash([0xee; 20]),
+        6881,
+        AnnounceEvent::Started,
+        1,
+    );
+    assert_eq!(udp_answer(&honest, target, &packet), Ok((1, 0)));
+    let store_full = |kind| tracker.metric("tracker_store_full_total", &[("kind", kind)]);
+    assert_eq!(store_full("peers_per_address"), 95);
+    assert_eq!(store_full("torrent_budget"), 81);
 }

@@ -10,6 +10,9 @@
 //! Announces are served in batches of `PREFETCH` (default 32, about the
 //! announces in one receive batch of the UDP worker), each batch's torrents
 //! and peers prefetched first as the worker does; `PREFETCH=0` serves them one by one.
+//! `PER_ADDRESS=N` turns on the cap of N peers per address per torrent (off
+//! by default: the model's peers share a few dozen addresses; a cap above
+//! what any torrent reaches shows what keeping the counts costs).
 //!
 //!     taskset -c 0 cargo run --release -p load-test --example store_announce -- [ANNOUNCES] [TORRENTS] [PEERS]
 
@@ -62,6 +65,10 @@ fn main() {
         max_torrents: usize::MAX,
         max_peers_per_torrent: usize::MAX,
         max_peers: usize::MAX,
+        max_peers_per_address: std::env::var("PER_ADDRESS")
+            .ok()
+            .and_then(|v| v.parse().ok()),
+        new_torrents_per_address_per_minute: 0,
     };
     let mut store = SwarmStore::new(limits, 1);
     let mut rng = Rng::new(1);

@@ -267,8 +267,13 @@ pub fn run(config: &Config, options: &CompareOptions) -> Result<String, String> 
         Proto::Http(_, true) => "[udp]\nlisten = []\n[http]\nlisten = []\n",
     };
     // No state file: every run starts empty and none leaves swarms behind.
-    // A benchmark serves as whoever runs it, root included.
-    let tracker_toml = format!("{off}[state]\nfile = \"\"\n[privileges]\nallow_root = true\n");
+    // A benchmark serves as whoever runs it, root included. The load comes
+    // from a few loopback addresses, each the peers of thousands: the limits
+    // per client address would turn most of it away.
+    let tracker_toml = format!(
+        "{off}[state]\nfile = \"\"\n[privileges]\nallow_root = true\n[swarm]\n\
+         max_peers_per_address_per_torrent = 0\nnew_torrents_per_address_per_minute = 0\n"
+    );
     std::fs::write(&tracker_config, tracker_toml).map_err(|e| e.to_string())?;
     let flag = match proto {
         Proto::Udp(_) => "--udp",

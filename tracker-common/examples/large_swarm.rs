@@ -27,6 +27,8 @@ fn main() {
         max_torrents: 1,
         max_peers_per_torrent: usize::MAX,
         max_peers: usize::MAX,
+        max_peers_per_address: None,
+        new_torrents_per_address_per_minute: 0,
     };
     let mut store = SwarmStore::new(limits, 1);
     let mut answer = AnswerPeers::default();

@@ -80,6 +80,14 @@ pub struct SwarmConfig {
     /// Peers each worker holds at most, over all its torrents; new peers past
     /// it are answered but not stored (and create no torrent).
     pub max_peers_per_worker: usize,
+    /// Peers each torrent holds at most from one IP address (on different
+    /// ports); new ones past it are answered but not stored. 0 turns the
+    /// limit off.
+    pub max_peers_per_address_per_torrent: usize,
+    /// Torrents one client address (an IPv6 client by its /64) may create
+    /// per minute on each worker; announces that would create more get an
+    /// error. 0 turns the budget off.
+    pub new_torrents_per_address_per_minute: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -329,6 +337,8 @@ impl Default for SwarmConfig {
             max_torrents_per_worker: 5_000_000,
             max_peers_per_torrent: 100_000,
             max_peers_per_worker: 20_000_000,
+            max_peers_per_address_per_torrent: 32,
+            new_torrents_per_address_per_minute: 600,
         }
     }
 }
@@ -469,6 +479,7 @@ impl Config {
             MAX_HELD,
         )?;
         positive("swarm.max_peers_per_worker", s.max_peers_per_worker)?;
+
         if s.default_numwant > s.max_numwant {
             return Err(ConfigError::key(
                 "swarm.default_numwant",
@@ -726,6 +737,20 @@ max_peers_per_torrent = {max_peers_per_torrent}
 # Peers each worker holds at most, over all its torrents; new peers past it are
 # answered, not stored, and create no torrent. About 50 bytes per IPv4 peer.
 max_peers_per_worker = {max_peers_per_worker}
+# Peers each torrent holds at most from one IP address, on different ports;
+# new ones past it are answered, not stored, so that one host cannot fill a
+# swarm with itself. Clients behind one carrier-grade NAT share an address,
+# but rarely more than a few of them share a torrent. Swarms of more than 32
+# peers keep a count per address for it: about 11 bytes per address. 0 turns
+# the limit (and the counts) off.
+max_peers_per_address_per_torrent = {max_peers_per_address_per_torrent}
+# Torrents one client address (an IPv6 client by its /64) may create per
+# minute on each worker; announces that would create more get the error "too
+# many new torrents from this address" and are retried by clients later. Only
+# new torrents count: announces to torrents that exist never do, so a seedbox
+# starting thousands of torrents (or many users behind one carrier-grade NAT)
+# is held back only while it creates them. 0 turns the budget off.
+new_torrents_per_address_per_minute = {new_torrents_per_address_per_minute}
 
 [udp]
 # Addresses to serve the UDP tracker (BEP 15) on; every worker binds each of
@@ -739,8 +764,8 @@ max_scrape_hashes = {max_scrape_hashes}
 # Receive buffer asked for on each socket, in bytes; the kernel caps it at
 # net.core.rmem_max (see deploy/sysctl.conf).
 recv_buffer_bytes = {recv_buffer_bytes}
-# Connect requests answered per second from one IP address, by each worker;
-# more are dropped without an answer. 0 turns the limit off. SO_REUSEPORT may
+# Connect requests answered per second from one IP address (an IPv6 client by
+# its /64), by each worker; more are dropped without an answer. 0 turns the limit off. SO_REUSEPORT may
 # spread one address's sockets over several workers, each with its own budget.
 max_connects_per_ip_per_sec = {max_connects_per_ip_per_sec}
 # Slots of each worker's connect-limit table (1 to {max_slots}); addresses hash
@@ -883,6 +908,8 @@ drain_timeout_secs = {drain_timeout_secs}
         max_torrents_per_worker = c.swarm.max_torrents_per_worker,
         max_peers_per_torrent = c.swarm.max_peers_per_torrent,
         max_peers_per_worker = c.swarm.max_peers_per_worker,
+        max_peers_per_address_per_torrent = c.swarm.max_peers_per_address_per_torrent,
+        new_torrents_per_address_per_minute = c.swarm.new_torrents_per_address_per_minute,
         listen = list(&c.udp.listen),
         connection_secret = c.udp.connection_secret,
         max_scrape_hashes = c.udp.max_scrape_hashes,

@@ -32,6 +32,7 @@ pub mod host;
 pub mod mesh;
 pub mod metrics;
 pub mod privileges;
+pub mod ratelimit;
 pub mod runtime;
 pub mod shard;
 pub mod shutdown;

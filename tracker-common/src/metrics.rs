@@ -128,7 +128,8 @@ families! {
     /// Label: kind (connection_limit, address_limit, evicted_idle, timeout).
     METRICS_ENDPOINT_ERRORS = "tracker_metrics_endpoint_errors_total", Counter,
         "Connections to the metrics endpoint refused, closed to make room, or timed out, by kind.";
-    /// Label: kind (torrent_refused, peer_not_stored).
+    /// Label: kind (torrent_refused, peer_not_stored, peers_per_address,
+    /// torrent_budget).
     STORE_FULL = "tracker_store_full_total", Counter,
         "Announces the swarm store could not take in full because a limit was reached, by kind.";
     TORRENTS = "tracker_torrents", Gauge,

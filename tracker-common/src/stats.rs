@@ -168,6 +168,12 @@ counters! {
         /// New peers answered but not stored: their torrent held
         /// `swarm.max_peers_per_torrent`, or the worker `swarm.max_peers_per_worker`.
         pub unstored_peers: Counter => crate::metrics::STORE_FULL { kind = "peer_not_stored" },
+        /// New peers answered but not stored: their torrent held
+        /// `swarm.max_peers_per_address` from their IP address.
+        pub address_peers: Counter => crate::metrics::STORE_FULL { kind = "peers_per_address" },
+        /// Announces refused because their address had created
+        /// `swarm.new_torrents_per_address_per_minute` torrents.
+        pub torrent_budget: Counter => crate::metrics::STORE_FULL { kind = "torrent_budget" },
     }
 }
 

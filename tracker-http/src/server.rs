@@ -106,7 +106,9 @@ counters! {
         /// Requests carrying the real-IP header from a client that is not a
         /// trusted proxy: the header was ignored.
         pub untrusted_real_ip: Counter => HTTP_ERRORS { kind = "untrusted_real_ip" },
-        /// Announces refused because the owner holds its maximum of torrents.
+        /// Announces refused by a limit of the owner's store: it holds its
+        /// maximum of torrents, or the address has created its budget of
+        /// new torrents this minute.
         pub refused: Counter => HTTP_ERRORS { kind = "refused" },
         /// Announces refused by the access list ("torrent not allowed").
         pub not_allowed: Counter => HTTP_ERRORS { kind = "not_allowed" },
@@ -805,13 +807,14 @@ impl HttpService {
                 };
                 write_response(out, 200, connection, |body| write_announce(body, &answer));
             }
-            Err(AnnounceRefused::TorrentLimit) => {
-                self.stats.refused.inc();
-                self.fail(out, 200, connection, "tracker is full: torrent not stored");
-            }
-            Err(AnnounceRefused::NotAllowed) => {
-                self.stats.not_allowed.inc();
-                self.fail(out, 200, connection, "torrent not allowed");
+            Err(refused) => {
+                match refused {
+                    AnnounceRefused::NotAllowed => self.stats.not_allowed.inc(),
+                    AnnounceRefused::TorrentLimit | AnnounceRefused::AddressBudget => {
+                        self.stats.refused.inc()
+                    }
+                }
+                self.fail(out, 200, connection, refused.reason());
             }
         }
     }

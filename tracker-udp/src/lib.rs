@@ -19,7 +19,6 @@
 
 pub mod codec;
 pub mod cookie;
-pub mod ratelimit;
 pub mod server;
 // Its arrays are indexed by counts below `BATCH` that the kernel returns
 // (recvmmsg and sendmmsg never report more than they were given).

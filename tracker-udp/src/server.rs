@@ -6,7 +6,6 @@ use crate::codec::{
     write_scrape_response, ConnectionId, IpFamily, Request, TransactionId,
 };
 use crate::cookie::ConnectionCookies;
-use crate::ratelimit::ConnectLimiter;
 use crate::socket::{canonical_ip, send_one, LocalAddr, RecvBatch, SendBatch};
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -24,6 +23,7 @@ use tracker_common::metrics::{
     MetricSource, Sample, PANICS, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES, UDP_ERRORS,
     UDP_ERROR_RESPONSES,
 };
+use tracker_common::ratelimit::RateLimit;
 use tracker_common::runtime::Quantum;
 use tracker_common::shutdown::StopEvent;
 use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
@@ -51,7 +51,9 @@ counters! {
         /// Packets that did not parse (answered with an error only when their
         /// connection id was valid).
         pub malformed: Counter => UDP_ERRORS { kind = "malformed" },
-        /// Announces refused because the worker holds its maximum of torrents.
+        /// Announces refused by a limit of the owner's store: it holds its
+        /// maximum of torrents, or the address has created its budget of
+        /// new torrents this minute.
         pub refused: Counter => UDP_ERRORS { kind = "refused" },
         /// Announces refused by the access list ("torrent not allowed").
         pub not_allowed: Counter => UDP_ERRORS { kind = "not_allowed" },
@@ -89,7 +91,7 @@ pub struct UdpService {
     stop: StopEvent,
     /// Tasks waiting on another worker's answer (see `InFlight`).
     in_flight: Cell<usize>,
-    connect_limit: Option<RefCell<ConnectLimiter>>,
+    connect_limit: Option<RefCell<RateLimit>>,
     /// Where the answers that other workers gave are batched to be sent.
     forwarded_tx: RefCell<SendBatch>,
     pub stats: UdpStats,
@@ -155,8 +157,9 @@ impl UdpService {
             max_scrape_hashes: udp.max_scrape_hashes,
             stop: StopEvent::default(),
             in_flight: Cell::new(0),
-            connect_limit: ConnectLimiter::new(
+            connect_limit: RateLimit::new(
                 udp.max_connects_per_ip_per_sec,
+                1,
                 udp.connect_limit_slots,
             )
             .map(RefCell::new),
@@ -485,15 +488,15 @@ impl UdpService {
                     peers,
                 );
             }
-            Err(AnnounceRefused::TorrentLimit) => {
-                self.stats.refused.inc();
+            Err(refused) => {
+                match refused {
+                    AnnounceRefused::NotAllowed => self.stats.not_allowed.inc(),
+                    AnnounceRefused::TorrentLimit | AnnounceRefused::AddressBudget => {
+                        self.stats.refused.inc()
+                    }
+                }
                 self.stats.errors_sent.inc();
-                write_error_response(out, txid, b"tracker is full: torrent not stored");
-            }
-            Err(AnnounceRefused::NotAllowed) => {
-                self.stats.not_allowed.inc();
-                self.stats.errors_sent.inc();
-                write_error_response(out, txid, b"torrent not allowed");
+                write_error_response(out, txid, refused.reason().as_bytes());
             }
         }
     }

@@ -5,6 +5,7 @@
 //! testable.
 
 mod index;
+mod ip_counts;
 mod peers;
 mod rng;
 mod slots;
@@ -21,11 +22,14 @@ use ahash::RandomState;
 use self::peers::Peer;
 use self::rng::WyRand;
 use self::table::Table;
-use self::torrent::{Clocks, Torrent, Visit, CLEAN_WINDOW};
+use self::torrent::{Clocks, Restore, Torrent, Unstored, Visit, CLEAN_WINDOW};
+use crate::ratelimit::RateLimit;
 use crate::state::{SavedPeer, SavedTorrent, Section, StateError, StateFile, TorrentRecord};
 
 use crate::stats::StoreStats;
-use crate::types::{Announce, AnnounceEvent, AnswerPeers, InfoHash, IpFamily, ScrapeStats};
+use crate::types::{
+    is_peer_address, Announce, AnnounceEvent, AnswerPeers, InfoHash, IpFamily, ScrapeStats,
+};
 
 /// What the store accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,7 +44,19 @@ pub struct StoreLimits {
     /// A new peer beyond this many in the whole store is answered but not
     /// stored, and creates no torrent. Expired peers count until cleaned.
     pub max_peers: usize,
+    /// A new peer beyond this many from its IP address in one torrent (on
+    /// other ports) is answered but not stored. `None`: no limit, and large
+    /// swarms keep no counts per address (see `ip_counts`).
+    pub max_peers_per_address: Option<usize>,
+    /// Torrents one address (an IPv6 client by its /64) may create per
+    /// minute; announces that would create more are refused. 0: no limit.
+    pub new_torrents_per_address_per_minute: u32,
 }
+
+/// Slots of the table that keeps the per-address budget for new torrents
+/// (8 bytes each, 512 KiB; see `ratelimit`): far more than the addresses
+/// that create torrents within one minute, so that few share a budget.
+const NEW_TORRENT_BUDGET_SLOTS: usize = 1 << 16;
 
 /// Why an announce was not served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,14 +67,27 @@ pub enum AnnounceRefused {
     /// The access list does not allow the torrent (decided by the shard before
     /// the store is asked: the store itself knows no lists).
     NotAllowed,
+    /// The announcing address has created its budget of torrents this
+    /// minute (`new_torrents_per_address_per_minute`).
+    AddressBudget,
+}
+
+impl AnnounceRefused {
+    /// What the client is told (UDP's error message, HTTP's failure reason).
+    pub fn reason(self) -> &'static str {
+        match self {
+            AnnounceRefused::TorrentLimit => "tracker is full: torrent not stored",
+            AnnounceRefused::NotAllowed => "torrent not allowed",
+            AnnounceRefused::AddressBudget => {
+                "too many new torrents from this address: try again later"
+            }
+        }
+    }
 }
 
 impl fmt::Display for AnnounceRefused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AnnounceRefused::TorrentLimit => f.write_str("tracker is full: torrent limit reached"),
-            AnnounceRefused::NotAllowed => f.write_str("torrent not allowed"),
-        }
+        f.write_str(self.reason())
     }
 }
 
@@ -129,8 +158,12 @@ pub struct Restored {
     pub peers: usize,
     /// Peers left out because they expired (while the tracker was down, say).
     pub expired: usize,
-    /// Peers left out by a limit (`max_torrents`, `max_peers_per_torrent`).
+    /// Peers left out by a limit (`max_torrents`, `max_peers_per_torrent`,
+    /// `max_peers`, `max_peers_per_address`).
     pub refused: usize,
+    /// Peers left out because no announce could have stored them: port 0,
+    /// or an address of no single host (unspecified, broadcast, multicast).
+    pub invalid: usize,
 }
 
 impl Restored {
@@ -139,6 +172,7 @@ impl Restored {
         self.peers += other.peers;
         self.expired += other.expired;
         self.refused += other.refused;
+        self.invalid += other.invalid;
     }
 }
 
@@ -212,6 +246,8 @@ pub struct SwarmStore {
     /// Torrents of more than `CLEAN_WINDOW` peers left by `clean_segment` for
     /// `clean_more`, each cleaned a window at a time.
     clean_pending: Vec<InfoHash>,
+    /// The per-address budget for new torrents; None when unlimited.
+    new_torrents: Option<RateLimit>,
     /// What the limits turned away.
     pub stats: StoreStats,
 }
@@ -237,6 +273,11 @@ impl SwarmStore {
             torrents: 0,
             peers: PeerTotals::default(),
             clean_pending: Vec::new(),
+            new_torrents: RateLimit::new(
+                limits.new_torrents_per_address_per_minute,
+                60,
+                NEW_TORRENT_BUDGET_SLOTS,
+            ),
             stats: StoreStats::default(),
         }
     }
@@ -274,10 +315,12 @@ impl SwarmStore {
     /// requester; a seeder is given leechers only. Returns the swarm's counts after
     /// the update, of both families.
     ///
-    /// When full: an announce that would create a torrent past `max_torrents` is
-    /// refused; a new peer past `max_peers_per_torrent` in its torrent, or past
-    /// `max_peers` in the store, is answered but not stored (and creates no
-    /// torrent). Both are counted in `stats`.
+    /// When full: an announce that would create a torrent past `max_torrents`,
+    /// or past its address's budget of new torrents, is refused; a new peer
+    /// past `max_peers_per_torrent` in its torrent, past `max_peers_per_address`
+    /// from its IP in its torrent, or past `max_peers` in the store, is
+    /// answered but not stored (and creates no torrent). Each is counted in
+    /// `stats`.
     pub fn announce(
         &mut self,
         req: &Announce,
@@ -301,6 +344,14 @@ impl SwarmStore {
                 self.stats.unstored_peers.inc();
                 return Ok(SwarmCounts::default());
             }
+            None if self
+                .new_torrents
+                .as_mut()
+                .is_some_and(|budget| !budget.allow(req.peer_addr.ip(), now)) =>
+            {
+                self.stats.torrent_budget.inc();
+                return Err(AnnounceRefused::AddressBudget);
+            }
             None => {
                 self.torrents += 1;
                 table.insert(hash, req.info_hash, Torrent::default())
@@ -313,9 +364,12 @@ impl SwarmStore {
             expiry: now.saturating_add(self.limits.peer_timeout_secs),
             room: ((before.seeders + before.leechers) as usize) < self.limits.max_peers_per_torrent
                 && self.peers.seeders + self.peers.leechers < self.limits.max_peers,
+            max_per_address: self.limits.max_peers_per_address,
         };
-        if torrent.announce(&visit, &mut self.rng, peers) {
-            self.stats.unstored_peers.inc();
+        match torrent.announce(&visit, &mut self.rng, peers) {
+            None => {}
+            Some(Unstored::NoRoom) => self.stats.unstored_peers.inc(),
+            Some(Unstored::AddressLimit) => self.stats.address_peers.inc(),
         }
         let after = torrent.counts();
         self.peers.replace(before, after);
@@ -525,6 +579,7 @@ impl SwarmStore {
     /// Stores a torrent of a state file (any torrent: the caller decides which
     /// worker owns it). Peers whose last announce is a peer time-out or more
     /// before `now_unix` are left out, and so is a torrent with none left;
+    /// so are peers that no announce could have stored (`is_peer_address`);
     /// the limits hold as for announces, and a peer already stored is kept.
     pub fn restore(&mut self, record: &TorrentRecord<'_>, now: u32, now_unix: u64) -> Restored {
         let clocks = Clocks {
@@ -533,17 +588,11 @@ impl SwarmStore {
             timeout: self.limits.peer_timeout_secs,
         };
         let mut done = Restored::default();
-        let live = record
-            .v4
-            .peers()
-            .filter(|(_, p)| clocks.expiry(p.last_seen).is_some())
-            .count()
-            + record
-                .v6
-                .peers()
-                .filter(|(_, p)| clocks.expiry(p.last_seen).is_some())
-                .count();
-        done.expired = record.v4.len() + record.v6.len() - live;
+        let (v4_live, v4_invalid) = count_live(record.v4.peers(), &clocks);
+        let (v6_live, v6_invalid) = count_live(record.v6.peers(), &clocks);
+        let live = v4_live + v6_live;
+        done.invalid = v4_invalid + v6_invalid;
+        done.expired = record.v4.len() + record.v6.len() - live - done.invalid;
         if live == 0 {
             return done;
         }
@@ -571,6 +620,7 @@ impl SwarmStore {
         let room = Room {
             per_torrent: self.limits.max_peers_per_torrent,
             in_worker: worker_room,
+            per_address: self.limits.max_peers_per_address,
         };
         restore_half(
             torrent,
@@ -624,19 +674,46 @@ struct Room {
     per_torrent: usize,
     /// What `max_peers` leaves for this worker, for the whole restore.
     in_worker: usize,
+    /// `max_peers_per_address`.
+    per_address: Option<usize>,
+}
+
+/// Whether a saved peer could have been stored by an announce.
+fn is_valid<I: Copy + Into<std::net::IpAddr>>(peer: &SavedPeer<I>) -> bool {
+    is_peer_address(SocketAddr::new(peer.ip.into(), peer.port))
+}
+
+/// The saved peers that are valid and live, and those that are not valid.
+fn count_live<I: Copy + Into<std::net::IpAddr>>(
+    saved: impl Iterator<Item = (bool, SavedPeer<I>)>,
+    clocks: &Clocks,
+) -> (usize, usize) {
+    saved.fold((0, 0), |(live, invalid), (_, p)| {
+        if !is_valid(&p) {
+            (live, invalid + 1)
+        } else {
+            (
+                live + usize::from(clocks.expiry(p.last_seen).is_some()),
+                invalid,
+            )
+        }
+    })
 }
 
 /// Stores one address family's saved peers in `torrent` with `store`, the
-/// expired ones left out, within `room`; counts into `done`.
-fn restore_half<I>(
+/// expired and invalid ones left out, within `room`; counts into `done`.
+fn restore_half<I: Copy + Into<std::net::IpAddr>>(
     torrent: &mut Torrent,
     saved: impl Iterator<Item = (bool, SavedPeer<I>)>,
     clocks: &Clocks,
     room: Room,
     done: &mut Restored,
-    store: fn(&mut Torrent, Peer<I>, bool) -> bool,
+    store: fn(&mut Torrent, Peer<I>, bool, Option<usize>) -> Restore,
 ) {
     for (seeder, p) in saved {
+        if !is_valid(&p) {
+            continue;
+        }
         let Some(expiry) = clocks.expiry(p.last_seen) else {
             continue;
         };
@@ -653,8 +730,10 @@ fn restore_half<I>(
             expiry,
             peer_id: p.peer_id,
         };
-        if store(torrent, peer, seeder) {
-            done.peers += 1;
+        match store(torrent, peer, seeder, room.per_address) {
+            Restore::Stored => done.peers += 1,
+            Restore::Present => {}
+            Restore::AddressLimit => done.refused += 1,
         }
     }
 }

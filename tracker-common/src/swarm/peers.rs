@@ -7,6 +7,7 @@ use std::mem;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::index::AddressIndex;
+use super::ip_counts::IpCounts;
 use super::rng::{scale, WyRand};
 use super::MemoryUse;
 use crate::types::{CompactIp, PeerId};
@@ -44,6 +45,11 @@ impl<I: PeerIp> Peer<I> {
     fn key(&self) -> (I, u16) {
         (self.ip, self.port)
     }
+
+    /// The hash its address is counted by (see `IpCounts`).
+    fn ip_hash(&self) -> u32 {
+        AddressIndex::hash(&self.ip)
+    }
 }
 
 /// The hash by which a large half indexes the peer at `addr` (a plain IPv4
@@ -76,19 +82,39 @@ pub(super) struct Indexed<I> {
     clean_from: u32,
     /// Address to position in `peers`.
     index: AddressIndex,
+    /// Peers per IP address, kept while the cap on them is on.
+    ip_counts: Option<Box<IpCounts>>,
 }
 
 impl<I: PeerIp> Indexed<I> {
-    fn new(peers: Vec<Peer<I>>, next_start: u32) -> Self {
+    /// `count_ips`: keep `ip_counts`.
+    fn new(peers: Vec<Peer<I>>, next_start: u32, count_ips: bool) -> Self {
         let mut index = AddressIndex::new();
         for (i, peer) in peers.iter().enumerate() {
             index.insert(AddressIndex::hash(&peer.key()), i);
         }
+        let ip_counts = count_ips.then(|| {
+            let mut counts = IpCounts::default();
+            peers.iter().for_each(|p| counts.add(p.ip_hash()));
+            Box::new(counts)
+        });
         Indexed {
             peers,
             index,
             next_start,
             clean_from: 0,
+            ip_counts,
+        }
+    }
+
+    /// Records a peer stored or gone in `ip_counts`.
+    fn count(&mut self, peer: &Peer<I>, stored: bool) {
+        if let Some(counts) = &mut self.ip_counts {
+            if stored {
+                counts.add(peer.ip_hash());
+            } else {
+                counts.sub(peer.ip_hash());
+            }
         }
     }
 
@@ -122,6 +148,9 @@ impl<I: PeerIp> Peers<I> {
             Peers::Small(peers) => peers,
             Peers::Large(large) => {
                 memory.indexes += mem::size_of::<Indexed<I>>() + large.index.heap_bytes();
+                if let Some(counts) = &large.ip_counts {
+                    memory.indexes += mem::size_of::<IpCounts>() + counts.bytes();
+                }
                 &large.peers
             }
         };
@@ -213,6 +242,18 @@ impl<I: PeerIp> Peers<I> {
         }
     }
 
+    /// How many peers announced from `ip` (on different ports): a scan of a
+    /// small half, a lookup in a large one that counts (see `Indexed::new`).
+    pub fn count_ip(&self, ip: I) -> usize {
+        match self {
+            Peers::Large(large) => match &large.ip_counts {
+                Some(counts) => counts.get(AddressIndex::hash(&ip)),
+                None => large.peers.iter().filter(|p| p.ip == ip).count(),
+            },
+            Peers::Small(peers) => peers.iter().filter(|p| p.ip == ip).count(),
+        }
+    }
+
     /// Records a re-announce of the peer at `i` (its address, the key, stays).
     pub fn refresh(&mut self, i: usize, peer_id: PeerId, expiry: u32) {
         let peer = match self {
@@ -237,8 +278,9 @@ impl<I: PeerIp> Peers<I> {
         }
     }
 
-    /// Appends a peer not yet stored.
-    pub fn push(&mut self, peer: Peer<I>) {
+    /// Appends a peer not yet stored. `count_ips`: a half that grows large
+    /// here counts its peers per address (see `count_ip`).
+    pub fn push(&mut self, peer: Peer<I>, count_ips: bool) {
         match self {
             Peers::Small(peers) if peers.len() < LARGE => {
                 // Grow 1, 2, 4, ... rather than from Vec's first step of 4: most
@@ -251,19 +293,20 @@ impl<I: PeerIp> Peers<I> {
             Peers::Small(peers) => {
                 let mut peers = mem::take(peers);
                 peers.push(peer);
-                *self = Peers::Large(Box::new(Indexed::new(peers, 0)));
+                *self = Peers::Large(Box::new(Indexed::new(peers, 0, count_ips)));
             }
             Peers::Large(large) => {
                 let hash = AddressIndex::hash(&peer.key());
                 large.index.insert(hash, large.peers.len());
+                large.count(&peer, true);
                 large.peers.push(peer);
             }
         }
     }
 
     /// Stores a peer not yet stored at `at` (at most the length), moving the
-    /// peer there to the end.
-    pub fn push_at(&mut self, at: usize, peer: Peer<I>) {
+    /// peer there to the end (`count_ips` as for `push`).
+    pub fn push_at(&mut self, at: usize, peer: Peer<I>, count_ips: bool) {
         match self {
             Peers::Large(large) if at < large.peers.len() => {
                 // Two index updates, where a push and a swap would take four.
@@ -273,11 +316,12 @@ impl<I: PeerIp> Peers<I> {
                     .index
                     .relocate(AddressIndex::hash(&moved.key()), at, last);
                 large.index.insert(AddressIndex::hash(&peer.key()), at);
+                large.count(&peer, true);
                 large.peers[at] = peer;
                 large.peers.push(moved);
             }
             _ => {
-                self.push(peer);
+                self.push(peer, count_ips);
                 self.swap(at, self.len() - 1);
             }
         }
@@ -293,6 +337,7 @@ impl<I: PeerIp> Peers<I> {
                 let last = large.peers.len() - 1;
                 let gone = large.peers.swap_remove(i);
                 large.index.remove(AddressIndex::hash(&gone.key()), i);
+                large.count(&gone, false);
                 if let Some(moved) = large.hash_at(i) {
                     large.index.relocate(moved, last, i);
                 }
@@ -326,7 +371,11 @@ impl<I: PeerIp> Peers<I> {
                 // quick. Above, it keeps the sub-tables it had (its memory is
                 // bounded by the swarm's peak) until the swarm shrinks to it.
                 if shrink(&mut large.peers) && large.peers.len() <= REINDEX_MAX {
-                    **large = Indexed::new(mem::take(&mut large.peers), large.next_start);
+                    let count_ips = large.ip_counts.is_some();
+                    **large =
+                        Indexed::new(mem::take(&mut large.peers), large.next_start, count_ips);
+                } else if let Some(counts) = &mut large.ip_counts {
+                    counts.shrink();
                 }
             }
         }
@@ -373,6 +422,45 @@ mod tests {
     }
 
     #[test]
+    fn the_peers_of_one_address_are_counted_small_and_large() {
+        for (len, count_ips) in [(8u16, true), (200, true), (200, false)] {
+            let mut peers = Peers::default();
+            for n in 0..len {
+                let mut p = peer(n);
+                // Every third on another address.
+                if n % 3 == 0 {
+                    p.ip = Ipv4Addr::new(10, 0, 0, 2);
+                }
+                if n % 2 == 0 {
+                    peers.push(p, count_ips);
+                } else {
+                    peers.push_at(0, p, count_ips);
+                }
+            }
+            let third = len.div_ceil(3) as usize;
+            let count =
+                |peers: &Peers<Ipv4Addr>, last| peers.count_ip(Ipv4Addr::new(10, 0, 0, last));
+            assert_eq!(count(&peers, 2), third);
+            assert_eq!(count(&peers, 1), len as usize - third);
+            assert_eq!(count(&peers, 3), 0);
+            // Remove every peer of 10.0.0.2 but one, and compact.
+            while count(&peers, 2) > 1 {
+                let at = peers
+                    .as_slice()
+                    .iter()
+                    .position(|p| p.ip.octets()[3] == 2)
+                    .unwrap();
+                peers.swap_remove(at);
+            }
+            assert_eq!(count(&peers, 2), 1);
+            peers.compact();
+            assert_eq!(count(&peers, 2), 1);
+            assert_eq!(count(&peers, 1), len as usize - third);
+            assert_consistent(&peers);
+        }
+    }
+
+    #[test]
     fn sizes_stay_small() {
         assert_eq!(mem::size_of::<Peer<Ipv4Addr>>(), 32);
         assert_eq!(mem::size_of::<Peer<Ipv6Addr>>(), 44);
@@ -385,10 +473,10 @@ mod tests {
     #[test]
     fn small_grows_one_step_at_a_time() {
         let mut peers = Peers::default();
-        peers.push(peer(1));
+        peers.push(peer(1), true);
         let Peers::Small(v) = &peers else { panic!() };
         assert_eq!(v.capacity(), 1);
-        peers.push(peer(2));
+        peers.push(peer(2), true);
         let Peers::Small(v) = &peers else { panic!() };
         assert_eq!(v.capacity(), 2);
     }
@@ -398,10 +486,10 @@ mod tests {
         let mut peers = Peers::default();
         let mut model: Vec<u16> = (0..=LARGE as u16).collect();
         for &n in &model[..LARGE] {
-            peers.push(peer(n));
+            peers.push(peer(n), true);
         }
         assert!(matches!(peers, Peers::Small(_)));
-        peers.push(peer(LARGE as u16));
+        peers.push(peer(LARGE as u16), true);
         assert!(matches!(peers, Peers::Large(_)));
         assert_consistent(&peers);
 
@@ -421,7 +509,7 @@ mod tests {
     fn swap_and_refresh_keep_the_index() {
         let mut peers = Peers::default();
         for n in 0..40 {
-            peers.push(peer(n));
+            peers.push(peer(n), true);
         }
         peers.swap(3, 30);
         peers.refresh(3, PeerId([9; 20]), 99);
@@ -436,10 +524,10 @@ mod tests {
         for len in [3, LARGE + 8] {
             let mut peers = Peers::default();
             for n in 0..len as u16 {
-                peers.push(peer(n));
+                peers.push(peer(n), true);
             }
-            peers.push_at(1, peer(1000));
-            peers.push_at(peers.len(), peer(1001));
+            peers.push_at(1, peer(1000), true);
+            peers.push_at(peers.len(), peer(1001), true);
             assert_consistent(&peers);
             let ports: Vec<u16> = peers.as_slice().iter().map(|p| p.port).collect();
             let mut want: Vec<u16> = (0..len as u16).collect();
@@ -453,7 +541,7 @@ mod tests {
     fn compact_gives_back_unused_capacity() {
         let mut peers = Peers::default();
         for n in 0..16 {
-            peers.push(peer(n));
+            peers.push(peer(n), true);
         }
         for _ in 0..12 {
             peers.swap_remove(0);

@@ -82,6 +82,23 @@ impl Slots {
         Some(self.slots[i].pos as usize)
     }
 
+    /// The position (or, for a table that keeps a value per hash, the value)
+    /// of the first slot with hash `hash`, to change in place.
+    pub fn first_mut(&mut self, hash: u32) -> Option<&mut u32> {
+        let i = self.probe(hash, |s| s.hash == hash)?;
+        Some(&mut self.slots[i].pos)
+    }
+
+    /// Empties the first slot with hash `hash`; returns whether there was one.
+    pub fn remove_first(&mut self, hash: u32) -> bool {
+        let Some(i) = self.probe(hash, |s| s.hash == hash) else {
+            return false;
+        };
+        self.clear(i);
+        self.len -= 1;
+        true
+    }
+
     /// The first position with hash `hash`: most likely the key's, for a
     /// prefetch to start loading.
     pub fn likely(&self, hash: u32) -> Option<usize> {

@@ -15,6 +15,8 @@ fn limits(max_torrents: usize, max_peers_per_torrent: usize) -> StoreLimits {
         max_torrents,
         max_peers_per_torrent,
         max_peers: usize::MAX,
+        max_peers_per_address: None,
+        new_torrents_per_address_per_minute: 0,
     }
 }
 
@@ -668,6 +670,8 @@ mod model {
         pub torrents: BTreeMap<InfoHash, Torrent>,
         /// New peers answered but not stored.
         pub unstored: u64,
+        /// ... because their address held its maximum in the torrent.
+        pub address_limited: u64,
         pub refused: u64,
     }
 
@@ -700,10 +704,22 @@ mod model {
                 if req.event == AnnounceEvent::Completed && !old.is_some_and(|p| p.seeder) {
                     t.completed += 1;
                 }
-                if old.is_some()
-                    || (t.peers.len() < self.limits.max_peers_per_torrent
-                        && total < self.limits.max_peers)
+                let room = t.peers.len() < self.limits.max_peers_per_torrent
+                    && total < self.limits.max_peers;
+                let from_ip = t
+                    .peers
+                    .keys()
+                    .filter(|a| a.ip() == req.peer_addr.ip())
+                    .count();
+                if old.is_none()
+                    && room
+                    && self
+                        .limits
+                        .max_peers_per_address
+                        .is_some_and(|max| from_ip >= max)
                 {
+                    self.address_limited += 1;
+                } else if old.is_some() || room {
                     let peer = Peer {
                         peer_id: req.peer_id,
                         seeder: req.left == 0,
@@ -743,9 +759,9 @@ enum Op {
     Clean(InfoHash),
 }
 
-/// Address `i`: odd ones IPv6; pairs share an IP with different ports.
+/// Address `i`: odd ones IPv6; fours share an IP with different ports.
 fn address(i: u8) -> SocketAddr {
-    let (ip, port) = (i / 4, 6881 + u16::from(i / 2 % 2));
+    let (ip, port) = (i / 8, 6881 + u16::from(i / 2 % 4));
     if i % 2 == 1 {
         (Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, ip.into()), port).into()
     } else {
@@ -793,6 +809,7 @@ fn check_against_model(limits: StoreLimits, hashes: u8, ops: Vec<Op>) -> Result<
         limits,
         torrents: BTreeMap::new(),
         unstored: 0,
+        address_limited: 0,
         refused: 0,
     };
     let mut now = 0;
@@ -872,6 +889,7 @@ fn check_against_model(limits: StoreLimits, hashes: u8, ops: Vec<Op>) -> Result<
         }
         prop_assert_eq!(store.peer_count(), totals);
         prop_assert_eq!(store.stats.unstored_peers.get(), model.unstored);
+        prop_assert_eq!(store.stats.address_peers.get(), model.address_limited);
         prop_assert_eq!(store.stats.refused_torrents.get(), model.refused);
     }
     Ok(())
@@ -886,6 +904,8 @@ proptest! {
             max_torrents: 2,
             max_peers_per_torrent: 5,
             max_peers,
+            max_peers_per_address: Some(3),
+            new_torrents_per_address_per_minute: 0,
         };
         check_against_model(limits, 3, ops)?;
     }
@@ -901,6 +921,23 @@ proptest! {
             max_torrents: 10,
             max_peers_per_torrent: 1000,
             max_peers: usize::MAX,
+            max_peers_per_address: None,
+            new_torrents_per_address_per_minute: 0,
+        };
+        check_against_model(limits, 1, ops)?;
+    }
+
+    /// The same with three peers at most from one address: still past the
+    /// index threshold (20 addresses a family), so large halves count them.
+    #[test]
+    fn large_swarms_with_an_address_cap_match_the_model(ops in ops(1, 160, 1)) {
+        let limits = StoreLimits {
+            peer_timeout_secs: 300,
+            max_torrents: 10,
+            max_peers_per_torrent: 1000,
+            max_peers: usize::MAX,
+            max_peers_per_address: Some(3),
+            new_torrents_per_address_per_minute: 0,
         };
         check_against_model(limits, 1, ops)?;
     }
@@ -1017,7 +1054,8 @@ fn a_restored_store_scrapes_and_answers_as_before() {
             torrents: 2,
             peers: 6,
             expired: 0,
-            refused: 0
+            refused: 0,
+            invalid: 0,
         }
     );
     assert_eq!([r.scrape(&hash(1)), r.scrape(&hash(2))], before);
@@ -1096,7 +1134,8 @@ fn restoring_keeps_the_limits() {
             torrents: 2,
             peers: 2,
             expired: 0,
-            refused: 4
+            refused: 4,
+            invalid: 0,
         }
     );
     assert_eq!(r.peer_count(), totals(0, 2));
@@ -1139,6 +1178,8 @@ proptest! {
             max_torrents: 1000,
             max_peers_per_torrent: 1000,
             max_peers: 1_000_000,
+            max_peers_per_address: Some(40),
+            new_torrents_per_address_per_minute: 0,
         };
         let mut s = SwarmStore::new(limits, 5);
         let mut now = 0;
@@ -1186,4 +1227,140 @@ proptest! {
         }
         prop_assert_eq!(again, saved(&s, later, UNIX + wall_clock_gap));
     }
+}
+
+#[test]
+fn one_address_creates_torrents_within_its_budget_and_others_are_unaffected() {
+    let mut s = SwarmStore::new(
+        StoreLimits {
+            new_torrents_per_address_per_minute: 5,
+            ..limits(1000, 1000)
+        },
+        1,
+    );
+    let mut peers = AnswerPeers::default();
+    let mut created = |s: &mut SwarmStore, n: u8, from: SocketAddr, now| {
+        s.announce(&on_torrent(hash(n), ann(from)), now, &mut peers)
+    };
+    for n in 0..5 {
+        assert!(created(&mut s, n, v4(1), 60).is_ok());
+    }
+    assert_eq!(
+        created(&mut s, 5, v4(1), 119),
+        Err(AnnounceRefused::AddressBudget)
+    );
+    assert_eq!(s.stats.torrent_budget.get(), 1);
+    // Torrents that exist cost nothing, from another port of the address too.
+    let other_port = SocketAddr::new(v4(1).ip(), 7000);
+    assert_eq!(created(&mut s, 0, other_port, 119), Ok(counts(0, 2)));
+    // The next minute brings a new budget.
+    assert!(created(&mut s, 5, v4(1), 120).is_ok());
+    assert_eq!(s.torrent_count(), 6);
+    // Off at 0.
+    let mut unlimited = store();
+    for n in 0..50 {
+        assert!(created(&mut unlimited, n, v4(1), 0).is_ok());
+    }
+}
+
+#[test]
+fn one_address_stores_at_most_its_share_of_a_swarm_small_or_large() {
+    let mut s = SwarmStore::new(
+        StoreLimits {
+            max_peers_per_address: Some(4),
+            ..limits(1000, 1000)
+        },
+        1,
+    );
+    // A large swarm of other addresses, then one address on many ports.
+    for n in 1..=40 {
+        go(&mut s, ann(v4(n)), 0);
+    }
+    let attacker = |port: u16| SocketAddr::new(v4(200).ip(), port);
+    for port in 1..=100 {
+        go(&mut s, ann(attacker(port)), 0);
+    }
+    assert_eq!(s.scrape(&hash(1)).leechers, 44);
+    assert_eq!(s.stats.address_peers.get(), 96);
+    // Its stored peers still re-announce; a stopped one makes room.
+    assert_eq!(go(&mut s, seeder(attacker(2)), 1).0, counts(1, 43));
+    go(
+        &mut s,
+        with_event(AnnounceEvent::Stopped, ann(attacker(1))),
+        1,
+    );
+    go(&mut s, ann(attacker(50)), 1);
+    assert_eq!(
+        s.scrape(&hash(1)),
+        ScrapeStats {
+            seeders: 1,
+            completed: 0,
+            leechers: 43
+        }
+    );
+    // In a small swarm of another torrent too.
+    for port in 1..=10 {
+        go(&mut s, on_torrent(hash(2), ann(attacker(port))), 0);
+    }
+    assert_eq!(s.scrape(&hash(2)).leechers, 4);
+}
+
+#[test]
+fn a_restore_drops_peers_no_announce_could_store_and_keeps_the_address_cap() {
+    use crate::state::{SavedPeer, SavedTorrent, Section, StateFile};
+    let peer = |ip: [u8; 4], port| SavedPeer {
+        ip: Ipv4Addr::from(ip),
+        port,
+        peer_id: PeerId([1; 20]),
+        last_seen: UNIX - 10,
+    };
+    let mut t = SavedTorrent {
+        info_hash: hash(1),
+        completed: 3,
+        ..SavedTorrent::default()
+    };
+    t.v4.leechers = vec![
+        peer([10, 0, 0, 1], 0),
+        peer([0, 0, 0, 0], 6881),
+        peer([255, 255, 255, 255], 6881),
+        peer([224, 0, 0, 1], 6881),
+        peer([10, 0, 0, 2], 6881),
+    ];
+    t.v4.seeders = (1..=6).map(|port| peer([10, 0, 0, 3], port)).collect();
+    t.v6.seeders = vec![SavedPeer {
+        ip: Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1),
+        port: 6881,
+        peer_id: PeerId([2; 20]),
+        last_seen: UNIX - 10,
+    }];
+    let mut section = Section::default();
+    section.push(&t);
+    let bytes = crate::state::encode(&[section], UNIX);
+    let file = StateFile::parse(&bytes).unwrap();
+    let mut s = SwarmStore::new(
+        StoreLimits {
+            max_peers_per_address: Some(2),
+            ..limits(1000, 1000)
+        },
+        1,
+    );
+    let done = s.restore_file(&file, 0, UNIX, |_| true).unwrap();
+    assert_eq!(
+        done,
+        Restored {
+            torrents: 1,
+            peers: 3,
+            expired: 0,
+            refused: 4,
+            invalid: 5,
+        }
+    );
+    assert_eq!(
+        s.scrape(&hash(1)),
+        ScrapeStats {
+            seeders: 2,
+            completed: 3,
+            leechers: 1
+        }
+    );
 }

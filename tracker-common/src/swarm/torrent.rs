@@ -48,6 +48,18 @@ pub(super) struct Visit<'a> {
     pub expiry: u32,
     /// Whether the swarm may take a peer it does not hold yet.
     pub room: bool,
+    /// The most peers the swarm holds from one IP address (on as many
+    /// ports); `None`: no limit.
+    pub max_per_address: Option<usize>,
+}
+
+/// Why a new peer was answered but not stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Unstored {
+    /// The swarm or the store holds its maximum of peers.
+    NoRoom,
+    /// The swarm holds its maximum of peers from this peer's address.
+    AddressLimit,
 }
 
 /// What one announce did to a swarm half.
@@ -56,8 +68,18 @@ struct Outcome {
     /// It completes a download: event `completed` from a peer not already
     /// stored as a seeder.
     completes: bool,
-    /// A new peer that found no room, answered but not stored.
-    unstored: bool,
+    /// A new peer answered but not stored, and why.
+    unstored: Option<Unstored>,
+}
+
+/// What became of a peer of a state file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Restore {
+    Stored,
+    /// A peer at its address is here already.
+    Present,
+    /// The swarm holds its maximum of peers from its IP address.
+    AddressLimit,
 }
 
 /// The most peer positions one clean step looks at in one swarm half: a larger
@@ -103,15 +125,16 @@ impl<I: PeerIp> Half<I> {
         i >= self.leechers as usize
     }
 
-    /// Stores a new peer; returns its position.
-    fn insert(&mut self, peer: Peer<I>, seeder: bool) -> usize {
+    /// Stores a new peer; returns its position. `count_ips`: the peers are
+    /// counted per address once the half is large (see `Peers::count_ip`).
+    fn insert(&mut self, peer: Peer<I>, seeder: bool, count_ips: bool) -> usize {
         if seeder {
-            self.peers.push(peer);
+            self.peers.push(peer, count_ips);
             return self.peers.len() - 1;
         }
         // The first seeder, if any, makes room at the boundary.
         let at = self.leechers as usize;
-        self.peers.push_at(at, peer);
+        self.peers.push_at(at, peer, count_ips);
         self.leechers += 1;
         at
     }
@@ -163,11 +186,22 @@ impl<I: PeerIp> Half<I> {
         let completes =
             req.event == AnnounceEvent::Completed && !found.is_some_and(|i| self.is_seeder(i));
         let seeder = req.left == 0;
+        let mut unstored = None;
         let requester = match found {
             Some(i) => {
                 let i = self.set_seeder(i, seeder);
                 self.peers.refresh(i, req.peer_id, visit.expiry);
                 Some(i)
+            }
+            // Counted only for a new peer: a scan of at most 32 peers, or of
+            // this address's run in the index.
+            None if visit.room
+                && visit
+                    .max_per_address
+                    .is_some_and(|max| self.peers.count_ip(ip) >= max) =>
+            {
+                unstored = Some(Unstored::AddressLimit);
+                None
             }
             None if visit.room => {
                 let peer = Peer {
@@ -176,15 +210,18 @@ impl<I: PeerIp> Half<I> {
                     expiry: visit.expiry,
                     peer_id: req.peer_id,
                 };
-                Some(self.insert(peer, seeder))
+                Some(self.insert(peer, seeder, visit.max_per_address.is_some()))
             }
-            None => None,
+            None => {
+                unstored = Some(Unstored::NoRoom);
+                None
+            }
         };
         self.select(requester, seeder, visit, rng, out);
         self.peers.draw_next_start(rng);
         Outcome {
             completes,
-            unstored: requester.is_none(),
+            unstored,
         }
     }
 
@@ -252,13 +289,16 @@ impl<I: PeerIp> Half<I> {
     }
 
     /// Stores a peer from a state file unless one with its address is here
-    /// already; returns whether it was stored.
-    fn restore(&mut self, peer: Peer<I>, seeder: bool) -> bool {
+    /// already, or `max_per_address` from its IP.
+    fn restore(&mut self, peer: Peer<I>, seeder: bool, max_per_address: Option<usize>) -> Restore {
         if self.peers.find(peer.ip, peer.port).is_some() {
-            return false;
+            return Restore::Present;
         }
-        self.insert(peer, seeder);
-        true
+        if max_per_address.is_some_and(|max| self.peers.count_ip(peer.ip) >= max) {
+            return Restore::AddressLimit;
+        }
+        self.insert(peer, seeder, max_per_address.is_some());
+        Restore::Stored
     }
 
     /// Writes the live peers to `out` (cleared first), seeders apart.
@@ -388,8 +428,13 @@ impl Torrent {
     }
 
     /// Applies an announce to the half of the peer's family; the answer's peers go to
-    /// `out`. Returns whether the peer was new and not stored (no room).
-    pub fn announce(&mut self, visit: &Visit, rng: &mut WyRand, out: &mut AnswerPeers) -> bool {
+    /// `out`. Returns why the peer, a new one, was not stored, if it was not.
+    pub fn announce(
+        &mut self,
+        visit: &Visit,
+        rng: &mut WyRand,
+        out: &mut AnswerPeers,
+    ) -> Option<Unstored> {
         let outcome = match visit.req.peer_addr.ip() {
             IpAddr::V4(ip) => self.v4.announce(ip, visit, rng, out),
             IpAddr::V6(ip) => match &mut self.v6 {
@@ -401,7 +446,8 @@ impl Torrent {
                 // No IPv6 peer to update or hand out, and none to store.
                 None => Outcome {
                     completes: visit.req.event == AnnounceEvent::Completed,
-                    unstored: visit.req.event != AnnounceEvent::Stopped,
+                    unstored: (visit.req.event != AnnounceEvent::Stopped)
+                        .then_some(Unstored::NoRoom),
                 },
             },
         };
@@ -431,15 +477,25 @@ impl Torrent {
     }
 
     /// Stores an IPv4 peer from a state file (see `Half::restore`).
-    pub fn restore_v4(&mut self, peer: Peer<Ipv4Addr>, seeder: bool) -> bool {
-        self.v4.restore(peer, seeder)
+    pub fn restore_v4(
+        &mut self,
+        peer: Peer<Ipv4Addr>,
+        seeder: bool,
+        max: Option<usize>,
+    ) -> Restore {
+        self.v4.restore(peer, seeder, max)
     }
 
     /// Stores an IPv6 peer from a state file, making the IPv6 half if needed.
-    pub fn restore_v6(&mut self, peer: Peer<Ipv6Addr>, seeder: bool) -> bool {
+    pub fn restore_v6(
+        &mut self,
+        peer: Peer<Ipv6Addr>,
+        seeder: bool,
+        max: Option<usize>,
+    ) -> Restore {
         self.v6
             .get_or_insert_with(Box::default)
-            .restore(peer, seeder)
+            .restore(peer, seeder, max)
     }
 
     /// Peers stored, of both families.

@@ -1,0 +1,98 @@
+//! How many peers each IP address has in a large swarm half: what the cap on
+//! peers per address per torrent reads, kept beside the address index (which
+//! finds a peer by address and port, and so cannot count an address's ports).
+//!
+//! A table of 8-byte slots (`Slots`), keyed by 32 bits of the address's hash
+//! and holding its count where the index holds a position. Two addresses
+//! whose 32-bit hashes collide share a count (about one pair in a swarm of
+//! 100,000 addresses; the hash is keyed per process, so clients cannot aim
+//! at it), which errs towards not storing a peer. Kept only while the cap is
+//! on, at about 11 bytes per address of a large half.
+
+use super::slots::Slots;
+
+#[derive(Default)]
+pub(super) struct IpCounts(Slots);
+
+impl IpCounts {
+    /// Peers counted for the address whose hash is `hash`.
+    pub fn get(&self, hash: u32) -> usize {
+        self.0.find(hash, |_| true).unwrap_or(0)
+    }
+
+    pub fn add(&mut self, hash: u32) {
+        match self.0.first_mut(hash) {
+            Some(count) => *count += 1,
+            None => self.0.insert(hash, 1),
+        }
+    }
+
+    pub fn sub(&mut self, hash: u32) {
+        match self.0.first_mut(hash) {
+            Some(count) if *count > 1 => *count -= 1,
+            Some(_) => {
+                self.0.remove_first(hash);
+            }
+            None => {}
+        }
+    }
+
+    /// Gives memory back after a large drop (see `Slots::shrink`).
+    pub fn shrink(&mut self) {
+        self.0.shrink();
+    }
+
+    /// Bytes of slots held.
+    pub fn bytes(&self) -> usize {
+        self.0.bytes()
+    }
+
+    /// Addresses counted.
+    #[cfg(test)]
+    pub fn addresses(&self) -> usize {
+        self.0.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_go_up_and_down_and_vanish_at_zero() {
+        let mut counts = IpCounts::default();
+        assert_eq!(counts.get(7), 0);
+        for _ in 0..3 {
+            counts.add(7);
+        }
+        counts.add(8);
+        assert_eq!((counts.get(7), counts.get(8)), (3, 1));
+        counts.sub(8);
+        assert_eq!((counts.get(8), counts.addresses()), (0, 1));
+        counts.sub(8);
+        assert_eq!(counts.get(8), 0, "never below zero");
+        for _ in 0..3 {
+            counts.sub(7);
+        }
+        assert_eq!(counts.addresses(), 0);
+    }
+
+    #[test]
+    fn many_addresses_sharing_homes_keep_their_own_counts() {
+        let mut counts = IpCounts::default();
+        // Hashes that share their low bits, so that they share home slots.
+        let hash = |n: u32| n << 20;
+        for n in 0..500 {
+            for _ in 0..=(n % 5) {
+                counts.add(hash(n));
+            }
+        }
+        for n in (0..500).step_by(3) {
+            counts.sub(hash(n));
+        }
+        for n in 0..500 {
+            let want = (n % 5 + 1) as usize - usize::from(n % 3 == 0);
+            assert_eq!(counts.get(hash(n)), want, "{n}");
+        }
+    }
+}
