@@ -300,14 +300,8 @@ fn run(config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<()
     let seed = u64::from_le_bytes(random_bytes::<8>()?);
     log_start(&config, &placements, &sockets);
     let state_path = config.state.path().map(PathBuf::from);
-    // Read before a chroot hides it; it is written after, inside the chroot,
-    // where the same path names the same file.
-    let loaded = state_path
-        .as_deref()
-        .and_then(|path| state::file::load(&outside_chroot(path, &privilege_plan)))
-        .map(Arc::new);
-    // Every socket is bound and every file read: give up root before any
-    // thread starts, as credentials are per thread.
+    // Every socket is bound and every file that needs root read: give up
+    // root before any thread starts, as credentials are per thread.
     if let PrivilegePlan::Drop { identity, chroot } = &privilege_plan {
         runtime::topology()?;
         privileges::drop_privileges(identity, chroot.as_deref())?;
@@ -324,6 +318,13 @@ fn run(config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<()
     } else if euid == 0 {
         warn!("serving as root (privileges.allow_root): set privileges.user to drop root");
     }
+    // Read, and its writability checked, as the user that writes it at the
+    // stop (inside the chroot, if any, where the same path names it): the
+    // directory is that user's, and root must not follow what it planted.
+    let loaded = state_path
+        .as_deref()
+        .and_then(state::file::load)
+        .map(Arc::new);
     let shutdown = Shutdown::new(workers);
     spawn_signal_handler(
         signals,
@@ -374,16 +375,6 @@ fn run(config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<()
             info!("stopped (no state file configured: the swarms are not saved)");
             Ok(())
         }
-    }
-}
-
-/// Where `path` is before the chroot of `plan` (if any) is entered.
-fn outside_chroot(path: &std::path::Path, plan: &PrivilegePlan) -> PathBuf {
-    match plan {
-        PrivilegePlan::Drop {
-            chroot: Some(dir), ..
-        } => dir.join(path.strip_prefix("/").unwrap_or(path)),
-        _ => path.to_path_buf(),
     }
 }
 
@@ -710,13 +701,16 @@ fn restore_shard(
         let r = progress.restored;
         info!(
             "restored {} torrents and {} peers from {} in {} ms ({} peers had expired; {} \
-             over swarm.max_torrents_per_worker, max_peers_per_torrent or max_peers_per_worker)",
+             over swarm.max_torrents_per_worker, max_peers_per_torrent, max_peers_per_worker \
+             or max_peers_per_address_per_torrent; {} dropped as invalid: port 0, or no \
+             single host's address)",
             r.torrents,
             r.peers,
             config.state.file,
             first_start.elapsed().as_millis(),
             r.expired,
-            r.refused
+            r.refused,
+            r.invalid
         );
     }
 }

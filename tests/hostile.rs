@@ -7,11 +7,13 @@ mod support;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use support::wire::{http_announce_target, udp_announce, udp_connect};
+use support::wire::{http_announce_target, http_get_ok, udp_announce, udp_connect};
 use support::{tcp_from, Tracker};
 use tracker_common::types::{AnnounceEvent, InfoHash};
+use tracker_http::bencode::{decode, Value};
 
 fn ip(text: &str) -> IpAddr {
     text.parse().unwrap()
@@ -572,4 +574,167 @@ fn one_address_cannot_fill_a_swarm_or_create_torrents_without_end() {
     let store_full = |kind| tracker.metric("tracker_store_full_total", &[("kind", kind)]);
     assert_eq!(store_full("peers_per_address"), 95);
     assert_eq!(store_full("torrent_budget"), 81);
+}
+
+// 2. The state file: nothing at its paths is trusted.
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A directory of its own in the temp dir, removed when dropped.
+struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    fn new(name: &str) -> ScratchDir {
+        let dir =
+            std::env::temp_dir().join(format!("tracker-hostile-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        ScratchDir(dir)
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `[complete, downloaded, incomplete]` of `hash` by an HTTP scrape.
+fn scrape_counts(addr: SocketAddr, hash: InfoHash) -> [i64; 3] {
+    let mut target = Vec::new();
+    tracker_http::request::write_scrape_target(&mut target, &[hash]);
+    let body = http_get_ok(addr, std::str::from_utf8(&target).unwrap());
+    let value = decode(&body).unwrap();
+    let stats = value
+        .get(b"files")
+        .and_then(|f| f.get(&hash.0))
+        .expect("scraped");
+    let n = |k: &[u8]| stats.get(k).and_then(Value::as_int).unwrap();
+    [n(b"complete"), n(b"downloaded"), n(b"incomplete")]
+}
+
+#[test]
+fn a_link_planted_at_the_temporary_state_file_is_never_followed() {
+    let dir = ScratchDir::new("planted");
+    let state = dir.0.join("tracker.state");
+    let victim = dir.0.join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    std::os::unix::fs::symlink(&victim, dir.0.join("tracker.state.tmp")).unwrap();
+    let tracker = Tracker::builder().state_file(&state).http(None).start();
+    let addr = tracker.http[0];
+    // The start-up check did not write through the link ...
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    http_get_ok(addr, &http_announce_target(InfoHash([4; 20]), 6881));
+    // ... and neither did the save at the stop.
+    std::os::unix::fs::symlink(&victim, dir.0.join("tracker.state.tmp")).unwrap_or(());
+    let log = tracker.stop();
+    assert!(log.contains("saved 1 torrents"), "{log}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    let meta = std::fs::symlink_metadata(&state).unwrap();
+    assert!(meta.is_file(), "the state file is a file of its own");
+}
+
+#[test]
+fn the_state_file_is_checked_and_written_as_the_user_that_writes_it() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !is_root() {
+        eprintln!("skipped: needs root (to drop to nobody, and to plant a file of nobody's)");
+        return;
+    }
+    // A directory nobody cannot write: the dropped tracker could never save
+    // there, and says so at start.
+    let dir = ScratchDir::new("as-user");
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let state = dir.0.join("tracker.state");
+    let tracker = Tracker::builder()
+        .state_file(&state)
+        .without_allow_root()
+        .arg("--user")
+        .arg("nobody")
+        .udp(None)
+        .start();
+    let log = tracker.stop();
+    assert!(log.contains("cannot write beside it"), "{log}");
+
+    // A temporary file left there by another user (here nobody, mode 0666)
+    // is replaced: the state file is root's own, 0600, not nobody's.
+    let temp = dir.0.join("tracker.state.tmp");
+    std::fs::write(&temp, b"left").unwrap();
+    std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o666)).unwrap();
+    // SAFETY: getpwnam returns a static record or null.
+    let nobody = unsafe {
+        libc::getpwnam(c"nobody".as_ptr())
+            .as_ref()
+            .expect("nobody")
+            .pw_uid
+    };
+    std::os::unix::fs::chown(&temp, Some(nobody), None).unwrap();
+    let tracker = Tracker::builder().state_file(&state).http(None).start();
+    http_get_ok(
+        tracker.http[0],
+        &http_announce_target(InfoHash([4; 20]), 6881),
+    );
+    let log = tracker.stop();
+    assert!(log.contains("saved 1 torrents"), "{log}");
+    let meta = std::fs::metadata(&state).unwrap();
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (0, 0o600));
+}
+
+#[test]
+fn a_restore_stores_only_what_an_announce_could_have_stored() {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    use tracker_common::state::{encode, SavedPeer, SavedTorrent, Section};
+    use tracker_common::types::PeerId;
+    let dir = ScratchDir::new("restore");
+    let state = dir.0.join("tracker.state");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let v4 = |ip: [u8; 4], port| SavedPeer {
+        ip: Ipv4Addr::from(ip),
+        port,
+        peer_id: PeerId([7; 20]),
+        last_seen: now - 10,
+    };
+    let hash = InfoHash([0x33; 20]);
+    let mut torrent = SavedTorrent {
+        info_hash: hash,
+        completed: 9,
+        ..SavedTorrent::default()
+    };
+    // Five no announce could store, one good seeder, and one address on
+    // twenty ports (the config allows it three).
+    torrent.v4.seeders = vec![
+        v4([10, 0, 0, 1], 0),
+        v4([0, 0, 0, 0], 6881),
+        v4([255, 255, 255, 255], 6881),
+        v4([239, 1, 2, 3], 6881),
+        v4([10, 0, 0, 2], 6881),
+    ];
+    torrent.v4.leechers = (1..=20).map(|port| v4([10, 0, 0, 3], port)).collect();
+    torrent.v6.leechers = vec![SavedPeer {
+        ip: Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1),
+        port: 6881,
+        peer_id: PeerId([8; 20]),
+        last_seen: now - 10,
+    }];
+    let mut section = Section::default();
+    section.push(&torrent);
+    std::fs::write(&state, encode(&[section], now)).unwrap();
+    let tracker = Tracker::builder()
+        .state_file(&state)
+        .config("[swarm]\nmax_peers_per_address_per_torrent = 3\n")
+        .http(None)
+        .start();
+    assert_eq!(scrape_counts(tracker.http[0], hash), [1, 9, 3]);
+    let log = tracker.stop();
+    assert!(
+        log.contains("17 over swarm.max_torrents_per_worker"),
+        "{log}"
+    );
+    assert!(log.contains("5 dropped as invalid"), "{log}");
 }

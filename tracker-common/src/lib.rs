@@ -17,6 +17,7 @@ pub mod config;
 )]
 pub mod connections;
 pub mod contain;
+pub mod files;
 pub mod host;
 // Routing runs on every forwarded request: nothing in it may panic.
 #[cfg_attr(

@@ -1,16 +1,24 @@
 //! Reading and writing the state file on disk. Writes replace the file
 //! atomically: a crash or a full disk at any moment leaves either the old file
 //! or the new one, never a mix.
+//!
+//! The directory may be writable by others than the tracker (the service user
+//! of an earlier run, say), so nothing at a path there is trusted: a
+//! temporary file left behind is removed, not reused (it could be a symlink
+//! to any file, or another user's file that keeps its owner and mode), and
+//! the new one is created exclusively without following links. Call every
+//! function here as the user that writes the file, after privileges are
+//! dropped.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use tracing::{info, warn};
 
-use super::{header, trailer, Section, StateFile};
+use super::{header, trailer, Section, StateFile, MAGIC};
 use crate::clock;
 
 /// Reads and checks the state file: its bytes when it can be loaded, None
@@ -83,13 +91,25 @@ pub fn save(path: &Path, sections: &[Section]) -> Result<(), String> {
     Ok(())
 }
 
-/// The whole file, or `None` when there is none.
+/// The whole file, or `None` when there is none. It must be a regular file
+/// (a FIFO or a device is refused, not waited on); one that does not start
+/// as a state file does is read no further than that start, which is enough
+/// for `StateFile::parse` to refuse it, so a wrong path costs no memory.
 pub fn read(path: &Path) -> io::Result<Option<Vec<u8>>> {
-    match std::fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
+    let (mut file, len) = match crate::files::open_regular(path) {
+        Ok(opened) => opened,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut bytes = Vec::new();
+    (&mut file)
+        .take(MAGIC.len() as u64)
+        .read_to_end(&mut bytes)?;
+    if bytes[..] == MAGIC {
+        bytes.reserve(len.saturating_sub(MAGIC.len() as u64) as usize);
+        file.read_to_end(&mut bytes)?;
     }
+    Ok(Some(bytes))
 }
 
 /// Where the new file is written before it replaces the old one: beside it,
@@ -103,19 +123,30 @@ pub fn temp_path(path: &Path) -> io::Result<PathBuf> {
     Ok(path.with_file_name(temp))
 }
 
+/// Creates the temporary file beside `path`: whatever is at its name (a file
+/// a crash left, or a link someone planted) is removed first, and the new
+/// one is created exclusively, private to the user (0600: it lists clients'
+/// addresses), never through a link.
+fn create_temp(temp: &Path) -> io::Result<File> {
+    match std::fs::remove_file(temp) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .mode(0o600)
+        .open(temp)
+}
+
 /// Replaces `path` with the concatenation of `parts`: write a temporary file
-/// beside it, fsync it, rename it over `path`, fsync the directory (so that
-/// the rename itself is durable). The file is private to the user (0600): it
-/// lists clients' addresses.
+/// beside it (see `create_temp`), fsync it, rename it over `path`, fsync the
+/// directory (so that the rename itself is durable).
 pub fn write_atomic(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
     let temp = temp_path(path)?;
     let written = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&temp)?;
+        let mut file = create_temp(&temp)?;
         for part in parts {
             file.write_all(part)?;
         }
@@ -133,16 +164,12 @@ pub fn write_atomic(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
 }
 
 /// Checks at start that the state file can be written at the end, by
-/// creating and removing its temporary file, so that a directory without
-/// write permission is reported before hours of swarms depend on it.
+/// creating and removing its temporary file as `write_atomic` will, so that a
+/// directory without write permission (for the user the tracker runs as) is
+/// reported before hours of swarms depend on it.
 pub fn check_writable(path: &Path) -> io::Result<()> {
     let temp = temp_path(path)?;
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temp)?;
+    create_temp(&temp)?;
     std::fs::remove_file(&temp)
 }
 
@@ -169,10 +196,13 @@ mod tests {
         let dir = scratch_dir("replace");
         let path = dir.join("tracker.state");
         assert_eq!(read(&path).unwrap(), None);
+        // Not a state file: read no further than its start.
+        std::fs::write(&path, b"no state file, but long").unwrap();
+        assert_eq!(read(&path).unwrap().unwrap(), b"no state");
         check_writable(&path).unwrap();
         write_atomic(&path, &[b"old"]).unwrap();
         write_atomic(&path, &[b"new ", b"parts"]).unwrap();
-        assert_eq!(read(&path).unwrap().unwrap(), b"new parts");
+        assert_eq!(std::fs::read(&path).unwrap(), b"new parts");
         let names: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -185,6 +215,34 @@ mod tests {
     }
 
     #[test]
+    fn a_temporary_file_left_or_planted_is_replaced_never_written_through() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = scratch_dir("planted");
+        let path = dir.join("tracker.state");
+        let temp = temp_path(&path).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        std::os::unix::fs::symlink(&victim, &temp).unwrap();
+        check_writable(&path).unwrap();
+        assert!(
+            std::fs::symlink_metadata(&temp).is_err(),
+            "the link is gone"
+        );
+        std::os::unix::fs::symlink(&victim, &temp).unwrap();
+        write_atomic(&path, &[b"state"]).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert_eq!(std::fs::read(&path).unwrap(), b"state");
+        // A file left with another mode is not reused as it is.
+        std::fs::write(&temp, b"left").unwrap();
+        std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o666)).unwrap();
+        write_atomic(&path, &[b"new"]).unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        assert!(std::fs::symlink_metadata(&temp).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn a_failed_write_keeps_the_old_file() {
         let dir = scratch_dir("fail");
         let path = dir.join("tracker.state");
@@ -193,7 +251,7 @@ mod tests {
         std::fs::create_dir(temp_path(&path).unwrap()).unwrap();
         assert!(write_atomic(&path, &[b"new"]).is_err());
         assert!(check_writable(&path).is_err());
-        assert_eq!(read(&path).unwrap().unwrap(), b"old");
+        assert_eq!(std::fs::read(&path).unwrap(), b"old");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
