@@ -17,6 +17,7 @@ use tracker_common::host;
 use tracker_common::mesh::{Meshes, Shard};
 use tracker_common::metrics;
 use tracker_common::privileges::{self, PrivilegePlan};
+use tracker_common::reload::{Reloader, TimeLimit};
 use tracker_common::runtime::{self, WorkerPlacement};
 use tracker_common::shard::owner_of;
 use tracker_common::shutdown::{self, Shutdown};
@@ -248,14 +249,14 @@ fn init_logging(config: &Config) -> Result<(), String> {
 fn load_access_list(
     config: &Config,
 ) -> Result<Option<Arc<Reloadable<AccessList>>>, tracker_common::access::AccessListError> {
-    let Some((mode, path)) = config.access.list() else {
+    let Some(source) = config.access.list() else {
         return Ok(None);
     };
-    let list = AccessList::load(mode, path)?;
+    let list = AccessList::load(&source)?;
     info!(
         "access list {} ({} mode): {} info-hashes",
-        path.display(),
-        mode.as_str(),
+        source.path.display(),
+        source.mode.as_str(),
         list.len()
     );
     Ok(Some(Arc::new(Reloadable::new(Arc::new(list)))))
@@ -435,12 +436,11 @@ fn tls_config(config: &Config) -> Result<Option<SharedTlsConfig>, String> {
     Ok(Some(Arc::new(Reloadable::new(Arc::new(loaded.config)))))
 }
 
-/// Starts the thread that takes SIGHUP, SIGTERM and SIGINT. SIGHUP reloads the
-/// TLS certificate and key (new connections get them; a bad pair is reported
-/// and the old one kept) and the access list (parsed here, off the workers,
-/// and published whole; a bad one is reported and the old one kept). SIGTERM
-/// or SIGINT asks the workers to stop (and save); a second one, while they
+/// Starts the thread that takes SIGHUP, SIGTERM and SIGINT. SIGTERM or
+/// SIGINT asks the workers to stop (and save); a second one, while they
 /// stop, exits at once without saving, as a process killed by it would.
+/// SIGHUP asks the reload thread to reread the files (see `reload`) and
+/// returns at once: whatever a reload waits for, a stop is taken.
 fn spawn_signal_handler(
     signals: BlockedSignals,
     config: &Config,
@@ -448,16 +448,8 @@ fn spawn_signal_handler(
     access: Option<Arc<Reloadable<AccessList>>>,
     shutdown: Arc<Shutdown>,
 ) -> Result<(), String> {
-    let files = config
-        .http
-        .tls_files()
-        .map(|(cert, key)| (cert.to_path_buf(), key.to_path_buf()));
-    let access = access.zip(
-        config
-            .access
-            .list()
-            .map(|(mode, path)| (mode, path.to_path_buf())),
-    );
+    let reloader = Reloader::spawn(reload(config, tls, access))
+        .map_err(|e| format!("cannot start the reload thread: {e}"))?;
     let saving = match config.state.path() {
         Some(path) => format!("then saving the swarms to {}", path.display()),
         None => "then exiting (no state file)".to_string(),
@@ -480,48 +472,81 @@ fn spawn_signal_handler(
                     warn!("{name} again: exiting at once, without saving the swarms");
                     std::process::exit(128 + signal);
                 }
-            } else if signal == SIGHUP {
-                let mut replaced = None;
-                if let Some((shared, (mode, path))) = &access {
-                    match AccessList::load(*mode, path) {
-                        Ok(list) => {
-                            let count = list.len();
-                            let (old, _) = shared.load();
-                            shared.store(Arc::new(list));
-                            info!(
-                                "SIGHUP: reloaded access list {}: {count} info-hashes",
-                                path.display()
-                            );
-                            replaced = Some(old);
-                        }
-                        Err(e) => warn!("SIGHUP: keeping the old access list: {e}"),
-                    }
-                }
-                match (&tls, &files) {
-                    (Some(shared), Some((cert, key))) => match tls::load_pem_files(cert, key) {
-                        Ok(loaded) => {
-                            shared.store(Arc::new(loaded.config));
-                            info!(
-                                "SIGHUP: reloaded HTTPS certificate {} (SHA-256 {})",
-                                cert.display(),
-                                loaded.fingerprint
-                            );
-                        }
-                        Err(e) => warn!("SIGHUP: keeping the old HTTPS certificate: {e}"),
-                    },
-                    // The access list was what there was to reload.
-                    _ if access.is_some() => {}
-                    _ => info!("SIGHUP: no certificate files configured, nothing to reload"),
-                }
-                // Last, so that waiting for it delays no other reload.
-                if let Some(old) = replaced {
-                    free_when_unused(old);
-                }
+            } else if signal == SIGHUP && !reloader.request() {
+                info!("SIGHUP: a reload is under way and another waits; this one joins it");
             }
             ControlFlow::Continue(())
         })
         .map(drop)
         .map_err(|e| format!("cannot start the signal thread: {e}"))
+}
+
+/// What a SIGHUP reloads, run on the reload thread: the access list (parsed
+/// here, off the workers, and published whole; a bad one is reported and the
+/// old one kept) and the TLS certificate and key (new connections get them;
+/// a bad pair is reported and the old one kept). Each file is read within
+/// `runtime.reload_timeout_secs`.
+fn reload(
+    config: &Config,
+    tls: Option<SharedTlsConfig>,
+    access: Option<Arc<Reloadable<AccessList>>>,
+) -> impl FnMut() + Send + 'static {
+    let limit = Duration::from_secs(config.runtime.reload_timeout_secs.into());
+    let files = config
+        .http
+        .tls_files()
+        .map(|(cert, key)| (cert.to_path_buf(), key.to_path_buf()));
+    let access = access.zip(config.access.list());
+    let (access_limit, tls_limit) = (TimeLimit::new(limit), TimeLimit::new(limit));
+    move || {
+        let mut replaced = None;
+        if let Some((shared, source)) = &access {
+            let path = source.path.display();
+            let read = {
+                let source = source.clone();
+                access_limit.run(&format!("access list {path}"), move || {
+                    AccessList::load(&source).map_err(|e| e.to_string())
+                })
+            };
+            match read.and_then(|list| list) {
+                Ok(list) => {
+                    let count = list.len();
+                    let (old, _) = shared.load();
+                    shared.store(Arc::new(list));
+                    info!("SIGHUP: reloaded access list {path}: {count} info-hashes");
+                    replaced = Some(old);
+                }
+                Err(e) => warn!("SIGHUP: keeping the old access list: {e}"),
+            }
+        }
+        match (&tls, &files) {
+            (Some(shared), Some((cert, key))) => {
+                let read = {
+                    let (cert, key) = (cert.clone(), key.clone());
+                    let what = format!("certificate {}", cert.display());
+                    tls_limit.run(&what, move || tls::load_pem_files(&cert, &key))
+                };
+                match read.and_then(|loaded| loaded) {
+                    Ok(loaded) => {
+                        shared.store(Arc::new(loaded.config));
+                        info!(
+                            "SIGHUP: reloaded HTTPS certificate {} (SHA-256 {})",
+                            cert.display(),
+                            loaded.fingerprint
+                        );
+                    }
+                    Err(e) => warn!("SIGHUP: keeping the old HTTPS certificate: {e}"),
+                }
+            }
+            // The access list was what there was to reload.
+            _ if access.is_some() => {}
+            _ => info!("SIGHUP: no certificate files configured, nothing to reload"),
+        }
+        // Last, so that waiting for it delays no other reload.
+        if let Some(old) = replaced {
+            free_when_unused(old);
+        }
+    }
 }
 
 /// Drops `old` here once no worker holds it any more (each lets go within a

@@ -441,3 +441,98 @@ fn bad_lists_at_start_exit_2_naming_the_file_and_line() {
         assert!(err.contains(&named), "{named}: {err}");
     }
 }
+
+/// Replaces `path` with a FIFO that nobody writes.
+fn make_fifo(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+#[test]
+fn a_list_that_would_block_the_reload_is_refused_and_a_stop_is_still_taken() {
+    let list = TempPath::new("tracker-access", "txt");
+    let listed = pair(1);
+    write_list(&list.0, &listed);
+    let tracker = start("allow", &list);
+    check_decisions(&tracker, &listed, &pair(2));
+    // A FIFO without a writer: reading it would wait for ever.
+    make_fifo(&list.0);
+    sighup(&tracker);
+    std::thread::sleep(Duration::from_millis(300));
+    check_decisions(&tracker, &[], &pair(2));
+    let mut udp = Udp::new(tracker.udp[0]);
+    for h in listed {
+        assert!(matches!(udp.announce(h, 1001), Answer::Served(..)));
+    }
+    // SIGTERM is taken at once (stop() waits 10 s at most).
+    let start = Instant::now();
+    let log = stop(tracker);
+    assert!(start.elapsed() < Duration::from_secs(5), "{log}");
+    assert!(
+        log.contains("keeping the old access list") && log.contains("not a regular file"),
+        "{log}"
+    );
+    assert!(log.contains("saved"), "{log}");
+}
+
+#[test]
+fn an_emptied_allow_list_is_refused_unless_that_is_meant() {
+    let list = TempPath::new("tracker-access", "txt");
+    let listed = pair(1);
+    write_list(&list.0, &listed);
+    let tracker = start("allow", &list);
+    check_decisions(&tracker, &listed, &pair(2));
+    // Emptied (or truncated to its comment): refused, the swarms kept.
+    write_list(&list.0, &[]);
+    sighup(&tracker);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        http_scrape(tracker.http[0], &listed),
+        [[0, 0, 2], [0, 0, 2]],
+        "the swarms were dropped"
+    );
+    let log = stop(tracker);
+    assert!(
+        log.contains("keeping the old access list") && log.contains("access.allow_empty"),
+        "{log}"
+    );
+    // Refused at start too ...
+    let (code, err) = Tracker::builder()
+        .udp(None)
+        .config(&format!(
+            "[access]\nmode = \"allow\"\nfile = \"{}\"\n",
+            list.0.display()
+        ))
+        .spawn()
+        .wait_exit(Duration::from_secs(10));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("access.allow_empty"), "{err}");
+    // ... unless the operator says so: then it serves nothing.
+    let tracker = Tracker::builder()
+        .udp(None)
+        .http(None)
+        .config(&format!(
+            "[access]\nmode = \"allow\"\nfile = \"{}\"\nallow_empty = true\n",
+            list.0.display()
+        ))
+        .start();
+    assert_eq!(http_announce(tracker.http[0], listed[0], 1), not_allowed());
+}
+
+#[test]
+fn a_list_larger_than_its_bound_is_refused() {
+    let list = TempPath::new("tracker-access", "txt");
+    write_list(&list.0, &pair(1));
+    let (code, err) = Tracker::builder()
+        .udp(None)
+        .config(&format!(
+            "[access]\nmode = \"deny\"\nfile = \"{}\"\nmax_file_bytes = 50\n",
+            list.0.display()
+        ))
+        .spawn()
+        .wait_exit(Duration::from_secs(10));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("access.max_file_bytes"), "{err}");
+}

@@ -5,12 +5,12 @@
 //! whitespace around a hash are ignored. In `allow` mode only listed torrents
 //! are served; in `deny` mode every torrent but the listed ones.
 //!
-//! The parser is pure (bytes in, set out) so that a reload can run it on the
-//! signal thread and hand the workers a finished list.
+//! The parser is pure (bytes in, set out) so that a reload can run it off
+//! the workers (see `reload`) and hand them a finished list.
 
 use std::collections::HashSet;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use ahash::RandomState;
 use serde::{Deserialize, Serialize};
@@ -45,6 +45,20 @@ impl AccessMode {
 /// many at one bucket.
 pub type HashList = HashSet<InfoHash, RandomState>;
 
+/// Where a list comes from, and what is accepted of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListSource {
+    /// Not `Off` (then there is no list to consult at all).
+    pub mode: AccessMode,
+    pub path: PathBuf,
+    /// A larger file is refused (`access.max_file_bytes`).
+    pub max_bytes: u64,
+    /// Whether an allow list of no hashes (which serves nothing, and drops
+    /// every swarm it is applied to) is accepted (`access.allow_empty`); a
+    /// file truncated to nothing reads as one.
+    pub allow_empty: bool,
+}
+
 /// A parsed list and the mode that gives it its meaning.
 #[derive(Debug)]
 pub struct AccessList {
@@ -63,20 +77,35 @@ impl AccessList {
         }
     }
 
-    /// Reads and parses `path`; the error names the file, and the line when a
-    /// line is at fault.
-    pub fn load(mode: AccessMode, path: &Path) -> Result<Self, AccessListError> {
-        let bytes = std::fs::read(path).map_err(|e| AccessListError {
-            path: path.to_path_buf(),
-            line: None,
-            message: format!("cannot read the access list: {e}"),
-        })?;
-        let hashes = parse(&bytes).map_err(|LineError { line, message }| AccessListError {
-            path: path.to_path_buf(),
-            line: Some(line),
+    /// Reads and parses the list of `source`: a regular file (a FIFO or a
+    /// device is refused, not waited on) of at most its `max_bytes`. The
+    /// error names the file, and the line when a line is at fault.
+    pub fn load(source: &ListSource) -> Result<Self, AccessListError> {
+        let path = &source.path;
+        let error = |line, message| AccessListError {
+            path: path.clone(),
+            line,
             message,
+        };
+        let bytes = crate::files::read_regular(path, source.max_bytes).map_err(|e| {
+            let hint = if e.kind() == std::io::ErrorKind::InvalidData {
+                " (access.max_file_bytes)"
+            } else {
+                ""
+            };
+            error(None, format!("cannot read the access list: {e}{hint}"))
         })?;
-        Ok(AccessList::new(mode, hashes))
+        let hashes =
+            parse(&bytes).map_err(|LineError { line, message }| error(Some(line), message))?;
+        if source.mode == AccessMode::Allow && hashes.is_empty() && !source.allow_empty {
+            return Err(error(
+                None,
+                "lists no info-hash: in allow mode that would serve no torrent and drop every \
+                 swarm, so it is refused (set access.allow_empty = true if that is meant)"
+                    .into(),
+            ));
+        }
+        Ok(AccessList::new(source.mode, hashes))
     }
 
     /// Whether announces for `info_hash` are served.
@@ -238,12 +267,45 @@ mod tests {
         );
     }
 
+    fn source(mode: AccessMode, path: &std::path::Path) -> ListSource {
+        ListSource {
+            mode,
+            path: path.to_path_buf(),
+            max_bytes: 1 << 20,
+            allow_empty: false,
+        }
+    }
+
+    #[test]
+    fn an_empty_allow_list_is_refused_unless_allowed_and_a_large_one_always() {
+        let dir = std::env::temp_dir();
+        let path = dir.join(format!("access-empty-{}.txt", std::process::id()));
+        std::fs::write(&path, "# all gone\n").unwrap();
+        let err = AccessList::load(&source(AccessMode::Allow, &path)).unwrap_err();
+        assert!(err.to_string().contains("access.allow_empty"), "{err}");
+        // Deny mode: an empty list serves everything, which loses nothing.
+        assert!(AccessList::load(&source(AccessMode::Deny, &path)).is_ok());
+        let allowed = ListSource {
+            allow_empty: true,
+            ..source(AccessMode::Allow, &path)
+        };
+        assert!(AccessList::load(&allowed).unwrap().is_empty());
+        std::fs::write(&path, format!("{A}\n{B}\n")).unwrap();
+        let small = ListSource {
+            max_bytes: 50,
+            ..source(AccessMode::Deny, &path)
+        };
+        let err = AccessList::load(&small).unwrap_err();
+        assert!(err.to_string().contains("access.max_file_bytes"), "{err}");
+        std::fs::remove_file(&path).unwrap();
+    }
+
     #[test]
     fn load_names_the_file_and_line() {
         let dir = std::env::temp_dir();
         let path = dir.join(format!("access-test-{}.txt", std::process::id()));
         std::fs::write(&path, format!("{A}\nnope\n")).unwrap();
-        let err = AccessList::load(AccessMode::Allow, &path).unwrap_err();
+        let err = AccessList::load(&source(AccessMode::Allow, &path)).unwrap_err();
         assert_eq!(
             err.to_string(),
             format!(
@@ -252,10 +314,10 @@ mod tests {
             )
         );
         std::fs::write(&path, format!("{A}\n{B}\n")).unwrap();
-        let list = AccessList::load(AccessMode::Deny, &path).unwrap();
+        let list = AccessList::load(&source(AccessMode::Deny, &path)).unwrap();
         assert_eq!(list.len(), 2);
         std::fs::remove_file(&path).unwrap();
-        let err = AccessList::load(AccessMode::Deny, &path).unwrap_err();
+        let err = AccessList::load(&source(AccessMode::Deny, &path)).unwrap_err();
         assert_eq!(err.line, None);
         assert!(err
             .to_string()

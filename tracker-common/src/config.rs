@@ -2,7 +2,7 @@
 //! that names the offending key, and the commented default file that
 //! `tracker --print-config` prints.
 
-use crate::access::AccessMode;
+use crate::access::{AccessMode, ListSource};
 use crate::types::IpNetwork;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -46,6 +46,9 @@ pub struct RuntimeConfig {
     /// latency, most on VMs whose idle vCPUs halt; polling spends the idle
     /// CPU instead.
     pub busy_poll_us: u32,
+    /// Seconds a SIGHUP reload may spend reading each of its files (the
+    /// access list, the certificate and key); past it, the old one is kept.
+    pub reload_timeout_secs: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -209,7 +212,7 @@ pub struct MetricsConfig {
     pub max_request_head_bytes: usize,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AccessConfig {
     /// "off" serves every torrent; "allow" only those in `file`; "deny" all
@@ -218,12 +221,33 @@ pub struct AccessConfig {
     /// The list: one info-hash per line as 40 hex digits, `#` comments. Read
     /// at start and again on SIGHUP. Needed unless `mode` is "off".
     pub file: String,
+    /// The largest list file read, in bytes; a larger one is refused.
+    pub max_file_bytes: u64,
+    /// Accept an allow list of no info-hashes (which serves nothing, and on
+    /// reload drops every swarm); off, such a list is refused.
+    pub allow_empty: bool,
+}
+
+impl Default for AccessConfig {
+    fn default() -> Self {
+        AccessConfig {
+            mode: AccessMode::Off,
+            file: String::new(),
+            max_file_bytes: 256 << 20,
+            allow_empty: false,
+        }
+    }
 }
 
 impl AccessConfig {
-    /// The mode and list file, unless access lists are off (validated).
-    pub fn list(&self) -> Option<(AccessMode, &Path)> {
-        (self.mode != AccessMode::Off).then(|| (self.mode, Path::new(&self.file)))
+    /// The list to read, unless access lists are off (validated).
+    pub fn list(&self) -> Option<ListSource> {
+        (self.mode != AccessMode::Off).then(|| ListSource {
+            mode: self.mode,
+            path: self.file.clone().into(),
+            max_bytes: self.max_file_bytes,
+            allow_empty: self.allow_empty,
+        })
     }
 }
 
@@ -314,6 +338,7 @@ impl Default for RuntimeConfig {
             channel_capacity: 1024,
             max_forwarded: 4096,
             busy_poll_us: 0,
+            reload_timeout_secs: 30,
         }
     }
 }
@@ -455,6 +480,10 @@ impl Config {
             "runtime.busy_poll_us",
             r.busy_poll_us as usize,
             MAX_BUSY_POLL_US as usize,
+        )?;
+        positive(
+            "runtime.reload_timeout_secs",
+            r.reload_timeout_secs as usize,
         )?;
         let s = &self.swarm;
         positive(
@@ -709,6 +738,10 @@ max_forwarded = {max_forwarded}
 # latency, most on VMs whose idle vCPUs halt; polling spends the idle CPU
 # instead, so a polling worker shows busy.
 busy_poll_us = {busy_poll_us}
+# Seconds a SIGHUP reload may spend reading each of its files (the access list,
+# the certificate and key), on a thread of its own; past it (a hung network
+# file system, say) the old one is kept. A stop is taken at any time.
+reload_timeout_secs = {reload_timeout_secs}
 
 [log]
 # Log level (error, warn, info, debug, trace) or a tracing filter such as
@@ -873,10 +906,19 @@ max_request_head_bytes = {metrics_max_request_head_bytes}
 # the error "torrent not allowed", and scrapes of them get zeros.
 mode = "{access_mode}"
 # The list: one info-hash per line as 40 hex digits, `#` starts a comment.
-# Needed unless mode is "off". Read at start (a bad line stops the tracker) and
-# again on SIGHUP (a bad line is logged and the old list kept); torrents that
-# the new list refuses are dropped.
+# Needed unless mode is "off". Read at start (a bad list stops the tracker)
+# and again on SIGHUP (a bad list is logged and the old one kept); torrents
+# that the new list refuses are dropped. Replace it atomically (write a new
+# file, then rename it over the old): a list read while it is being written
+# may lose lines, and one cut in a line is refused. It must be a regular file.
 file = "{access_file}"
+# The largest list file read, in bytes (about 41 per info-hash); a larger one
+# is refused.
+max_file_bytes = {access_max_file_bytes}
+# Accept an allow list that lists no info-hash. Off, such a list (an emptied
+# or truncated file, say) is refused, at start and on reload, as it would
+# serve no torrent and drop every swarm.
+allow_empty = {access_allow_empty}
 
 [state]
 # On SIGTERM or SIGINT the tracker stops taking requests, answers those it
@@ -897,6 +939,7 @@ drain_timeout_secs = {drain_timeout_secs}
         channel_capacity = c.runtime.channel_capacity,
         max_forwarded = c.runtime.max_forwarded,
         busy_poll_us = c.runtime.busy_poll_us,
+        reload_timeout_secs = c.runtime.reload_timeout_secs,
         max_busy_poll = MAX_BUSY_POLL_US,
         max_held = MAX_HELD,
         level = c.log.level,
@@ -947,6 +990,8 @@ drain_timeout_secs = {drain_timeout_secs}
         metrics_max_request_head_bytes = c.metrics.max_request_head_bytes,
         access_mode = c.access.mode.as_str(),
         access_file = c.access.file,
+        access_max_file_bytes = c.access.max_file_bytes,
+        access_allow_empty = c.access.allow_empty,
         state_file = c.state.file,
         max_drain = MAX_DRAIN_TIMEOUT_SECS,
         drain_timeout_secs = c.state.drain_timeout_secs,
@@ -1167,9 +1212,10 @@ mod tests {
     fn access_modes_parse_and_off_needs_no_file() {
         let c: Config = toml::from_str("[access]\nmode = \"allow\"\nfile = \"a.txt\"\n").unwrap();
         c.validate().unwrap();
+        let list = c.access.list().unwrap();
         assert_eq!(
-            c.access.list(),
-            Some((AccessMode::Allow, Path::new("a.txt")))
+            (list.mode, list.path.as_path()),
+            (AccessMode::Allow, Path::new("a.txt"))
         );
         assert_eq!(Config::default().access.list(), None);
         let err = toml::from_str::<Config>("[access]\nmode = \"block\"\n").unwrap_err();

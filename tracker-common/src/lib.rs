@@ -34,6 +34,7 @@ pub mod mesh;
 pub mod metrics;
 pub mod privileges;
 pub mod ratelimit;
+pub mod reload;
 pub mod runtime;
 pub mod shard;
 pub mod shutdown;

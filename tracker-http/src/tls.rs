@@ -44,11 +44,17 @@ pub struct LoadedConfig {
     pub fingerprint: String,
 }
 
-/// Reads a certificate chain (leaf first) and its private key from PEM files.
+/// The largest certificate or key file read: a chain of a few certificates
+/// takes some kilobytes.
+const MAX_PEM_BYTES: u64 = 1 << 20;
+
+/// Reads a certificate chain (leaf first) and its private key from PEM files,
+/// regular files of at most 1 MiB each.
 /// The key may be PKCS#8, PKCS#1 (RSA) or SEC1 (EC).
 pub fn load_pem_files(cert_file: &Path, key_file: &Path) -> Result<LoadedConfig, String> {
     let read = |path: &Path| {
-        std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+        tracker_common::files::read_regular(path, MAX_PEM_BYTES)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))
     };
     let (cert_pem, key_pem) = (read(cert_file)?, read(key_file)?);
     from_pem(&cert_pem, &key_pem).map_err(|e| {
