@@ -14,6 +14,7 @@ use tracker_common::access::AccessList;
 use tracker_common::clock;
 use tracker_common::config::{default_config_file, Config, ConfigError};
 use tracker_common::host;
+use tracker_common::instance::InstanceLock;
 use tracker_common::mesh::{Meshes, Shard};
 use tracker_common::metrics;
 use tracker_common::privileges::{self, PrivilegePlan};
@@ -293,7 +294,9 @@ fn run(config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<()
     // Certificate problems first: they are the user's to fix, and a clear
     // message beats a bound port.
     let tls = tls_config(&config)?;
-    let sockets = bind_all(&config, workers)?;
+    // Held until the process ends: the ports are this tracker's alone.
+    let mut lock = InstanceLock::default();
+    let sockets = bind_all(&config, workers, &mut lock)?;
     let secret = match config.udp_secret() {
         Some(secret) => secret,
         None => random_bytes()?,
@@ -742,31 +745,37 @@ fn restore_shard(
 
 /// Binds every address once per worker, before any worker starts, so that a
 /// port in use is a clear start-up error. An address with port 0 gets its port
-/// from the first bind, so that all workers share it.
-fn bind_all(config: &Config, workers: usize) -> Result<Vec<WorkerSockets>, String> {
+/// from the first bind, so that all workers share it. Each address is locked
+/// first (`lock`), so that a second tracker cannot join the first's
+/// `SO_REUSEPORT` groups.
+fn bind_all(
+    config: &Config,
+    workers: usize,
+    lock: &mut InstanceLock,
+) -> Result<Vec<WorkerSockets>, String> {
     let mut per_worker: Vec<WorkerSockets> =
         (0..workers).map(|_| WorkerSockets::default()).collect();
     let recv_buffer = config.udp.recv_buffer_bytes;
     bind_each(
         &config.udp.listen,
-        "UDP",
-        "--udp",
+        ("udp", "UDP", "--udp"),
+        lock,
         &mut per_worker,
         |addr| tracker_udp::socket::bind_reuseport(addr, recv_buffer),
         |s| &mut s.udp,
     )?;
     bind_each(
         &config.http.listen,
-        "HTTP",
-        "--http",
+        ("tcp", "HTTP", "--http"),
+        lock,
         &mut per_worker,
         tracker_http::server::bind_reuseport,
         |s| &mut s.http,
     )?;
     bind_each(
         &config.http.https_listen,
-        "HTTPS",
-        "--https",
+        ("tcp", "HTTPS", "--https"),
+        lock,
         &mut per_worker,
         tracker_http::server::bind_reuseport,
         |s| &mut s.https,
@@ -774,8 +783,8 @@ fn bind_all(config: &Config, workers: usize) -> Result<Vec<WorkerSockets>, Strin
     // Once, for worker 0: the endpoint gathers every worker's counters itself.
     bind_each(
         &config.metrics.listen,
-        "metrics",
-        "--metrics",
+        ("tcp", "metrics", "--metrics"),
+        lock,
         &mut per_worker[..1],
         tracker_common::metrics::bind,
         |s| &mut s.metrics,
@@ -784,16 +793,19 @@ fn bind_all(config: &Config, workers: usize) -> Result<Vec<WorkerSockets>, Strin
 }
 
 /// Binds each of `addrs` once for every worker with `bind`, into the list
-/// `slot` picks.
+/// `slot` picks, once it holds the address's lock. `names`: the transport
+/// ("udp" or "tcp"), the protocol as messages name it, and its flag.
 fn bind_each<S: LocalAddr>(
     addrs: &[SocketAddr],
-    protocol: &str,
-    flag: &str,
+    (transport, protocol, flag): (&str, &str, &str),
+    lock: &mut InstanceLock,
     per_worker: &mut [WorkerSockets],
     bind: impl Fn(SocketAddr) -> std::io::Result<S>,
     slot: impl Fn(&mut WorkerSockets) -> &mut Vec<S>,
 ) -> Result<(), String> {
     for &addr in addrs {
+        lock.take(transport, protocol, addr)
+            .map_err(|e| format!("{e} with {flag}"))?;
         let mut addr = addr;
         for sockets in per_worker.iter_mut() {
             let socket = bind(addr).map_err(|e| {
@@ -803,7 +815,12 @@ fn bind_each<S: LocalAddr>(
                     format!("cannot bind {protocol} {addr}: {e}")
                 }
             })?;
-            addr = socket.local_addr().map_err(|e| e.to_string())?;
+            let bound = socket.local_addr().map_err(|e| e.to_string())?;
+            if addr.port() == 0 {
+                // Its port is known now: locked, as a port given in full is.
+                lock.take(transport, protocol, bound)?;
+            }
+            addr = bound;
             slot(sockets).push(socket);
         }
     }

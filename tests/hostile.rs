@@ -738,3 +738,36 @@ fn a_restore_stores_only_what_an_announce_could_have_stored() {
     );
     assert!(log.contains("5 dropped as invalid"), "{log}");
 }
+
+// 5. One tracker per port.
+
+#[test]
+fn a_second_tracker_on_the_same_ports_refuses_to_start_naming_the_first() {
+    let first = Tracker::builder().udp(None).http(None).start();
+    let (udp, http) = (first.udp[0], first.http[0]);
+    let named = format!("another tracker (pid {})", first.pid());
+    for (flag, addr, protocol) in [
+        ("--udp", udp, "UDP"),
+        ("--http", http, "HTTP"),
+        // A wildcard address overlaps the first's 127.0.0.1.
+        (
+            "--http",
+            SocketAddr::from(([0, 0, 0, 0], http.port())),
+            "HTTP",
+        ),
+    ] {
+        let (code, err) = Tracker::builder()
+            .arg(flag)
+            .arg(&addr.to_string())
+            .spawn()
+            .wait_exit(Duration::from_secs(10));
+        assert_eq!(code, Some(1), "{err}");
+        assert!(
+            err.contains(&named) && err.contains(&format!("already serves {protocol} {addr}")),
+            "{err}"
+        );
+    }
+    // The first serves on, and a tracker on another port starts.
+    assert_eq!(announce_from(ip("127.0.0.1"), http, 7300), Some(200));
+    let _other = Tracker::builder().udp(None).start();
+}

@@ -19,6 +19,7 @@ pub mod connections;
 pub mod contain;
 pub mod files;
 pub mod host;
+pub mod instance;
 // Routing runs on every forwarded request: nothing in it may panic.
 #[cfg_attr(
     not(test),
