@@ -263,7 +263,7 @@ fn load_access_list(
     Ok(Some(Arc::new(Reloadable::new(Arc::new(list)))))
 }
 
-fn run(config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<(), String> {
+fn run(mut config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<(), String> {
     let allowed = runtime::allowed_cpus()?;
     let requested = match config.runtime.cpus.trim() {
         "" => None,
@@ -287,6 +287,7 @@ fn run(config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<()
         workers,
         privilege_plan.serves_as_root(euid),
     )?;
+    fit_connections_to_nofile(&mut config, workers)?;
     // Before any other thread starts, so that every thread inherits the mask
     // and only the signal thread ever takes these signals.
     let signals = BlockedSignals::block(&[SIGHUP, SIGTERM, SIGINT])
@@ -380,6 +381,34 @@ fn run(config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<()
             Ok(())
         }
     }
+}
+
+/// Raises the descriptor limit as far as it goes, and lowers
+/// `http.max_connections_per_worker` (with a warning that says how to raise
+/// the limit) when the connections it allows would not fit: a worker at its
+/// connection cap closes its idlest connection for a newcomer, where one out
+/// of descriptors could accept nothing at all.
+fn fit_connections_to_nofile(config: &mut Config, workers: usize) -> Result<(), String> {
+    let limit = host::raise_nofile()
+        .map_err(|e| format!("cannot read or raise the file-descriptor limit: {e}"))?;
+    let listeners =
+        config.udp.listen.len() + config.http.listen.len() + config.http.https_listen.len();
+    let others = config.metrics.listen.len() * (1 + config.metrics.max_connections);
+    let fit = host::connections_that_fit(limit, workers, listeners, others)?;
+    let serves_tcp = !(config.http.listen.is_empty() && config.http.https_listen.is_empty());
+    let wanted = config.http.max_connections_per_worker as u64;
+    if serves_tcp && fit < wanted {
+        warn!(
+            "the file-descriptor limit (RLIMIT_NOFILE) is {limit}: {workers} workers can hold \
+             {fit} connections each, not the {wanted} of http.max_connections_per_worker, which \
+             is lowered to {fit}; raise the limit (LimitNOFILE= in the systemd unit, nofile in \
+             /etc/security/limits.conf, ulimit -n) to serve them all"
+        );
+        config.http.max_connections_per_worker = fit as usize;
+    } else {
+        info!("file-descriptor limit {limit}: room for {fit} connections per worker");
+    }
+    Ok(())
 }
 
 /// What a worker needs to restore its swarms at start and stop on request.

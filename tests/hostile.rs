@@ -771,3 +771,69 @@ fn a_second_tracker_on_the_same_ports_refuses_to_start_naming_the_first() {
     assert_eq!(announce_from(ip("127.0.0.1"), http, 7300), Some(200));
     let _other = Tracker::builder().udp(None).start();
 }
+
+// 7. File descriptors.
+
+/// The soft and hard "Max open files" of a process.
+fn nofile_of(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("Max open files");
+    let mut fields = line["Max open files".len()..].split_whitespace();
+    (fields.next().unwrap().into(), fields.next().unwrap().into())
+}
+
+fn set_nofile(soft: u64, hard: u64) -> std::io::Result<()> {
+    let limit = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit reads one rlimit struct (async-signal-safe).
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[test]
+fn the_descriptor_limit_is_raised_to_the_hard_one() {
+    let tracker = Tracker::builder()
+        .pre_exec(|| set_nofile(256, 4096))
+        .udp(None)
+        .start();
+    assert_eq!(nofile_of(tracker.pid()), ("4096".into(), "4096".into()));
+}
+
+#[test]
+fn connections_that_do_not_fit_the_descriptor_limit_are_capped_not_left_to_fail() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "1", "--no-pin"])
+        .pre_exec(|| set_nofile(160, 160))
+        .http(None)
+        .spawn();
+    let addr = tracker.http[0];
+    // Started (the HTTP port answers) ...
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "never served");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(announce_from(ip("127.0.0.1"), addr, 7400), Some(200));
+    // ... with room for 160 - 64 - 16 - 1 = 79 connections. Twice that many
+    // idle ones: past the cap, the idlest makes room for each newcomer, and
+    // a request is still served, where accepts would fail for want of
+    // descriptors.
+    let idle: Vec<TcpStream> = (0..158)
+        .map(|n| tcp_from(ip(&format!("127.0.1.{}", n % 100 + 1)), addr))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(announce_from(ip("127.0.0.3"), addr, 7401), Some(200));
+    drop(idle);
+    let log = tracker.stop();
+    assert!(
+        log.contains("RLIMIT_NOFILE) is 160") && log.contains("lowered to 79"),
+        "{log}"
+    );
+}

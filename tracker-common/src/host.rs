@@ -1,7 +1,8 @@
 //! What the host must offer before a worker starts: a kernel new enough,
-//! io_uring allowed, and enough locked memory. Each failed check is one line
-//! that names the cause and the fix, so that start-up fails clearly instead of
-//! a worker dying later with a bare errno.
+//! io_uring allowed, enough locked memory, and file descriptors for the
+//! connections configured. Each failed check is one line that names the
+//! cause and the fix, so that start-up fails clearly instead of a worker
+//! dying later with a bare errno.
 
 use std::ffi::CStr;
 use std::io;
@@ -151,9 +152,77 @@ pub fn check_memlock(
     }
 }
 
+/// Descriptors a worker holds besides its listeners and connections:
+/// glommio's rings and eventfds (4 seen), with room to spare.
+pub const FDS_PER_WORKER: u64 = 16;
+
+/// Descriptors of the process outside the workers' own: the standard
+/// streams, the instance locks, the metrics listeners, a file read on
+/// SIGHUP or written at the stop, with room to spare.
+pub const FDS_OF_THE_PROCESS: u64 = 64;
+
+/// Raises the soft RLIMIT_NOFILE to the hard limit (the soft one is often
+/// 1024 outside systemd, less than the connections a single worker may
+/// hold); returns the soft limit now in force.
+pub fn raise_nofile() -> io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write one rlimit struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(limit.rlim_cur)
+}
+
+/// The connections each of `workers` may hold within `limit` descriptors,
+/// when each worker also has `listeners` sockets and the process `others`
+/// descriptors of its own beyond [`FDS_OF_THE_PROCESS`]; an error (with the
+/// fix) when not even one fits.
+pub fn connections_that_fit(
+    limit: u64,
+    workers: usize,
+    listeners: usize,
+    others: usize,
+) -> Result<u64, String> {
+    let workers = workers as u64;
+    let fixed = FDS_OF_THE_PROCESS + others as u64 + workers * (FDS_PER_WORKER + listeners as u64);
+    match limit.saturating_sub(fixed) / workers.max(1) {
+        0 => Err(format!(
+            "the file-descriptor limit (RLIMIT_NOFILE) is {limit}, below the {} that {workers} \
+             workers need before their first connection: raise it (LimitNOFILE= in the systemd \
+             unit, nofile in /etc/security/limits.conf, ulimit -n) or run fewer workers",
+            fixed + workers
+        )),
+        fit => Ok(fit),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connections_share_what_the_descriptor_limit_leaves() {
+        let fixed = FDS_OF_THE_PROCESS + 10 + 2 * (FDS_PER_WORKER + 3);
+        assert_eq!(connections_that_fit(fixed + 200, 2, 3, 10), Ok(100));
+        assert_eq!(connections_that_fit(fixed + 201, 2, 3, 10), Ok(100));
+        let err = connections_that_fit(fixed + 1, 2, 3, 10).unwrap_err();
+        assert!(
+            err.contains("RLIMIT_NOFILE") && err.contains("LimitNOFILE"),
+            "{err}"
+        );
+        assert!(connections_that_fit(10, 2, 3, 10).is_err());
+    }
 
     #[test]
     fn kernel_versions_parse_from_release_strings() {
