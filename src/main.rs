@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 use tracker_common::access::AccessList;
 use tracker_common::clock;
 use tracker_common::config::{default_config_file, Config, ConfigError};
@@ -151,7 +151,7 @@ fn main() -> ExitCode {
     match run(config, access) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            error!("{e}");
+            // Once, plainly, whatever the log level: the reason it stopped.
             eprintln!("tracker: {e}");
             ExitCode::FAILURE
         }

@@ -837,3 +837,52 @@ fn connections_that_do_not_fit_the_descriptor_limit_are_capped_not_left_to_fail(
         "{log}"
     );
 }
+
+// 8. Log lines that clients can write.
+
+#[test]
+fn clients_cannot_write_the_log() {
+    let tracker = Tracker::builder().https(None).start();
+    let addr = tracker.https[0];
+    let config = tracker.tls.as_ref().unwrap().cert.client_config();
+    // libtorrent names an IP address as SNI when the tracker URL has one: a
+    // client hello for "localhost" with that name swapped for "127.0.0.1"
+    // (as long) is one. The handshake fails afterwards (the transcripts
+    // differ), which is logged at debug only.
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut conn = rustls::ClientConnection::new(config, name).unwrap();
+    let mut hello = Vec::new();
+    conn.write_tls(&mut hello).unwrap();
+    let at = hello
+        .windows(9)
+        .position(|w| w == b"localhost")
+        .expect("the SNI");
+    hello[at..at + 9].copy_from_slice(b"127.0.0.1");
+    for _ in 0..30 {
+        let mut tcp = TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        tcp.write_all(&hello).unwrap();
+        // The server's hello (or an alert): the client hello was read.
+        let mut answer = [0u8; 64];
+        assert!(tcp.read(&mut answer).unwrap() > 0);
+    }
+    let log = tracker.stop();
+    let client_lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("rustls"))
+        .filter(|l| !l.contains("serving as root"))
+        .collect();
+    assert!(client_lines.is_empty(), "{client_lines:#?}");
+}
+
+#[test]
+fn a_start_up_error_is_printed_once() {
+    let first = Tracker::builder().udp(None).start();
+    let (code, err) = Tracker::builder()
+        .arg("--udp")
+        .arg(&first.udp[0].to_string())
+        .spawn()
+        .wait_exit(Duration::from_secs(10));
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.matches("already serves UDP").count(), 1, "{err}");
+}

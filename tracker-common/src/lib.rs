@@ -43,4 +43,5 @@ pub mod signals;
 pub mod state;
 pub mod stats;
 pub mod swarm;
+pub mod throttle;
 pub mod types;

@@ -250,7 +250,15 @@ pub async fn accept_failed(
         }
         Some(libc::ECONNABORTED | libc::EINTR | libc::EAGAIN) => Ok(()),
         _ => {
-            tracing::warn!("{protocol} {local}: accept failed: {e}; pausing accepts for 100 ms");
+            // Clients can cause these (out of descriptors while connections
+            // flood in): logged once a minute at most.
+            static THROTTLE: crate::throttle::LogThrottle = crate::throttle::LogThrottle::new();
+            if let Some(left_out) = THROTTLE.allow() {
+                tracing::warn!(
+                    "{protocol} {local}: accept failed: {e}; pausing accepts for 100 ms \
+                     ({left_out} more failures since the last such line)"
+                );
+            }
             glommio::timer::sleep(std::time::Duration::from_millis(100)).await;
             Ok(())
         }

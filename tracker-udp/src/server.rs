@@ -27,6 +27,7 @@ use tracker_common::ratelimit::RateLimit;
 use tracker_common::runtime::Quantum;
 use tracker_common::shutdown::StopEvent;
 use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
+use tracker_common::throttle::LogThrottle;
 use tracker_common::types::{Announce, InfoHash, ScrapeStats};
 
 counters! {
@@ -254,8 +255,15 @@ impl UdpService {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     // ICMP errors surface here on some kernels; they concern one
-                    // earlier send, not the socket.
-                    warn!("udp {local}: receive failed: {e}");
+                    // earlier send, not the socket, and clients can cause
+                    // them: logged once a minute at most.
+                    static THROTTLE: LogThrottle = LogThrottle::new();
+                    if let Some(left_out) = THROTTLE.allow() {
+                        warn!(
+                            "udp {local}: receive failed: {e} ({left_out} more since the last \
+                             such line)"
+                        );
+                    }
                     glommio::yield_if_needed().await;
                 }
             }
