@@ -304,9 +304,13 @@ impl TrackerBuilder {
         self
     }
 
-    /// Starts the tracker without waiting for it to answer.
+    /// Starts the tracker without waiting for it to answer: this build's, or
+    /// the binary `TRACKER_TEST_BIN` names (to run a test against another
+    /// build, an older one say).
     pub fn spawn(self) -> Tracker {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tracker"));
+        let bin = std::env::var_os("TRACKER_TEST_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_tracker").into());
+        let mut cmd = Command::new(bin);
         cmd.args(&self.args);
         if self.allow_root {
             cmd.arg("--allow-root");
