@@ -7,13 +7,13 @@
 mod support;
 
 use std::collections::HashMap;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::wire::{http_announce_target, http_get, udp_connect};
-use support::Tracker;
+use support::{closed, Tracker};
 use tracker_common::types::InfoHash;
 use tracker_udp::codec::ConnectionId;
 
@@ -170,24 +170,6 @@ fn http_latency(addr: SocketAddr, n: u16) -> Duration {
     .expect("served");
     assert_eq!(status, 200);
     start.elapsed()
-}
-
-/// True when the server closed `tcp` (EOF or reset) within `wait`; bytes
-/// that arrive meanwhile (a TLS session ticket, say) are read and dropped.
-fn closed(tcp: &mut TcpStream, wait: Duration) -> bool {
-    let deadline = Instant::now() + wait;
-    let mut buf = [0u8; 4096];
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        tcp.set_read_timeout(Some(left.max(Duration::from_millis(1))))
-            .unwrap();
-        match tcp.read(&mut buf) {
-            Ok(0) => return true,
-            Ok(_) if Instant::now() < deadline => continue,
-            Ok(_) => return false,
-            Err(e) => return !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
-        }
-    }
 }
 
 #[test]

@@ -200,6 +200,16 @@ fn start(mode: &str, list: &TempPath) -> Tracker {
         .start()
 }
 
+/// Starts a tracker with `config` that must refuse to start: its exit status
+/// and what it printed.
+fn refused_start(config: &str) -> (Option<i32>, String) {
+    Tracker::builder()
+        .udp(None)
+        .config(config)
+        .spawn()
+        .wait_exit(Duration::from_secs(10))
+}
+
 fn sighup(tracker: &Tracker) {
     // SAFETY: a signal to our own child process.
     let rc = unsafe { libc::kill(tracker.pid() as libc::pid_t, libc::SIGHUP) };
@@ -405,14 +415,10 @@ fn a_bad_list_on_reload_is_logged_and_the_old_one_kept() {
 fn bad_lists_at_start_exit_2_naming_the_file_and_line() {
     let list = TempPath::new("tracker-access", "txt");
     std::fs::write(&list.0, format!("{}\n\nnot a hash\n", hex(&pair(1)[0]))).unwrap();
-    let (code, err) = Tracker::builder()
-        .udp(None)
-        .config(&format!(
-            "[access]\nmode = \"allow\"\nfile = \"{}\"\n",
-            list.0.display()
-        ))
-        .spawn()
-        .wait_exit(Duration::from_secs(10));
+    let (code, err) = refused_start(&format!(
+        "[access]\nmode = \"allow\"\nfile = \"{}\"\n",
+        list.0.display()
+    ));
     assert_eq!(code, Some(2), "{err}");
     let place = format!("{}:3: expected 40 hex digits", list.0.display());
     assert!(err.contains(&place), "{err}");
@@ -432,11 +438,7 @@ fn bad_lists_at_start_exit_2_naming_the_file_and_line() {
             "access.file".to_string(),
         ),
     ] {
-        let (code, err) = Tracker::builder()
-            .udp(None)
-            .config(&config)
-            .spawn()
-            .wait_exit(Duration::from_secs(10));
+        let (code, err) = refused_start(&config);
         assert_eq!(code, Some(2), "{err}");
         assert!(err.contains(&named), "{named}: {err}");
     }
@@ -499,14 +501,10 @@ fn an_emptied_allow_list_is_refused_unless_that_is_meant() {
         "{log}"
     );
     // Refused at start too ...
-    let (code, err) = Tracker::builder()
-        .udp(None)
-        .config(&format!(
-            "[access]\nmode = \"allow\"\nfile = \"{}\"\n",
-            list.0.display()
-        ))
-        .spawn()
-        .wait_exit(Duration::from_secs(10));
+    let (code, err) = refused_start(&format!(
+        "[access]\nmode = \"allow\"\nfile = \"{}\"\n",
+        list.0.display()
+    ));
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("access.allow_empty"), "{err}");
     // ... unless the operator says so: then it serves nothing.
@@ -525,14 +523,10 @@ fn an_emptied_allow_list_is_refused_unless_that_is_meant() {
 fn a_list_larger_than_its_bound_is_refused() {
     let list = TempPath::new("tracker-access", "txt");
     write_list(&list.0, &pair(1));
-    let (code, err) = Tracker::builder()
-        .udp(None)
-        .config(&format!(
-            "[access]\nmode = \"deny\"\nfile = \"{}\"\nmax_file_bytes = 50\n",
-            list.0.display()
-        ))
-        .spawn()
-        .wait_exit(Duration::from_secs(10));
+    let (code, err) = refused_start(&format!(
+        "[access]\nmode = \"deny\"\nfile = \"{}\"\nmax_file_bytes = 50\n",
+        list.0.display()
+    ));
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("access.max_file_bytes"), "{err}");
 }

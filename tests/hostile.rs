@@ -11,30 +11,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use support::wire::{http_announce_target, http_get_ok, udp_announce, udp_connect};
-use support::{tcp_from, Tracker};
+use support::{closed, tcp_from, Tracker};
 use tracker_common::types::{AnnounceEvent, InfoHash};
 use tracker_http::bencode::{decode, Value};
 
 fn ip(text: &str) -> IpAddr {
     text.parse().unwrap()
-}
-
-/// True when the server closed `tcp` (EOF or reset) within `wait`; bytes
-/// that arrive meanwhile are read and dropped.
-fn closed(tcp: &mut TcpStream, wait: Duration) -> bool {
-    let deadline = Instant::now() + wait;
-    let mut buf = [0u8; 4096];
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        tcp.set_read_timeout(Some(left.max(Duration::from_millis(1))))
-            .unwrap();
-        match tcp.read(&mut buf) {
-            Ok(0) => return true,
-            Ok(_) if Instant::now() < deadline => continue,
-            Ok(_) => return false,
-            Err(e) => return !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
-        }
-    }
 }
 
 /// One announce over plain HTTP from `from`, on a new connection: its status.

@@ -89,6 +89,29 @@ impl TlsFiles {
     }
 }
 
+/// True when the server closed `tcp` (EOF or reset) within `wait`; bytes
+/// that arrive meanwhile (a TLS session ticket, say) are read and dropped.
+pub fn closed(tcp: &mut TcpStream, wait: Duration) -> bool {
+    let deadline = Instant::now() + wait;
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        tcp.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .unwrap();
+        match tcp.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) if Instant::now() < deadline => continue,
+            Ok(_) => return false,
+            Err(e) => {
+                return !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                )
+            }
+        }
+    }
+}
+
 /// A TCP connection to `to` from the address `from` (such as 127.0.0.2, so
 /// that a test can be several clients on loopback).
 pub fn tcp_from(from: std::net::IpAddr, to: SocketAddr) -> TcpStream {

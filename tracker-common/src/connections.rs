@@ -26,6 +26,7 @@ use std::task::{Context, Poll, Waker};
 use ahash::RandomState;
 use slab::Slab;
 
+use crate::stats::Counter;
 use crate::types::address_block;
 
 /// No entry (the end of the idle list).
@@ -118,6 +119,39 @@ pub enum Admission {
     AddressFull,
     /// Every slot is taken by a connection with a request under way.
     Full,
+}
+
+/// Where a listener counts what admission decided.
+pub struct AdmissionCounters<'a> {
+    /// Idle connections closed to make room.
+    pub evicted: &'a Counter,
+    /// Connections refused: their address holds its maximum.
+    pub address_limit: &'a Counter,
+    /// Connections refused: every slot holds a request under way.
+    pub full: &'a Counter,
+}
+
+impl Admission {
+    /// The slot of an admitted connection, counting the outcome either way;
+    /// `None`: close the connection at once.
+    pub fn counted(self, counters: AdmissionCounters<'_>) -> Option<Slot> {
+        match self {
+            Admission::Admitted { slot, evicted } => {
+                if evicted {
+                    counters.evicted.inc();
+                }
+                Some(slot)
+            }
+            Admission::AddressFull => {
+                counters.address_limit.inc();
+                None
+            }
+            Admission::Full => {
+                counters.full.inc();
+                None
+            }
+        }
+    }
 }
 
 /// The slots of one worker's listeners (see the module's documentation).

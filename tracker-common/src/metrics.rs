@@ -19,7 +19,7 @@ use glommio::GlommioError;
 use tracing::debug;
 
 use crate::config::MetricsConfig;
-use crate::connections::{Admission, ConnectionTable, Slot};
+use crate::connections::{AdmissionCounters, ConnectionTable, Slot};
 use crate::mesh::Shard;
 use crate::types::canonical_ip;
 
@@ -319,21 +319,13 @@ impl Endpoint {
             let Ok(peer) = stream.peer_addr() else {
                 continue;
             };
-            let slot = match self.connections.admit(canonical_ip(peer.ip()), false) {
-                Admission::Admitted { slot, evicted } => {
-                    if evicted {
-                        self.stats.evicted.inc();
-                    }
-                    slot
-                }
-                Admission::AddressFull => {
-                    self.stats.address_limit.inc();
-                    continue;
-                }
-                Admission::Full => {
-                    self.stats.rejected.inc();
-                    continue;
-                }
+            let admission = self.connections.admit(canonical_ip(peer.ip()), false);
+            let Some(slot) = admission.counted(AdmissionCounters {
+                evicted: &self.stats.evicted,
+                address_limit: &self.stats.address_limit,
+                full: &self.stats.rejected,
+            }) else {
+                continue;
             };
             let endpoint = self.clone();
             glommio::spawn_local(async move {

@@ -33,7 +33,7 @@ use glommio::net::{TcpListener, TcpStream};
 use rustls::ServerConfig;
 use tracing::debug;
 use tracker_common::config::{HttpConfig, SwarmConfig};
-use tracker_common::connections::{Admission, ConnectionTable, Slot};
+use tracker_common::connections::{AdmissionCounters, ConnectionTable, Slot};
 use tracker_common::contain::Contained;
 use tracker_common::counters;
 use tracker_common::mesh::{RouteError, Shard};
@@ -396,24 +396,15 @@ impl HttpService {
             };
             let peer_ip = canonical_ip(peer.ip());
             // A proxy speaks for many clients: not capped per address.
-            let slot = match self
+            let admission = self
                 .connections
-                .admit(peer_ip, self.is_trusted_proxy(peer_ip))
-            {
-                Admission::Admitted { slot, evicted } => {
-                    if evicted {
-                        self.stats.evicted.inc();
-                    }
-                    slot
-                }
-                Admission::AddressFull => {
-                    self.stats.address_limit.inc();
-                    continue;
-                }
-                Admission::Full => {
-                    self.stats.rejected.inc();
-                    continue;
-                }
+                .admit(peer_ip, self.is_trusted_proxy(peer_ip));
+            let Some(slot) = admission.counted(AdmissionCounters {
+                evicted: &self.stats.evicted,
+                address_limit: &self.stats.address_limit,
+                full: &self.stats.rejected,
+            }) else {
+                continue;
             };
             self.traffic_of(tls).accepted.inc();
             // The newest certificate, for new connections only; one relaxed
