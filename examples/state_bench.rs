@@ -19,7 +19,7 @@ use tracker_common::clock;
 use tracker_common::shard::owner_of;
 use tracker_common::state::{self, file, Section, StateFile};
 use tracker_common::swarm::{Restored, StoreLimits, SwarmStore};
-use tracker_common::types::{Announce, AnnounceEvent, AnswerPeers, InfoHash, PeerId};
+use tracker_proto::{Announce, AnnounceEvent, AnswerPeers, InfoHash, PeerId};
 
 fn main() {
     let mut args = std::env::args().skip(1);

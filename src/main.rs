@@ -738,7 +738,7 @@ fn restore_shard(
     config: &Config,
 ) {
     let started = Instant::now();
-    let keep = |hash: &tracker_common::types::InfoHash| {
+    let keep = |hash: &tracker_proto::InfoHash| {
         owner_of(hash, workers) == index && access.map_or(true, |list| list.allows(hash))
     };
     let restored = StateFile::reopen(bytes)

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use support::wire::{http_announce_target, http_get, udp_connect};
 use support::{closed, Tracker};
-use tracker_common::types::InfoHash;
-use tracker_udp::codec::ConnectionId;
+use tracker_proto::udp::ConnectionId;
+use tracker_proto::InfoHash;
 
 /// xorshift64.
 fn next(x: &mut u64) -> u64 {

@@ -15,10 +15,10 @@ use support::wire::{
     hash_owned_by, hex, http_announce_target, http_get_ok, udp_announce_wanting, udp_connect_packet,
 };
 use support::Tracker;
-use tracker_common::types::{AnnounceEvent, InfoHash};
-use tracker_http::bencode::{decode, Value};
-use tracker_http::request::write_scrape_target;
-use tracker_udp::codec::{write_scrape_request, ConnectionId, IpFamily, Response, TransactionId};
+use tracker_proto::http::bencode::{decode, Value};
+use tracker_proto::http::write_scrape_target;
+use tracker_proto::udp::{write_scrape_request, ConnectionId, IpFamily, Response, TransactionId};
+use tracker_proto::{AnnounceEvent, InfoHash};
 
 const WORKERS: usize = 2;
 

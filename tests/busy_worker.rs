@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use support::wire::{http_announce_target, http_get, udp_connect_packet};
 use support::{free_port, Tracker};
-use tracker_common::types::InfoHash;
-use tracker_udp::codec::TransactionId;
+use tracker_proto::udp::TransactionId;
+use tracker_proto::InfoHash;
 
 /// Threads sending connects as fast as they can: more than one worker answers.
 const FLOODERS: usize = 2;

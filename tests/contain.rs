@@ -15,8 +15,8 @@ use support::wire::{hex, http_announce_target, http_get, udp_announce, udp_conne
 use support::Tracker;
 use tracker_common::contain::TEST_PANIC_ENV;
 use tracker_common::shard::owner_of;
-use tracker_common::types::{AnnounceEvent, InfoHash};
-use tracker_http::bencode::{decode, Value};
+use tracker_proto::http::bencode::{decode, Value};
+use tracker_proto::{AnnounceEvent, InfoHash};
 
 fn hash_owned_by(owner: usize, seed: u8) -> InfoHash {
     (0u8..=255)

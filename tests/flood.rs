@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use support::wire::{udp_announce, udp_connect};
 use support::Tracker;
-use tracker_common::types::{AnnounceEvent, InfoHash};
-use tracker_udp::codec::{write_scrape_request, ConnectionId, TransactionId};
+use tracker_proto::udp::{write_scrape_request, ConnectionId, TransactionId};
+use tracker_proto::{AnnounceEvent, InfoHash};
 
 const WORKERS: usize = 2;
 const MAX_TORRENTS: usize = 1000;

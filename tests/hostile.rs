@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use support::wire::{http_announce_target, http_get_ok, udp_announce, udp_connect};
 use support::{closed, tcp_from, Tracker};
-use tracker_common::types::{AnnounceEvent, InfoHash};
-use tracker_http::bencode::{decode, Value};
+use tracker_proto::http::bencode::{decode, Value};
+use tracker_proto::{AnnounceEvent, InfoHash};
 
 fn ip(text: &str) -> IpAddr {
     text.parse().unwrap()
@@ -166,7 +166,7 @@ fn a_head_dribbled_after_the_tls_handshake_is_cut_at_the_request_timeout() {
 fn read_slowly(mut stream: impl Read + Write, tcp: &TcpStream, seconds: u64) -> Duration {
     let hashes: Vec<InfoHash> = (0..128u8).map(|i| InfoHash([i; 20])).collect();
     let mut target = Vec::new();
-    tracker_http::request::write_scrape_target(&mut target, &hashes);
+    tracker_proto::http::write_scrape_target(&mut target, &hashes);
     let request = format!(
         "GET {} HTTP/1.1\r\n\r\n",
         String::from_utf8(target).unwrap()
@@ -587,7 +587,7 @@ impl Drop for ScratchDir {
 /// `[complete, downloaded, incomplete]` of `hash` by an HTTP scrape.
 fn scrape_counts(addr: SocketAddr, hash: InfoHash) -> [i64; 3] {
     let mut target = Vec::new();
-    tracker_http::request::write_scrape_target(&mut target, &[hash]);
+    tracker_proto::http::write_scrape_target(&mut target, &[hash]);
     let body = http_get_ok(addr, std::str::from_utf8(&target).unwrap());
     let value = decode(&body).unwrap();
     let stats = value
@@ -669,7 +669,7 @@ fn the_state_file_is_checked_and_written_as_the_user_that_writes_it() {
 fn a_restore_stores_only_what_an_announce_could_have_stored() {
     use std::net::{Ipv4Addr, Ipv6Addr};
     use tracker_common::state::{encode, SavedPeer, SavedTorrent, Section};
-    use tracker_common::types::PeerId;
+    use tracker_proto::PeerId;
     let dir = ScratchDir::new("restore");
     let state = dir.0.join("tracker.state");
     let now = std::time::SystemTime::now()

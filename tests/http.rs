@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use support::wire::{announce_request, target};
 use support::{TestCert, Tracker};
 use tracker_common::shard::owner_of;
-use tracker_common::types::{AnnounceEvent, InfoHash};
-use tracker_http::bencode::{decode, Value};
-use tracker_http::request::write_scrape_target;
+use tracker_proto::http::bencode::{decode, Value};
+use tracker_proto::http::write_scrape_target;
+use tracker_proto::{AnnounceEvent, InfoHash};
 
 /// Plain TCP or TLS: both are read and written alike.
 trait Stream: Read + Write {}
@@ -791,7 +791,7 @@ fn sighup(tracker: &Tracker) {
 #[test]
 fn udp_and_https_peers_share_one_swarm() {
     use support::wire::{udp_announce, udp_connect_packet};
-    use tracker_udp::codec::{ConnectionId, IpFamily, Response as UdpResponse, TransactionId};
+    use tracker_proto::udp::{ConnectionId, IpFamily, Response as UdpResponse, TransactionId};
     let tracker = Tracker::builder().udp(None).https(None).start();
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();

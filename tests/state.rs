@@ -17,10 +17,10 @@ use support::wire::{
 };
 use support::Tracker;
 use tracker_common::state::StateFile;
-use tracker_common::types::{AnnounceEvent, InfoHash, ScrapeStats};
-use tracker_http::bencode::{decode, Value};
-use tracker_http::request::write_scrape_target;
-use tracker_udp::codec::{write_scrape_request, ConnectionId, IpFamily, Response, TransactionId};
+use tracker_proto::http::bencode::{decode, Value};
+use tracker_proto::http::write_scrape_target;
+use tracker_proto::udp::{write_scrape_request, ConnectionId, IpFamily, Response, TransactionId};
+use tracker_proto::{AnnounceEvent, InfoHash, ScrapeStats};
 
 /// An HTTP announce from 127.0.0.1:`port`; the peers handed back.
 fn http_announce(

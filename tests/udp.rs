@@ -7,8 +7,8 @@ use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 use support::wire::{hash_owned_by, udp_announce_wanting, udp_connect_packet};
 use support::Tracker;
-use tracker_common::types::{AnnounceEvent, InfoHash, ScrapeStats};
-use tracker_udp::codec::{write_scrape_request, ConnectionId, IpFamily, Response, TransactionId};
+use tracker_proto::udp::{write_scrape_request, ConnectionId, IpFamily, Response, TransactionId};
+use tracker_proto::{AnnounceEvent, InfoHash, ScrapeStats};
 
 /// A BEP 15 client bound to one loopback address.
 struct Client {

@@ -8,10 +8,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use tracker_common::types::{AnswerPeers, InfoHash, IpFamily, PeerId, ScrapeStats};
-use tracker_http::bencode::{decode, Value};
-use tracker_http::request::Connection;
-use tracker_http::response::{
+use tracker_proto::{AnswerPeers, InfoHash, IpFamily, PeerId, ScrapeStats};
+use tracker_proto::http::bencode::{decode, Value};
+use tracker_proto::http::Connection;
+use tracker_proto::http::{
     write_announce, write_failure, write_response, write_scrape, AnnounceResponse,
 };
 

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tracker_http::request::{
+use tracker_proto::http::{
     parse_announce, parse_scrape, write_announce_target, write_scrape_target,
 };
 

@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tracker_http::request::{parse_announce, parse_head, parse_scrape, Endpoint, Parsed, RealIp};
+use tracker_proto::http::{parse_announce, parse_head, parse_scrape, Endpoint, Parsed, RealIp};
 
 const REAL_IP_HEADERS: [RealIp<'static>; 3] = [
     RealIp::Off,

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tracker_udp::codec::{AnnouncePeek, Request, ANNOUNCE_REQUEST_LEN, MAX_SCRAPE_INFO_HASHES};
+use tracker_proto::udp::{AnnouncePeek, Request, ANNOUNCE_REQUEST_LEN, MAX_SCRAPE_INFO_HASHES};
 
 fuzz_target!(|data: &[u8]| {
     let peeked = Request::peek_announce(data);

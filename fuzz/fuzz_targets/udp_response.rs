@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tracker_udp::codec::{IpFamily, Response};
+use tracker_proto::udp::{IpFamily, Response};
 
 fuzz_target!(|data: &[u8]| {
     for family in [IpFamily::V4, IpFamily::V6] {

@@ -416,8 +416,8 @@ fn udp_answers(addr: SocketAddr) -> bool {
     };
     let _ = socket.set_read_timeout(Some(Duration::from_millis(100)));
     let mut connect = Vec::new();
-    tracker_udp::codec::Request::Connect(tracker_udp::codec::ConnectRequest {
-        transaction_id: tracker_udp::codec::TransactionId(1),
+    tracker_proto::udp::Request::Connect(tracker_proto::udp::ConnectRequest {
+        transaction_id: tracker_proto::udp::TransactionId(1),
     })
     .write(&mut connect);
     let mut buf = [0u8; 64];

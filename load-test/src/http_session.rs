@@ -6,9 +6,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use tracker_common::types::InfoHash;
-use tracker_http::bencode::{self, Value};
-use tracker_http::request::{write_announce_target, write_scrape_target, AnnounceRequest};
+use tracker_proto::http::bencode::{self, Value};
+use tracker_proto::http::{write_announce_target, write_scrape_target, AnnounceRequest};
+use tracker_proto::InfoHash;
 
 use crate::model::{Kind, Rng, TrafficModel, Weighted, MAX_SCRAPE};
 use crate::stats::{Invalid, Stats};
@@ -361,13 +361,11 @@ mod tests {
     use super::*;
     use crate::config::TrafficConfig;
     use crate::model::min_sources;
-    use tracker_common::types::{AnswerPeers, IpFamily, ScrapeStats};
-    use tracker_http::request::{
-        parse_announce, parse_head, parse_scrape, Endpoint, Parsed, RealIp,
-    };
-    use tracker_http::response::{
+    use tracker_proto::http::{parse_announce, parse_head, parse_scrape, Endpoint, Parsed, RealIp};
+    use tracker_proto::http::{
         write_announce, write_failure, write_response, write_scrape, AnnounceResponse,
     };
+    use tracker_proto::{AnswerPeers, IpFamily, ScrapeStats};
 
     const LOCAL: &str = "127.1.0.1";
 
@@ -393,7 +391,7 @@ mod tests {
         write_response(
             &mut out,
             status,
-            tracker_http::request::Connection::KeepAlive,
+            tracker_proto::http::Connection::KeepAlive,
             body,
         );
         out

@@ -15,7 +15,7 @@
 //! - Each request is a connect, an announce or a scrape by weight; an announce
 //!   carries an event by weight (none, started, completed, stopped).
 
-use tracker_common::types::{AnnounceEvent, InfoHash, PeerId};
+use tracker_proto::{AnnounceEvent, InfoHash, PeerId};
 
 use crate::config::{EventWeights, TrafficConfig};
 
@@ -24,7 +24,7 @@ pub const PORT_BASE: u32 = 1024;
 /// Ports per source address, and so the most peers one source can carry.
 pub const PORTS_PER_SOURCE: u32 = 65536 - PORT_BASE;
 /// Most info-hashes one scrape asks for (what fits a BEP 15 datagram).
-pub const MAX_SCRAPE: usize = tracker_udp::codec::MAX_SCRAPE_INFO_HASHES;
+pub const MAX_SCRAPE: usize = tracker_proto::udp::MAX_SCRAPE_INFO_HASHES;
 
 /// Source addresses needed so that `peers` peers each get their own
 /// (address, port).

@@ -5,11 +5,11 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use tracker_common::types::InfoHash;
-use tracker_udp::codec::{
+use tracker_proto::udp::{
     max_peers, write_scrape_request, AnnounceOptions, AnnounceRequest, ConnectRequest,
     ConnectionId, IpFamily, Request, Response, TransactionId,
 };
+use tracker_proto::InfoHash;
 
 use crate::model::{Kind, Rng, TrafficModel, Weighted, MAX_SCRAPE};
 use crate::stats::{Invalid, Stats};
@@ -332,11 +332,11 @@ mod tests {
     use super::*;
     use crate::config::TrafficConfig;
     use crate::model::min_sources;
-    use tracker_common::types::{AnswerPeers, ScrapeStats};
-    use tracker_udp::codec::{
+    use tracker_proto::udp::{
         write_announce_response, write_connect_response, write_error_response,
         write_scrape_response,
     };
+    use tracker_proto::{AnswerPeers, ScrapeStats};
 
     const TARGET: &str = "127.0.0.1:6969";
     const LOCAL: &str = "127.1.0.1";

@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tracker_common::types::ScrapeStats;
-use tracker_udp::codec::{
+use tracker_proto::udp::{
     write_announce_response, write_connect_response, write_error_response, write_scrape_response,
     ConnectionId, Request,
 };
+use tracker_proto::ScrapeStats;
 
 const ID: ConnectionId = ConnectionId(0x1234);
 

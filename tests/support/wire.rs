@@ -6,10 +6,10 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::Duration;
 
 use tracker_common::shard::owner_of;
-use tracker_common::types::{AnnounceEvent, InfoHash, PeerId};
-use tracker_udp::codec::{
+use tracker_proto::udp::{
     AnnounceOptions, AnnounceRequest, ConnectRequest, ConnectionId, Request, TransactionId,
 };
+use tracker_proto::{AnnounceEvent, InfoHash, PeerId};
 
 /// Connects `sock` to the UDP tracker at `target`: the connection id, or None
 /// when no answer came within the socket's read timeout.
@@ -84,20 +84,20 @@ pub fn announce_request(
     port: u16,
     left: u64,
     event: AnnounceEvent,
-) -> tracker_http::request::AnnounceRequest<'static> {
+) -> tracker_proto::http::AnnounceRequest<'static> {
     let mut peer_id = [b'-'; 20];
     peer_id[..2].copy_from_slice(&port.to_be_bytes());
-    tracker_http::request::AnnounceRequest {
+    tracker_proto::http::AnnounceRequest {
         left,
         event,
-        ..tracker_http::request::AnnounceRequest::new(info_hash, PeerId(peer_id), port)
+        ..tracker_proto::http::AnnounceRequest::new(info_hash, PeerId(peer_id), port)
     }
 }
 
 /// The path and query of an HTTP announce.
-pub fn target(announce: &tracker_http::request::AnnounceRequest<'_>) -> String {
+pub fn target(announce: &tracker_proto::http::AnnounceRequest<'_>) -> String {
     let mut out = Vec::new();
-    tracker_http::request::write_announce_target(&mut out, announce);
+    tracker_proto::http::write_announce_target(&mut out, announce);
     String::from_utf8(out).unwrap()
 }
 

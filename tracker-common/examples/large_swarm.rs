@@ -9,7 +9,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use tracker_common::swarm::{StoreLimits, SwarmStore};
-use tracker_common::types::{Announce, AnnounceEvent, AnswerPeers, InfoHash, PeerId};
+use tracker_proto::{Announce, AnnounceEvent, AnswerPeers, InfoHash, PeerId};
 
 const TIMEOUT: u32 = 3600;
 

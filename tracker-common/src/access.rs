@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use ahash::RandomState;
 use serde::{Deserialize, Serialize};
 
-use crate::types::InfoHash;
+use tracker_proto::InfoHash;
 
 /// What the list means.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]

@@ -3,11 +3,11 @@
 //! `tracker --print-config` prints.
 
 use crate::access::{AccessMode, ListSource};
-use crate::types::IpNetwork;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::Path;
+use tracker_proto::IpNetwork;
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -697,7 +697,7 @@ fn parse_secret(hex: &str) -> Result<[u8; 16], String> {
     if hex.len() != 32 {
         return Err(format!("must be 32 hex digits, not {}", hex.len()));
     }
-    crate::types::decode_hex(hex).ok_or_else(|| "must be hex digits".to_string())
+    tracker_proto::decode_hex(hex).ok_or_else(|| "must be hex digits".to_string())
 }
 
 /// The default configuration as a TOML file with a comment on every key.

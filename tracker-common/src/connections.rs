@@ -27,7 +27,7 @@ use ahash::RandomState;
 use slab::Slab;
 
 use crate::stats::Counter;
-use crate::types::address_block;
+use tracker_proto::address_block;
 
 /// No entry (the end of the idle list).
 const NONE: usize = usize::MAX;

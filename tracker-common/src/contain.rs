@@ -156,11 +156,11 @@ pub const TEST_PANIC_ENV: &str = "TRACKER_TEST_PANIC_INFO_HASH";
 /// Test hook (debug builds only): panics when `info_hash` is the one named by
 /// [`TEST_PANIC_ENV`].
 #[cfg(debug_assertions)]
-pub fn test_panic_hook(info_hash: &crate::types::InfoHash) {
+pub fn test_panic_hook(info_hash: &tracker_proto::InfoHash) {
     use std::sync::OnceLock;
-    static TARGET: OnceLock<Option<crate::types::InfoHash>> = OnceLock::new();
+    static TARGET: OnceLock<Option<tracker_proto::InfoHash>> = OnceLock::new();
     let target = TARGET.get_or_init(|| {
-        crate::types::InfoHash::from_hex(std::env::var(TEST_PANIC_ENV).ok()?.as_bytes())
+        tracker_proto::InfoHash::from_hex(std::env::var(TEST_PANIC_ENV).ok()?.as_bytes())
     });
     if target.as_ref() == Some(info_hash) {
         panic!("test hook {TEST_PANIC_ENV}: announce for the named info-hash");
@@ -170,7 +170,7 @@ pub fn test_panic_hook(info_hash: &crate::types::InfoHash) {
 /// Release builds: no test hook.
 #[cfg(not(debug_assertions))]
 #[inline(always)]
-pub fn test_panic_hook(_info_hash: &crate::types::InfoHash) {}
+pub fn test_panic_hook(_info_hash: &tracker_proto::InfoHash) {}
 
 #[cfg(test)]
 mod tests {

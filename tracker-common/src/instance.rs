@@ -17,7 +17,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use crate::types::canonical_ip;
+use tracker_proto::canonical_ip;
 
 /// The locks this process holds, released when it ends (or this is dropped).
 #[derive(Default)]

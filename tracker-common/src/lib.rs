@@ -44,4 +44,3 @@ pub mod state;
 pub mod stats;
 pub mod swarm;
 pub mod throttle;
-pub mod types;

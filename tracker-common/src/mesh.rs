@@ -16,7 +16,6 @@ use crate::shard::owner_of;
 use crate::signals::{LocalCopy, Reloadable};
 use crate::stats::MeshStats;
 use crate::swarm::{AnnounceRefused, SwarmCounts, SwarmStore};
-use crate::types::{Announce, AnnounceAnswer, AnswerPeers, InfoHash, IpFamily, ScrapeStats};
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Senders};
 use glommio::{GlommioError, ResourceType};
 use slab::Slab;
@@ -28,6 +27,7 @@ use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
+use tracker_proto::{Announce, AnnounceAnswer, AnswerPeers, InfoHash, IpFamily, ScrapeStats};
 
 /// What an owner is asked to do.
 #[derive(Debug)]

@@ -21,7 +21,7 @@ use tracing::debug;
 use crate::config::MetricsConfig;
 use crate::connections::{AdmissionCounters, ConnectionTable, Slot};
 use crate::mesh::Shard;
-use crate::types::canonical_ip;
+use tracker_proto::canonical_ip;
 
 /// Whether a family only grows or goes up and down.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

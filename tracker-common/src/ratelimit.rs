@@ -14,7 +14,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::net::IpAddr;
 
-use crate::types::address_block;
+use tracker_proto::address_block;
 
 #[derive(Clone, Copy, Default)]
 struct Slot {

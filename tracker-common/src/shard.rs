@@ -2,7 +2,7 @@
 //! the same on every worker and in every process (so the load generator and tests
 //! can predict it).
 
-use crate::types::InfoHash;
+use tracker_proto::InfoHash;
 
 /// The index of the worker (0..`workers`) that owns `info_hash`.
 ///

@@ -18,9 +18,6 @@
     )
 )]
 
-pub mod bencode;
 mod deadline;
-pub mod request;
-pub mod response;
 pub mod server;
 pub mod tls;

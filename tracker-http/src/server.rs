@@ -47,19 +47,17 @@ use tracker_common::shutdown::StopEvent;
 use tracker_common::signals::LocalCopy;
 use tracker_common::stats::ByFamily;
 use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
-use tracker_common::types::{
-    canonical_ip, Announce, AnswerPeers, InfoHash, IpNetwork, ScrapeStats,
-};
+use tracker_proto::{canonical_ip, Announce, AnswerPeers, InfoHash, IpNetwork, ScrapeStats};
 
 use crate::deadline::DeadlineStream;
-use crate::request::{
+use crate::tls::SharedTlsConfig;
+use tracker_proto::http::{
     parse_announce, parse_head, parse_scrape, AnnounceRequest, Connection, Endpoint, Parsed,
     RealIp, Request, RequestError,
 };
-use crate::response::{
+use tracker_proto::http::{
     write_announce, write_failure, write_response, write_scrape, AnnounceResponse,
 };
-use crate::tls::SharedTlsConfig;
 
 /// The first size of a connection's read buffer; it doubles up to
 /// `http.max_request_head_bytes` for clients that send long heads.

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::net::IpAddr;
 
-use crate::codec::ConnectionId;
+use tracker_proto::udp::ConnectionId;
 
 /// Length of a time window; an id stays valid for one to two of them.
 const WINDOW_SECS: u64 = 120;

@@ -17,7 +17,6 @@
     )
 )]
 
-pub mod codec;
 pub mod cookie;
 pub mod server;
 // Its arrays are indexed by counts below `BATCH` that the kernel returns

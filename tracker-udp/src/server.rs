@@ -1,10 +1,6 @@
 //! The per-worker UDP loop: receive a batch, answer what this shard owns at
 //! once, hand the rest to their owners, send the batch.
 
-use crate::codec::{
-    max_peers, write_announce_response, write_connect_response, write_error_response,
-    write_scrape_response, ConnectionId, IpFamily, Request, TransactionId,
-};
 use crate::cookie::ConnectionCookies;
 use crate::socket::{canonical_ip, send_one, LocalAddr, RecvBatch, SendBatch};
 use std::cell::{Cell, RefCell};
@@ -28,7 +24,11 @@ use tracker_common::runtime::Quantum;
 use tracker_common::shutdown::StopEvent;
 use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
 use tracker_common::throttle::LogThrottle;
-use tracker_common::types::{Announce, InfoHash, ScrapeStats};
+use tracker_proto::udp::{
+    max_peers, write_announce_response, write_connect_response, write_error_response,
+    write_scrape_response, ConnectionId, IpFamily, Request, TransactionId,
+};
+use tracker_proto::{Announce, InfoHash, ScrapeStats};
 
 counters! {
     /// Per-worker UDP counters, exported with `protocol="udp"`.

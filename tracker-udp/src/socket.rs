@@ -500,7 +500,7 @@ fn std_to_sockaddr(addr: SocketAddr, storage: &mut libc::sockaddr_storage) -> li
 }
 
 /// Shared with the HTTP front end, so both key peers alike.
-pub use tracker_common::types::canonical_ip;
+pub use tracker_proto::canonical_ip;
 
 #[cfg(test)]
 mod tests {

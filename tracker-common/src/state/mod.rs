@@ -42,7 +42,7 @@ mod tests;
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::types::{InfoHash, PeerId};
+use tracker_proto::{InfoHash, PeerId};
 
 pub const MAGIC: [u8; 8] = *b"TRKSTATE";
 /// Bumped on any change of layout; a reader refuses other versions.

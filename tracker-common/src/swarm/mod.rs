@@ -27,7 +27,7 @@ use crate::ratelimit::RateLimit;
 use crate::state::{SavedPeer, SavedTorrent, Section, StateError, StateFile, TorrentRecord};
 
 use crate::stats::StoreStats;
-use crate::types::{
+use tracker_proto::{
     is_peer_address, Announce, AnnounceEvent, AnswerPeers, InfoHash, IpFamily, ScrapeStats,
 };
 

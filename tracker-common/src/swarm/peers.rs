@@ -10,7 +10,7 @@ use super::index::AddressIndex;
 use super::ip_counts::IpCounts;
 use super::rng::{scale, WyRand};
 use super::MemoryUse;
-use crate::types::{CompactIp, PeerId};
+use tracker_proto::{CompactIp, PeerId};
 
 /// A swarm half is indexed once it grows past this many peers (a linear scan of 32
 /// entries is a few cache lines and beats hashing)...

@@ -7,7 +7,7 @@
 //! Removal moves the last entry into the hole.
 
 use super::slots::Slots;
-use crate::types::InfoHash;
+use tracker_proto::InfoHash;
 
 /// Aligned to a cache line: with a 40-byte `Torrent` an entry is one line
 /// (a 72-byte one spanned two, so each lookup missed twice).

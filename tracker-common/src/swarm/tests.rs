@@ -5,7 +5,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::swarm::torrent::CLEAN_WINDOW;
-use crate::types::{AnswerPeers, PeerId};
+use tracker_proto::{AnswerPeers, PeerId};
 
 const TIMEOUT: u32 = 100;
 

@@ -7,7 +7,7 @@ use super::peers::{Peer, PeerIp, Peers};
 use super::rng::{scale, WyRand};
 use super::{MemoryUse, SwarmCounts};
 use crate::state::{SavedHalf, SavedPeer, SavedTorrent};
-use crate::types::{Announce, AnnounceEvent, AnswerPeers, IpFamily, ScrapeStats};
+use tracker_proto::{Announce, AnnounceEvent, AnswerPeers, IpFamily, ScrapeStats};
 
 /// The clocks of a save or a restore: the store's monotonic seconds and the
 /// wall clock's Unix seconds at the same moment, and the peer time-out that

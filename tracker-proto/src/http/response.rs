@@ -5,9 +5,9 @@
 use std::io::Write;
 use std::net::IpAddr;
 
-use tracker_common::types::{AnswerPeers, InfoHash, IpFamily, ScrapeStats};
+use crate::{AnswerPeers, InfoHash, IpFamily, ScrapeStats};
 
-use crate::request::Connection;
+use super::Connection;
 
 /// What a successful announce answer says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,11 +211,11 @@ mod tests {
     use std::collections::BTreeMap;
     use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
+    use crate::PeerId;
     use proptest::prelude::*;
-    use tracker_common::types::PeerId;
 
     use super::*;
-    use crate::bencode::{decode, Value};
+    use crate::http::bencode::{decode, Value};
 
     /// An answer's peers of `family`, with their ids.
     fn answer_peers(family: IpFamily, peers: &[(&str, u16, u8)]) -> AnswerPeers {

@@ -1,0 +1,279 @@
+//! Parsing of tracker requests: the HTTP head ([`parse_head`]), then the query of an
+//! announce ([`parse_announce`]) or a scrape ([`parse_scrape`]); and the reverse,
+//! building request targets for a load generator ([`write_announce_target`],
+//! [`write_scrape_target`]).
+//!
+//! Nothing here allocates, except that [`parse_scrape`] pushes into a vector the
+//! caller reuses. Query values are percent-decoded on the fly (`+` is a space, as in
+//! HTML forms); keys are compared as sent. Unknown keys are ignored; a repeated key
+//! counts once, with its last value, except `info_hash` in a scrape.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use crate::is_host_address;
+
+/// Header lines a request may carry; more are refused with 431.
+pub const MAX_HEADERS: usize = 32;
+
+/// What a request asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `/announce` (or `/announce/`).
+    Announce,
+    /// `/scrape` (or `/scrape/`).
+    Scrape,
+}
+
+/// Whether the connection stays open after the answer, and what the answer's
+/// `Connection` header must say so that the client agrees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Connection {
+    /// HTTP/1.1 without `Connection: close`: persistent by default, no header needed.
+    KeepAlive,
+    /// HTTP/1.0 with `Connection: keep-alive`: the answer must repeat it.
+    KeepAliveHttp10,
+    /// Anything else: answer with `Connection: close`, then close.
+    Close,
+}
+
+impl Connection {
+    pub fn keep_alive(self) -> bool {
+        self != Connection::Close
+    }
+}
+
+/// A complete request head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request<'a> {
+    pub endpoint: Endpoint,
+    /// The raw query, after `?` (empty without one), for [`parse_announce`] or
+    /// [`parse_scrape`].
+    pub query: &'a [u8],
+    pub connection: Connection,
+    /// The address in the real-IP header, read from a trusted proxy only
+    /// ([`RealIp::Required`]); `None` otherwise.
+    pub real_ip: Option<IpAddr>,
+    /// The real-IP header came from a client that is not a trusted proxy
+    /// ([`RealIp::Ignored`]): it was not read.
+    pub real_ip_ignored: bool,
+}
+
+/// How [`parse_head`] treats the real-IP header (such as `X-Forwarded-For`)
+/// that a reverse proxy sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RealIp<'a> {
+    /// None is configured: the connection's address is the client's.
+    Off,
+    /// The connection comes from a trusted proxy: the header must hold the
+    /// client's address.
+    Required(&'a str),
+    /// The connection does not come from a trusted proxy: the header is not
+    /// read (anyone could name any address in it), only noticed.
+    Ignored(&'a str),
+}
+
+/// The outcome of [`parse_head`] on the bytes received so far.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Parsed<'a> {
+    /// The head is not complete yet: read more and parse again.
+    Partial,
+    /// A request whose head took the first `consumed` bytes; a pipelined request
+    /// may follow them.
+    Complete {
+        request: Request<'a>,
+        consumed: usize,
+    },
+}
+
+/// Why a request gets no regular answer.
+///
+/// After an error from [`parse_head`] the position in the byte stream is lost:
+/// answer with `Connection: close`, then close. Errors from [`parse_announce`] and
+/// [`parse_scrape`] come after a complete head, so the connection may go on as the
+/// request's [`Connection`] says.
+///
+/// Errors of the HTTP layer have a 4xx [`status`](Self::status). Tracker failures
+/// (bad or missing query values, a bad real-IP header) have status 200, because
+/// BitTorrent clients show the bencoded `failure reason` only of a 200 answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestError {
+    /// Not HTTP/1.x, or a broken header value.
+    Malformed,
+    /// Too many header lines, or (the caller's judgement) a head that does not fit
+    /// its buffer.
+    HeadTooLarge,
+    /// A `Content-Length` above 0 or a `Transfer-Encoding`: tracker requests have no body.
+    BodyNotAllowed,
+    NotFound,
+    MethodNotAllowed,
+    MissingRealIp,
+    InvalidRealIp,
+    /// A `%` not followed by two hex digits.
+    BadEscape,
+    MissingInfoHash,
+    InvalidInfoHash,
+    MissingPeerId,
+    InvalidPeerId,
+    MissingPort,
+    InvalidPort,
+    InvalidUploaded,
+    InvalidDownloaded,
+    InvalidLeft,
+    InvalidEvent,
+    InvalidCompact,
+    InvalidNoPeerId,
+    InvalidNumwant,
+    TooManyInfoHashes,
+}
+
+impl RequestError {
+    /// The HTTP status of the answer.
+    pub fn status(self) -> u16 {
+        match self {
+            RequestError::Malformed | RequestError::BodyNotAllowed => 400,
+            RequestError::NotFound => 404,
+            RequestError::MethodNotAllowed => 405,
+            RequestError::HeadTooLarge => 431,
+            _ => 200,
+        }
+    }
+
+    /// The text for the answer's bencoded `failure reason`.
+    pub fn reason(self) -> &'static str {
+        match self {
+            RequestError::Malformed => "malformed HTTP request",
+            RequestError::HeadTooLarge => "request header too large",
+            RequestError::BodyNotAllowed => "request body not allowed",
+            RequestError::NotFound => "not found",
+            RequestError::MethodNotAllowed => "method not allowed",
+            RequestError::MissingRealIp => "missing real IP header",
+            RequestError::InvalidRealIp => "invalid real IP header",
+            RequestError::BadEscape => "invalid percent-encoding",
+            RequestError::MissingInfoHash => "missing info_hash",
+            RequestError::InvalidInfoHash => "info_hash is not 20 bytes",
+            RequestError::MissingPeerId => "missing peer_id",
+            RequestError::InvalidPeerId => "peer_id is not 20 bytes",
+            RequestError::MissingPort => "missing port",
+            RequestError::InvalidPort => "invalid port",
+            RequestError::InvalidUploaded => "invalid uploaded",
+            RequestError::InvalidDownloaded => "invalid downloaded",
+            RequestError::InvalidLeft => "invalid left",
+            RequestError::InvalidEvent => "invalid event",
+            RequestError::InvalidCompact => "invalid compact",
+            RequestError::InvalidNoPeerId => "invalid no_peer_id",
+            RequestError::InvalidNumwant => "invalid numwant",
+            RequestError::TooManyInfoHashes => "too many info_hash values",
+        }
+    }
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.reason())
+    }
+}
+
+impl std::error::Error for RequestError {}
+
+/// Parses the request head at the start of `buf`.
+///
+/// Only `GET` of `/announce` and `/scrape` (a trailing `/` allowed) is served.
+/// With [`RealIp::Required`] (the connection comes from a trusted reverse
+/// proxy), the named header must hold the address of one host; of a
+/// comma-separated list, and of repeated header lines, the right-most address
+/// counts: it is the one the proxy added, while those left of it come from the
+/// client and can be forged.
+///
+/// A head that stays [`Parsed::Partial`] with the caller's buffer full should be
+/// answered with [`RequestError::HeadTooLarge`].
+pub fn parse_head<'a>(buf: &'a [u8], real_ip: RealIp<'_>) -> Result<Parsed<'a>, RequestError> {
+    let real_ip_header = match real_ip {
+        RealIp::Off => None,
+        RealIp::Required(name) | RealIp::Ignored(name) => Some(name),
+    };
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut head = httparse::Request::new(&mut headers);
+    let consumed = match head.parse(buf) {
+        Ok(httparse::Status::Complete(consumed)) => consumed,
+        Ok(httparse::Status::Partial) => return Ok(Parsed::Partial),
+        Err(httparse::Error::TooManyHeaders) => return Err(RequestError::HeadTooLarge),
+        Err(_) => return Err(RequestError::Malformed),
+    };
+    let (Some(method), Some(target), Some(version)) = (head.method, head.path, head.version) else {
+        return Err(RequestError::Malformed);
+    };
+
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let endpoint = match path.strip_suffix('/').unwrap_or(path) {
+        "/announce" => Endpoint::Announce,
+        "/scrape" => Endpoint::Scrape,
+        _ => return Err(RequestError::NotFound),
+    };
+    if method != "GET" {
+        return Err(RequestError::MethodNotAllowed);
+    }
+
+    let (mut close, mut keep_alive) = (false, false);
+    let mut real_ip_value = None;
+    for header in head.headers.iter() {
+        let name = header.name;
+        if name.eq_ignore_ascii_case("content-length") {
+            match parse_decimal(header.value.trim_ascii()) {
+                Some(0) => {}
+                Some(_) => return Err(RequestError::BodyNotAllowed),
+                None => return Err(RequestError::Malformed),
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            return Err(RequestError::BodyNotAllowed);
+        } else if name.eq_ignore_ascii_case("connection") {
+            for option in header.value.split(|&b| b == b',') {
+                let option = option.trim_ascii();
+                close |= option.eq_ignore_ascii_case(b"close");
+                keep_alive |= option.eq_ignore_ascii_case(b"keep-alive");
+            }
+        }
+        if real_ip_header.is_some_and(|wanted| name.eq_ignore_ascii_case(wanted)) {
+            real_ip_value = Some(header.value);
+        }
+    }
+
+    let (real_ip, real_ip_ignored) = match (real_ip, real_ip_value) {
+        (RealIp::Off, _) => (None, false),
+        (RealIp::Ignored(_), value) => (None, value.is_some()),
+        (RealIp::Required(_), None) => return Err(RequestError::MissingRealIp),
+        (RealIp::Required(_), Some(value)) => (Some(parse_forwarded_ip(value)?), false),
+    };
+    let connection = match version {
+        _ if close => Connection::Close,
+        1 => Connection::KeepAlive,
+        _ if keep_alive => Connection::KeepAliveHttp10,
+        _ => Connection::Close,
+    };
+    let request = Request {
+        endpoint,
+        query: query.as_bytes(),
+        connection,
+        real_ip,
+        real_ip_ignored,
+    };
+    Ok(Parsed::Complete { request, consumed })
+}
+
+/// The right-most address of a comma-separated list, if it names one host.
+fn parse_forwarded_ip(value: &[u8]) -> Result<IpAddr, RequestError> {
+    let last = value.rsplit(|&b| b == b',').next().unwrap_or(value);
+    std::str::from_utf8(last.trim_ascii())
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .filter(|&ip| is_host_address(ip))
+        .ok_or(RequestError::InvalidRealIp)
+}
+
+/// A plain decimal number, for headers.
+fn parse_decimal(text: &[u8]) -> Option<u64> {
+    std::str::from_utf8(text)
+        .ok()
+        .filter(|t| t.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|t| t.parse().ok())
+}
