@@ -17,9 +17,10 @@ use std::time::Instant;
 
 use tracker_common::clock;
 use tracker_common::shard::owner_of;
-use tracker_common::state::{self, file, Section, StateFile};
-use tracker_common::swarm::{Restored, StoreLimits, SwarmStore};
+use tracker_common::state_file as file;
 use tracker_proto::{Announce, AnnounceEvent, AnswerPeers, InfoHash, PeerId};
+use tracker_swarm::state::{self, Section, StateFile};
+use tracker_swarm::{Restored, StoreLimits, SwarmStore};
 
 fn main() {
     let mut args = std::env::args().skip(1);

@@ -23,10 +23,11 @@ use tracker_common::runtime::{self, WorkerPlacement};
 use tracker_common::shard::owner_of;
 use tracker_common::shutdown::{self, Shutdown};
 use tracker_common::signals::{BlockedSignals, Reloadable, SIGHUP, SIGINT, SIGTERM};
-use tracker_common::state::{self, Section, StateFile};
-use tracker_common::swarm::{Restored, StoreLimits, SwarmStore};
+use tracker_common::state_file;
 use tracker_http::server::HttpService;
 use tracker_http::tls::{self, SharedTlsConfig};
+use tracker_swarm::state::{Section, StateFile};
+use tracker_swarm::{Restored, StoreLimits, SwarmStore};
 use tracker_udp::cookie::ConnectionCookies;
 use tracker_udp::server::UdpService;
 
@@ -328,7 +329,7 @@ fn run(mut config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Resul
     // directory is that user's, and root must not follow what it planted.
     let loaded = state_path
         .as_deref()
-        .and_then(state::file::load)
+        .and_then(state_file::load)
         .map(Arc::new);
     let shutdown = Shutdown::new(workers);
     spawn_signal_handler(
@@ -375,7 +376,7 @@ fn run(mut config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Resul
     })?;
     // Every worker stopped on request and has handed over its swarms.
     match state_path {
-        Some(path) => state::file::save(&path, &sections.into_iter().flatten().collect::<Vec<_>>()),
+        Some(path) => state_file::save(&path, &sections.into_iter().flatten().collect::<Vec<_>>()),
         None => {
             info!("stopped (no state file configured: the swarms are not saved)");
             Ok(())

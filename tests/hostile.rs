@@ -668,8 +668,8 @@ fn the_state_file_is_checked_and_written_as_the_user_that_writes_it() {
 #[test]
 fn a_restore_stores_only_what_an_announce_could_have_stored() {
     use std::net::{Ipv4Addr, Ipv6Addr};
-    use tracker_common::state::{encode, SavedPeer, SavedTorrent, Section};
     use tracker_proto::PeerId;
+    use tracker_swarm::state::{encode, SavedPeer, SavedTorrent, Section};
     let dir = ScratchDir::new("restore");
     let state = dir.0.join("tracker.state");
     let now = std::time::SystemTime::now()

@@ -16,11 +16,11 @@ use support::wire::{
     announce_request, hash_owned_by, http_get_ok, target, udp_announce, udp_connect_packet,
 };
 use support::Tracker;
-use tracker_common::state::StateFile;
 use tracker_proto::http::bencode::{decode, Value};
 use tracker_proto::http::write_scrape_target;
 use tracker_proto::udp::{write_scrape_request, ConnectionId, IpFamily, Response, TransactionId};
 use tracker_proto::{AnnounceEvent, InfoHash, ScrapeStats};
+use tracker_swarm::state::StateFile;
 
 /// An HTTP announce from 127.0.0.1:`port`; the peers handed back.
 fn http_announce(

@@ -22,9 +22,9 @@ use std::time::Instant;
 use load_test::config::TrafficConfig;
 use load_test::model::{min_sources, Rng, TrafficModel};
 use load_test::udp::source_ip;
-use tracker_common::swarm::{StoreLimits, SwarmStore};
 use tracker_proto::udp::{write_announce_response, TransactionId};
 use tracker_proto::{Announce, AnswerPeers};
+use tracker_swarm::{StoreLimits, SwarmStore};
 
 /// Announces made ahead of each timed run.
 const CHUNK: usize = 4096;

@@ -10,12 +10,11 @@
 use crate::access::AccessList;
 use crate::clock;
 use crate::contain::contain;
-use crate::metrics::{MetricSource, Sample, PEERS, TORRENTS};
+use crate::metrics::{MetricSource, Sample, PEERS, STORE_FULL, TORRENTS};
 use crate::runtime::waited;
 use crate::shard::owner_of;
 use crate::signals::{LocalCopy, Reloadable};
 use crate::stats::MeshStats;
-use crate::swarm::{AnnounceRefused, SwarmCounts, SwarmStore};
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Senders};
 use glommio::{GlommioError, ResourceType};
 use slab::Slab;
@@ -28,6 +27,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tracker_proto::{Announce, AnnounceAnswer, AnswerPeers, InfoHash, IpFamily, ScrapeStats};
+use tracker_swarm::{AnnounceRefused, SwarmCounts, SwarmStore};
 
 /// What an owner is asked to do.
 #[derive(Debug)]
@@ -498,7 +498,15 @@ impl Shard {
         }
         self.stats.samples(&[], out);
         let store = self.store.borrow();
-        store.stats.samples(&[], out);
+        let full = &store.stats;
+        for (labels, count) in [
+            (&[("kind", "torrent_refused")], full.refused_torrents),
+            (&[("kind", "peer_not_stored")], full.unstored_peers),
+            (&[("kind", "peers_per_address")], full.address_peers),
+            (&[("kind", "torrent_budget")], full.torrent_budget),
+        ] {
+            out.push(Sample::new(&STORE_FULL, labels, count));
+        }
         let peers = store.peer_count();
         out.push(Sample::new(&TORRENTS, &[], store.torrent_count() as u64));
         out.push(Sample::new(

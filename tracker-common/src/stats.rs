@@ -159,24 +159,6 @@ counters! {
     }
 }
 
-counters! {
-    /// What the swarm store of one worker turned away because it was full.
-    pub struct StoreStats {
-        /// Announces refused because they would create a torrent past
-        /// `swarm.max_torrents_per_worker`.
-        pub refused_torrents: Counter => crate::metrics::STORE_FULL { kind = "torrent_refused" },
-        /// New peers answered but not stored: their torrent held
-        /// `swarm.max_peers_per_torrent`, or the worker `swarm.max_peers_per_worker`.
-        pub unstored_peers: Counter => crate::metrics::STORE_FULL { kind = "peer_not_stored" },
-        /// New peers answered but not stored: their torrent held
-        /// `swarm.max_peers_per_address` from their IP address.
-        pub address_peers: Counter => crate::metrics::STORE_FULL { kind = "peers_per_address" },
-        /// Announces refused because their address had created
-        /// `swarm.new_torrents_per_address_per_minute` torrents.
-        pub torrent_budget: Counter => crate::metrics::STORE_FULL { kind = "torrent_budget" },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,8 +46,8 @@ use tracker_common::runtime;
 use tracker_common::shutdown::StopEvent;
 use tracker_common::signals::LocalCopy;
 use tracker_common::stats::ByFamily;
-use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
 use tracker_proto::{canonical_ip, Announce, AnswerPeers, InfoHash, IpNetwork, ScrapeStats};
+use tracker_swarm::{AnnounceRefused, SwarmCounts};
 
 use crate::deadline::DeadlineStream;
 use crate::tls::SharedTlsConfig;

@@ -19,16 +19,16 @@ use tracker_common::metrics::{
     MetricSource, Sample, PANICS, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES, UDP_ERRORS,
     UDP_ERROR_RESPONSES,
 };
-use tracker_common::ratelimit::RateLimit;
 use tracker_common::runtime::Quantum;
 use tracker_common::shutdown::StopEvent;
-use tracker_common::swarm::{AnnounceRefused, SwarmCounts};
 use tracker_common::throttle::LogThrottle;
 use tracker_proto::udp::{
     max_peers, write_announce_response, write_connect_response, write_error_response,
     write_scrape_response, ConnectionId, IpFamily, Request, TransactionId,
 };
 use tracker_proto::{Announce, InfoHash, ScrapeStats};
+use tracker_swarm::ratelimit::RateLimit;
+use tracker_swarm::{AnnounceRefused, SwarmCounts};
 
 counters! {
     /// Per-worker UDP counters, exported with `protocol="udp"`.

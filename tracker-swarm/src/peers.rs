@@ -6,10 +6,10 @@ use std::hash::Hash;
 use std::mem;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use super::index::AddressIndex;
-use super::ip_counts::IpCounts;
-use super::rng::{scale, WyRand};
-use super::MemoryUse;
+use crate::index::AddressIndex;
+use crate::ip_counts::IpCounts;
+use crate::rng::{scale, WyRand};
+use crate::store::MemoryUse;
 use tracker_proto::{CompactIp, PeerId};
 
 /// A swarm half is indexed once it grows past this many peers (a linear scan of 32
@@ -196,8 +196,8 @@ impl<I: PeerIp> Peers<I> {
     /// header of a large one (its peers and index are behind it).
     pub fn prefetch(&self) {
         match self {
-            Peers::Small(peers) => super::prefetch_all(peers.as_ptr(), peers.len()),
-            Peers::Large(large) => super::prefetch(&**large),
+            Peers::Small(peers) => crate::prefetch::prefetch_all(peers.as_ptr(), peers.len()),
+            Peers::Large(large) => crate::prefetch::prefetch(&**large),
         }
     }
 
@@ -214,7 +214,7 @@ impl<I: PeerIp> Peers<I> {
             large.index.prefetch(key_hash);
             for pool in pools.into_iter().filter(|&pool| pool > 0) {
                 let start = scale(large.next_start, pool);
-                super::prefetch_all(large.peers.as_ptr().wrapping_add(start), FIRST);
+                crate::prefetch::prefetch_all(large.peers.as_ptr().wrapping_add(start), FIRST);
             }
         }
     }
@@ -224,7 +224,7 @@ impl<I: PeerIp> Peers<I> {
     pub fn prefetch_peer(&self, key_hash: u32) {
         if let Peers::Large(large) = self {
             if let Some(pos) = large.index.likely(key_hash) {
-                super::prefetch_all(large.peers.as_ptr().wrapping_add(pos), 1);
+                crate::prefetch::prefetch_all(large.peers.as_ptr().wrapping_add(pos), 1);
             }
         }
     }

@@ -109,7 +109,7 @@ impl Slots {
     /// Starts loading the first slot a lookup of `hash` reads.
     pub fn prefetch(&self, hash: u32) {
         if let Some(slot) = self.slots.get(self.home(hash)) {
-            super::prefetch(slot);
+            crate::prefetch::prefetch(slot);
         }
     }
 

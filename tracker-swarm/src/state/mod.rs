@@ -2,8 +2,8 @@
 //! stops on request and read back when it starts, so that a restart or an
 //! upgrade loses nothing but the requests of the moment.
 //!
-//! This module is the codec alone, pure (bytes in, bytes out); `file` does
-//! the I/O (atomic replace) and the swarm store turns its torrents into
+//! This module is the codec alone, pure (bytes in, bytes out); the binary
+//! does the I/O (atomic replace) and the swarm store turns its torrents into
 //! [`SavedTorrent`]s and back.
 //!
 //! Layout, all integers little-endian:
@@ -35,7 +35,6 @@
 //! loaded. Peers carry the wall-clock time of their last announce, not the
 //! process's monotonic clock, so their age survives the restart.
 
-pub mod file;
 #[cfg(test)]
 mod tests;
 

@@ -3,13 +3,13 @@
 //! prints the slowest single announce and the slowest clean step. Every request
 //! of a worker waits behind its slowest step, so these are its stalls.
 //!
-//!     taskset -c 0 cargo run --release -p tracker-common --example large_swarm -- 1000000
+//!     taskset -c 0 cargo run --release -p tracker-swarm --example large_swarm -- 1000000
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use tracker_common::swarm::{StoreLimits, SwarmStore};
 use tracker_proto::{Announce, AnnounceEvent, AnswerPeers, InfoHash, PeerId};
+use tracker_swarm::{StoreLimits, SwarmStore};
 
 const TIMEOUT: u32 = 3600;
 

@@ -4,10 +4,19 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use proptest::prelude::*;
 
 use super::*;
-use crate::swarm::torrent::CLEAN_WINDOW;
+use crate::store::{CleanReport, PeerTotals};
+use crate::torrent::CLEAN_WINDOW;
+use tracker_proto::{Announce, AnnounceEvent, InfoHash, ScrapeStats};
 use tracker_proto::{AnswerPeers, PeerId};
 
 const TIMEOUT: u32 = 100;
+
+/// The worker that owns `h` among `workers`, for the tests of restoring a
+/// file into several stores (the runtime's own function is of no matter
+/// here: any partition of the torrents will do).
+fn owner_of(h: &InfoHash, workers: usize) -> usize {
+    usize::from(h.0[0]) % workers
+}
 
 fn limits(max_torrents: usize, max_peers_per_torrent: usize) -> StoreLimits {
     StoreLimits {
@@ -502,7 +511,7 @@ fn worker_peer_limit_answers_new_peers_without_storing_them_or_their_torrents() 
     go(&mut s, ann(v4(2)), 0);
     go(&mut s, on_torrent(hash(2), ann(v4(1))), 0);
     assert_eq!(s.peer_count(), totals(0, 3));
-    assert_eq!(s.stats.unstored_peers.get(), 0);
+    assert_eq!(s.stats.unstored_peers, 0);
     // Full: a new peer of a stored torrent is answered with the others, not
     // stored; in both families.
     let (c, mut peers) = go(&mut s, ann(v4(3)), 0);
@@ -515,8 +524,8 @@ fn worker_peer_limit_answers_new_peers_without_storing_them_or_their_torrents() 
         (counts(0, 0), vec![])
     );
     assert_eq!(s.torrent_count(), 2);
-    assert_eq!(s.stats.unstored_peers.get(), 3);
-    assert_eq!(s.stats.refused_torrents.get(), 0);
+    assert_eq!(s.stats.unstored_peers, 3);
+    assert_eq!(s.stats.refused_torrents, 0);
     // Stored peers still update, and a stop makes room for one more.
     assert_eq!(go(&mut s, seeder(v4(1)), 0).0, counts(1, 1));
     go(&mut s, with_event(AnnounceEvent::Stopped, ann(v4(2))), 0);
@@ -532,7 +541,7 @@ fn worker_peer_limit_answers_new_peers_without_storing_them_or_their_torrents() 
         go(&mut s, on_torrent(hash(3), ann(v4(1))), TIMEOUT).0,
         counts(0, 1)
     );
-    assert_eq!(s.stats.unstored_peers.get(), 4);
+    assert_eq!(s.stats.unstored_peers, 4);
 }
 
 #[test]
@@ -551,10 +560,7 @@ fn limits_are_counted() {
         with_event(AnnounceEvent::Stopped, on_torrent(hash(3), ann(v4(1)))),
         0,
     );
-    assert_eq!(
-        (s.stats.refused_torrents.get(), s.stats.unstored_peers.get()),
-        (1, 1)
-    );
+    assert_eq!((s.stats.refused_torrents, s.stats.unstored_peers), (1, 1));
 }
 
 #[test]
@@ -888,9 +894,9 @@ fn check_against_model(limits: StoreLimits, hashes: u8, ops: Vec<Op>) -> Result<
             totals.leechers += expected.leechers as usize;
         }
         prop_assert_eq!(store.peer_count(), totals);
-        prop_assert_eq!(store.stats.unstored_peers.get(), model.unstored);
-        prop_assert_eq!(store.stats.address_peers.get(), model.address_limited);
-        prop_assert_eq!(store.stats.refused_torrents.get(), model.refused);
+        prop_assert_eq!(store.stats.unstored_peers, model.unstored);
+        prop_assert_eq!(store.stats.address_peers, model.address_limited);
+        prop_assert_eq!(store.stats.refused_torrents, model.refused);
     }
     Ok(())
 }
@@ -1198,17 +1204,17 @@ proptest! {
         let shards: Vec<SwarmStore> = (0..workers)
             .map(|w| {
                 restored(&s, (now, UNIX), limits, (7, UNIX + wall_clock_gap), |h| {
-                    crate::shard::owner_of(h, workers) == w
+                    owner_of(h, workers) == w
                 })
                 .0
             })
             .collect();
         let mut totals = PeerTotals::default();
         for h in (0..6).map(hash) {
-            let owner = &shards[crate::shard::owner_of(&h, workers)];
+            let owner = &shards[owner_of(&h, workers)];
             prop_assert_eq!(owner.scrape(&h), s.scrape(&h));
             for (w, other) in shards.iter().enumerate() {
-                if w != crate::shard::owner_of(&h, workers) {
+                if w != owner_of(&h, workers) {
                     prop_assert_eq!(other.scrape(&h), ScrapeStats::default());
                 }
             }
@@ -1249,7 +1255,7 @@ fn one_address_creates_torrents_within_its_budget_and_others_are_unaffected() {
         created(&mut s, 5, v4(1), 119),
         Err(AnnounceRefused::AddressBudget)
     );
-    assert_eq!(s.stats.torrent_budget.get(), 1);
+    assert_eq!(s.stats.torrent_budget, 1);
     // Torrents that exist cost nothing, from another port of the address too.
     let other_port = SocketAddr::new(v4(1).ip(), 7000);
     assert_eq!(created(&mut s, 0, other_port, 119), Ok(counts(0, 2)));
@@ -1281,7 +1287,7 @@ fn one_address_stores_at_most_its_share_of_a_swarm_small_or_large() {
         go(&mut s, ann(attacker(port)), 0);
     }
     assert_eq!(s.scrape(&hash(1)).leechers, 44);
-    assert_eq!(s.stats.address_peers.get(), 96);
+    assert_eq!(s.stats.address_peers, 96);
     // Its stored peers still re-announce; a stopped one makes room.
     assert_eq!(go(&mut s, seeder(attacker(2)), 1).0, counts(1, 43));
     go(

@@ -18,8 +18,8 @@ use std::time::Instant;
 
 use tracing::{info, warn};
 
-use super::{header, trailer, Section, StateFile, MAGIC};
 use crate::clock;
+use tracker_swarm::state::{header, trailer, Section, StateFile, MAGIC};
 
 /// Reads and checks the state file: its bytes when it can be loaded, None
 /// (and a message saying why) when the tracker must start empty. A damaged

@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 
 use ahash::RandomState;
 
-use super::slots::Slots;
+use crate::slots::Slots;
 
 /// A sub-table holding this many splits before it takes another: 3/4 of 4,096
 /// slots, 32 KB, moved in some tens of µs.

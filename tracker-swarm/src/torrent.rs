@@ -3,10 +3,10 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use super::peers::{Peer, PeerIp, Peers};
-use super::rng::{scale, WyRand};
-use super::{MemoryUse, SwarmCounts};
+use crate::peers::{Peer, PeerIp, Peers};
+use crate::rng::{scale, WyRand};
 use crate::state::{SavedHalf, SavedPeer, SavedTorrent};
+use crate::store::{MemoryUse, SwarmCounts};
 use tracker_proto::{Announce, AnnounceEvent, AnswerPeers, IpFamily, ScrapeStats};
 
 /// The clocks of a save or a restore: the store's monotonic seconds and the
@@ -377,7 +377,7 @@ impl Torrent {
     pub fn prefetch(&self, step: usize, family: IpFamily, key_hash: u32) {
         match (family, &self.v6) {
             (IpFamily::V4, _) => self.v4.prefetch(step, key_hash),
-            (IpFamily::V6, Some(v6)) if step == 0 => super::prefetch_all(&**v6, 1),
+            (IpFamily::V6, Some(v6)) if step == 0 => crate::prefetch::prefetch_all(&**v6, 1),
             (IpFamily::V6, Some(v6)) => v6.prefetch(step - 1, key_hash),
             (IpFamily::V6, None) => {}
         }

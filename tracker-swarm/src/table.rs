@@ -6,7 +6,7 @@
 //! can be prefetched a step ahead of their use (see `SwarmStore::prefetch`).
 //! Removal moves the last entry into the hole.
 
-use super::slots::Slots;
+use crate::slots::Slots;
 use tracker_proto::InfoHash;
 
 /// Aligned to a cache line: with a 40-byte `Torrent` an entry is one line
@@ -113,7 +113,7 @@ impl<V> Table<V> {
     /// have brought in by now.
     pub fn prefetch_entry(&self, hash: u32) {
         if let Some(pos) = self.slots.likely(hash) {
-            super::prefetch_all(self.entries.as_ptr().wrapping_add(pos), 1);
+            crate::prefetch::prefetch_all(self.entries.as_ptr().wrapping_add(pos), 1);
         }
     }
 }

@@ -1,35 +1,36 @@
-//! The swarm store of one worker: its shard of the torrents and their peers.
-//!
-//! Single-threaded by design (each worker owns its shard), so nothing here locks.
-//! Time is the caller's: `now` is seconds on a monotonic clock, which keeps expiry
-//! testable.
-
-mod index;
-mod ip_counts;
-mod peers;
-mod rng;
-mod slots;
-mod table;
-#[cfg(test)]
-mod tests;
-mod torrent;
+//! The store itself: torrents in segments, announces, scrapes and the
+//! clean-up, with the limits it keeps.
 
 use std::fmt;
 use std::net::SocketAddr;
 
 use ahash::RandomState;
 
-use self::peers::Peer;
-use self::rng::WyRand;
-use self::table::Table;
-use self::torrent::{Clocks, Restore, Torrent, Unstored, Visit, CLEAN_WINDOW};
+use crate::peers;
 use crate::ratelimit::RateLimit;
-use crate::state::{SavedPeer, SavedTorrent, Section, StateError, StateFile, TorrentRecord};
+use crate::rng::WyRand;
+use crate::table::Table;
+use crate::torrent::{Torrent, Unstored, Visit, CLEAN_WINDOW};
 
-use crate::stats::StoreStats;
-use tracker_proto::{
-    is_peer_address, Announce, AnnounceEvent, AnswerPeers, InfoHash, IpFamily, ScrapeStats,
-};
+use tracker_proto::{Announce, AnnounceEvent, AnswerPeers, InfoHash, IpFamily, ScrapeStats};
+
+/// What the limits turned away, counted as they happen (the runtime exports
+/// them as metrics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Announces refused because they would create a torrent past
+    /// `max_torrents`.
+    pub refused_torrents: u64,
+    /// New peers answered but not stored: their torrent held
+    /// `max_peers_per_torrent`, or the store `max_peers`.
+    pub unstored_peers: u64,
+    /// New peers answered but not stored: their torrent held
+    /// `max_peers_per_address` from their IP address.
+    pub address_peers: u64,
+    /// Announces refused because their address had created its budget of
+    /// torrents this minute (`new_torrents_per_address_per_minute`).
+    pub torrent_budget: u64,
+}
 
 /// What the store accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,7 +110,7 @@ pub struct PeerTotals {
 
 impl PeerTotals {
     /// Replaces one swarm's `before` counts with its `after` counts.
-    fn replace(&mut self, before: SwarmCounts, after: SwarmCounts) {
+    pub(crate) fn replace(&mut self, before: SwarmCounts, after: SwarmCounts) {
         self.seeders = self.seeders - before.seeders as usize + after.seeders as usize;
         self.leechers = self.leechers - before.leechers as usize + after.leechers as usize;
     }
@@ -149,65 +150,6 @@ impl CleanReport {
     }
 }
 
-/// What `SwarmStore::restore` did with the torrents of a state file.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Restored {
-    /// Torrents created.
-    pub torrents: usize,
-    /// Peers stored.
-    pub peers: usize,
-    /// Peers left out because they expired (while the tracker was down, say).
-    pub expired: usize,
-    /// Peers left out by a limit (`max_torrents`, `max_peers_per_torrent`,
-    /// `max_peers`, `max_peers_per_address`).
-    pub refused: usize,
-    /// Peers left out because no announce could have stored them: port 0,
-    /// or an address of no single host (unspecified, broadcast, multicast).
-    pub invalid: usize,
-}
-
-impl Restored {
-    pub fn add(&mut self, other: Restored) {
-        self.torrents += other.torrents;
-        self.peers += other.peers;
-        self.expired += other.expired;
-        self.refused += other.refused;
-        self.invalid += other.invalid;
-    }
-}
-
-/// Asks the CPU to load the cache line at `p` and returns at once: a hint,
-/// which reads nothing and never faults, whatever the address.
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is not a memory access; any address is sound.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
-/// Starts loading every cache line of the `n` values from `p` (a value may
-/// straddle two lines).
-#[inline(always)]
-fn prefetch_all<T>(p: *const T, n: usize) {
-    const LINE: usize = 64;
-    let bytes = n * std::mem::size_of::<T>();
-    if bytes == 0 {
-        return;
-    }
-    let first = p as usize & !(LINE - 1);
-    let last = (p as usize + bytes - 1) & !(LINE - 1);
-    let mut line = p.cast::<u8>().wrapping_sub(p as usize - first);
-    for _ in 0..=(last - first) / LINE {
-        prefetch(line);
-        line = line.wrapping_add(LINE);
-    }
-}
-
 type Segment = Table<Torrent>;
 
 /// Torrents and their peers, split into `SEGMENTS` hash tables.
@@ -234,20 +176,20 @@ type Segment = Table<Torrent>;
 /// Measured with `load-test/examples/store_announce.rs`: its default 4M
 /// announces leave 491,177 torrents and 3,691,564 peers in 226 MB resident.
 pub struct SwarmStore {
-    segments: Box<[Segment]>,
+    pub(crate) segments: Box<[Segment]>,
     /// Random odd multipliers choosing segments (see `segment_of`).
-    segment_keys: [u64; 3],
+    pub(crate) segment_keys: [u64; 3],
     /// Keys the hash that places a torrent within its segment.
-    hasher: RandomState,
-    limits: StoreLimits,
-    rng: WyRand,
-    torrents: usize,
-    peers: PeerTotals,
+    pub(crate) hasher: RandomState,
+    pub(crate) limits: StoreLimits,
+    pub(crate) rng: WyRand,
+    pub(crate) torrents: usize,
+    pub(crate) peers: PeerTotals,
     /// Torrents of more than `CLEAN_WINDOW` peers left by `clean_segment` for
     /// `clean_more`, each cleaned a window at a time.
-    clean_pending: Vec<InfoHash>,
+    pub(crate) clean_pending: Vec<InfoHash>,
     /// The per-address budget for new torrents; None when unlimited.
-    new_torrents: Option<RateLimit>,
+    pub(crate) new_torrents: Option<RateLimit>,
     /// What the limits turned away.
     pub stats: StoreStats,
 }
@@ -290,7 +232,7 @@ impl SwarmStore {
     /// varying bytes the segment ignores, say); without the keys they cannot. It is
     /// unrelated to `shard::owner_of` (a fixed mix of all 20 bytes), so one worker's
     /// torrents spread over all its segments.
-    fn segment_of(&self, info_hash: &InfoHash) -> usize {
+    pub(crate) fn segment_of(&self, info_hash: &InfoHash) -> usize {
         let mut bytes = [0; 24];
         bytes[..20].copy_from_slice(&info_hash.0);
         let sum = bytes
@@ -304,7 +246,7 @@ impl SwarmStore {
     }
 
     /// The segment of `info_hash` and its hash within the segment.
-    fn locate(&self, info_hash: &InfoHash) -> (usize, u32) {
+    pub(crate) fn locate(&self, info_hash: &InfoHash) -> (usize, u32) {
         let hash = (self.hasher.hash_one(info_hash) >> 32) as u32;
         (self.segment_of(info_hash), hash)
     }
@@ -335,13 +277,13 @@ impl SwarmStore {
             // Nothing to remove, and no torrent to create for it.
             None if req.event == AnnounceEvent::Stopped => return Ok(SwarmCounts::default()),
             None if self.torrents >= self.limits.max_torrents => {
-                self.stats.refused_torrents.inc();
+                self.stats.refused_torrents += 1;
                 return Err(AnnounceRefused::TorrentLimit);
             }
             // An empty torrent would be memory for nothing: answer as a swarm
             // of none.
             None if self.peers.seeders + self.peers.leechers >= self.limits.max_peers => {
-                self.stats.unstored_peers.inc();
+                self.stats.unstored_peers += 1;
                 return Ok(SwarmCounts::default());
             }
             None if self
@@ -349,7 +291,7 @@ impl SwarmStore {
                 .as_mut()
                 .is_some_and(|budget| !budget.allow(req.peer_addr.ip(), now)) =>
             {
-                self.stats.torrent_budget.inc();
+                self.stats.torrent_budget += 1;
                 return Err(AnnounceRefused::AddressBudget);
             }
             None => {
@@ -368,8 +310,8 @@ impl SwarmStore {
         };
         match torrent.announce(&visit, &mut self.rng, peers) {
             None => {}
-            Some(Unstored::NoRoom) => self.stats.unstored_peers.inc(),
-            Some(Unstored::AddressLimit) => self.stats.address_peers.inc(),
+            Some(Unstored::NoRoom) => self.stats.unstored_peers += 1,
+            Some(Unstored::AddressLimit) => self.stats.address_peers += 1,
         }
         let after = torrent.counts();
         self.peers.replace(before, after);
@@ -503,7 +445,7 @@ impl SwarmStore {
     }
 
     /// Takes what a clean step removed off the store's totals.
-    fn forget(&mut self, removed: CleanReport) {
+    pub(crate) fn forget(&mut self, removed: CleanReport) {
         self.torrents -= removed.torrents;
         self.peers.seeders -= removed.peers.seeders;
         self.peers.leechers -= removed.peers.leechers;
@@ -532,117 +474,6 @@ impl SwarmStore {
         removed
     }
 
-    /// Writes every torrent with a live peer to `section`: its completed count
-    /// and live peers, each with the wall-clock time of its last announce.
-    /// `now` is the store's clock and `now_unix` the Unix time at that moment.
-    /// A torrent without live peers is left out, as the cleaner would drop it.
-    pub fn save(&self, now: u32, now_unix: u64, section: &mut Section) {
-        let clocks = Clocks {
-            now,
-            now_unix,
-            timeout: self.limits.peer_timeout_secs,
-        };
-        let mut scratch = SavedTorrent::default();
-        for (info_hash, torrent) in self.segments.iter().flat_map(|s| s.iter()) {
-            torrent.save(&clocks, &mut scratch);
-            if scratch.v4.is_empty() && scratch.v6.is_empty() {
-                continue;
-            }
-            scratch.info_hash = *info_hash;
-            section.push(&scratch);
-        }
-    }
-
-    /// Stores the torrents of a state file that `keep` accepts (a worker keeps
-    /// those it owns), as `restore` does each; on a damaged record, what was
-    /// restored before it comes with the error.
-    pub fn restore_file(
-        &mut self,
-        file: &StateFile<'_>,
-        now: u32,
-        now_unix: u64,
-        keep: impl Fn(&InfoHash) -> bool,
-    ) -> Result<Restored, (StateError, Restored)> {
-        let mut done = Restored::default();
-        for record in file.records() {
-            match record {
-                Ok(record) if keep(&record.info_hash) => {
-                    done.add(self.restore(&record, now, now_unix));
-                }
-                Ok(_) => {}
-                Err(e) => return Err((e, done)),
-            }
-        }
-        Ok(done)
-    }
-
-    /// Stores a torrent of a state file (any torrent: the caller decides which
-    /// worker owns it). Peers whose last announce is a peer time-out or more
-    /// before `now_unix` are left out, and so is a torrent with none left;
-    /// so are peers that no announce could have stored (`is_peer_address`);
-    /// the limits hold as for announces, and a peer already stored is kept.
-    pub fn restore(&mut self, record: &TorrentRecord<'_>, now: u32, now_unix: u64) -> Restored {
-        let clocks = Clocks {
-            now,
-            now_unix,
-            timeout: self.limits.peer_timeout_secs,
-        };
-        let mut done = Restored::default();
-        let (v4_live, v4_invalid) = count_live(record.v4.peers(), &clocks);
-        let (v6_live, v6_invalid) = count_live(record.v6.peers(), &clocks);
-        let live = v4_live + v6_live;
-        done.invalid = v4_invalid + v6_invalid;
-        done.expired = record.v4.len() + record.v6.len() - live - done.invalid;
-        if live == 0 {
-            return done;
-        }
-        // Peers this worker may still take (`max_peers`, all torrents).
-        let worker_room = self
-            .limits
-            .max_peers
-            .saturating_sub(self.peers.seeders + self.peers.leechers);
-        let (segment, hash) = self.locate(&record.info_hash);
-        let table = &mut self.segments[segment];
-        let torrent = match table.find(hash, &record.info_hash) {
-            Some(pos) => table.value_mut(pos),
-            None if self.torrents >= self.limits.max_torrents || worker_room == 0 => {
-                done.refused = live;
-                return done;
-            }
-            None => {
-                self.torrents += 1;
-                done.torrents = 1;
-                table.insert(hash, record.info_hash, Torrent::default())
-            }
-        };
-        let before = torrent.counts();
-        torrent.restore_completed(record.completed);
-        let room = Room {
-            per_torrent: self.limits.max_peers_per_torrent,
-            in_worker: worker_room,
-            per_address: self.limits.max_peers_per_address,
-        };
-        restore_half(
-            torrent,
-            record.v4.peers(),
-            &clocks,
-            room,
-            &mut done,
-            Torrent::restore_v4,
-        );
-        restore_half(
-            torrent,
-            record.v6.peers(),
-            &clocks,
-            room,
-            &mut done,
-            Torrent::restore_v6,
-        );
-        let after = torrent.counts();
-        self.peers.replace(before, after);
-        done
-    }
-
     pub fn torrent_count(&self) -> usize {
         self.torrents
     }
@@ -664,76 +495,5 @@ impl SwarmStore {
             }
         }
         memory
-    }
-}
-
-/// How many more peers a restore may store.
-#[derive(Clone, Copy)]
-struct Room {
-    /// `max_peers_per_torrent`.
-    per_torrent: usize,
-    /// What `max_peers` leaves for this worker, for the whole restore.
-    in_worker: usize,
-    /// `max_peers_per_address`.
-    per_address: Option<usize>,
-}
-
-/// Whether a saved peer could have been stored by an announce.
-fn is_valid<I: Copy + Into<std::net::IpAddr>>(peer: &SavedPeer<I>) -> bool {
-    is_peer_address(SocketAddr::new(peer.ip.into(), peer.port))
-}
-
-/// The saved peers that are valid and live, and those that are not valid.
-fn count_live<I: Copy + Into<std::net::IpAddr>>(
-    saved: impl Iterator<Item = (bool, SavedPeer<I>)>,
-    clocks: &Clocks,
-) -> (usize, usize) {
-    saved.fold((0, 0), |(live, invalid), (_, p)| {
-        if !is_valid(&p) {
-            (live, invalid + 1)
-        } else {
-            (
-                live + usize::from(clocks.expiry(p.last_seen).is_some()),
-                invalid,
-            )
-        }
-    })
-}
-
-/// Stores one address family's saved peers in `torrent` with `store`, the
-/// expired and invalid ones left out, within `room`; counts into `done`.
-fn restore_half<I: Copy + Into<std::net::IpAddr>>(
-    torrent: &mut Torrent,
-    saved: impl Iterator<Item = (bool, SavedPeer<I>)>,
-    clocks: &Clocks,
-    room: Room,
-    done: &mut Restored,
-    store: fn(&mut Torrent, Peer<I>, bool, Option<usize>) -> Restore,
-) {
-    for (seeder, p) in saved {
-        if !is_valid(&p) {
-            continue;
-        }
-        let Some(expiry) = clocks.expiry(p.last_seen) else {
-            continue;
-        };
-        let held = torrent.counts();
-        if (held.seeders + held.leechers) as usize >= room.per_torrent
-            || done.peers >= room.in_worker
-        {
-            done.refused += 1;
-            continue;
-        }
-        let peer = Peer {
-            ip: p.ip,
-            port: p.port,
-            expiry,
-            peer_id: p.peer_id,
-        };
-        match store(torrent, peer, seeder, room.per_address) {
-            Restore::Stored => done.peers += 1,
-            Restore::Present => {}
-            Restore::AddressLimit => done.refused += 1,
-        }
     }
 }

@@ -1,0 +1,23 @@
+//! One worker's shard of the swarms: its torrents and their peers, pure and
+//! single-threaded (each worker owns its shard, so nothing here locks), with
+//! no I/O. Time is the caller's: `now` is seconds on a monotonic clock, which
+//! keeps expiry testable. The state file's codec is here too, since its
+//! records are the store's torrents.
+
+mod index;
+mod ip_counts;
+mod peers;
+mod persist;
+mod prefetch;
+pub mod ratelimit;
+mod rng;
+mod slots;
+pub mod state;
+mod store;
+mod table;
+#[cfg(test)]
+mod tests;
+mod torrent;
+
+pub use persist::Restored;
+pub use store::*;

@@ -1,0 +1,223 @@
+//! A store to and from the state file: each worker writes its torrents as a
+//! section of the file when the tracker stops, and at start takes back the
+//! torrents it owns, keeping only what an announce could have stored.
+
+use std::net::SocketAddr;
+
+use tracker_proto::{is_peer_address, InfoHash};
+
+use crate::peers::Peer;
+use crate::state::{SavedPeer, SavedTorrent, Section, StateError, StateFile, TorrentRecord};
+use crate::store::SwarmStore;
+use crate::torrent::{Clocks, Restore, Torrent};
+
+/// What `SwarmStore::restore` did with the torrents of a state file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Restored {
+    /// Torrents created.
+    pub torrents: usize,
+    /// Peers stored.
+    pub peers: usize,
+    /// Peers left out because they expired (while the tracker was down, say).
+    pub expired: usize,
+    /// Peers left out by a limit (`max_torrents`, `max_peers_per_torrent`,
+    /// `max_peers`, `max_peers_per_address`).
+    pub refused: usize,
+    /// Peers left out because no announce could have stored them: port 0,
+    /// or an address of no single host (unspecified, broadcast, multicast).
+    pub invalid: usize,
+}
+
+impl Restored {
+    pub fn add(&mut self, other: Restored) {
+        self.torrents += other.torrents;
+        self.peers += other.peers;
+        self.expired += other.expired;
+        self.refused += other.refused;
+        self.invalid += other.invalid;
+    }
+}
+
+impl SwarmStore {
+    /// Writes every torrent with a live peer to `section`: its completed count
+    /// and live peers, each with the wall-clock time of its last announce.
+    /// `now` is the store's clock and `now_unix` the Unix time at that moment.
+    /// A torrent without live peers is left out, as the cleaner would drop it.
+    pub fn save(&self, now: u32, now_unix: u64, section: &mut Section) {
+        let clocks = Clocks {
+            now,
+            now_unix,
+            timeout: self.limits.peer_timeout_secs,
+        };
+        let mut scratch = SavedTorrent::default();
+        for (info_hash, torrent) in self.segments.iter().flat_map(|s| s.iter()) {
+            torrent.save(&clocks, &mut scratch);
+            if scratch.v4.is_empty() && scratch.v6.is_empty() {
+                continue;
+            }
+            scratch.info_hash = *info_hash;
+            section.push(&scratch);
+        }
+    }
+
+    /// Stores the torrents of a state file that `keep` accepts (a worker keeps
+    /// those it owns), as `restore` does each; on a damaged record, what was
+    /// restored before it comes with the error.
+    pub fn restore_file(
+        &mut self,
+        file: &StateFile<'_>,
+        now: u32,
+        now_unix: u64,
+        keep: impl Fn(&InfoHash) -> bool,
+    ) -> Result<Restored, (StateError, Restored)> {
+        let mut done = Restored::default();
+        for record in file.records() {
+            match record {
+                Ok(record) if keep(&record.info_hash) => {
+                    done.add(self.restore(&record, now, now_unix));
+                }
+                Ok(_) => {}
+                Err(e) => return Err((e, done)),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Stores a torrent of a state file (any torrent: the caller decides which
+    /// worker owns it). Peers whose last announce is a peer time-out or more
+    /// before `now_unix` are left out, and so is a torrent with none left;
+    /// so are peers that no announce could have stored (`is_peer_address`);
+    /// the limits hold as for announces, and a peer already stored is kept.
+    pub fn restore(&mut self, record: &TorrentRecord<'_>, now: u32, now_unix: u64) -> Restored {
+        let clocks = Clocks {
+            now,
+            now_unix,
+            timeout: self.limits.peer_timeout_secs,
+        };
+        let mut done = Restored::default();
+        let (v4_live, v4_invalid) = count_live(record.v4.peers(), &clocks);
+        let (v6_live, v6_invalid) = count_live(record.v6.peers(), &clocks);
+        let live = v4_live + v6_live;
+        done.invalid = v4_invalid + v6_invalid;
+        done.expired = record.v4.len() + record.v6.len() - live - done.invalid;
+        if live == 0 {
+            return done;
+        }
+        // Peers this worker may still take (`max_peers`, all torrents).
+        let worker_room = self
+            .limits
+            .max_peers
+            .saturating_sub(self.peers.seeders + self.peers.leechers);
+        let (segment, hash) = self.locate(&record.info_hash);
+        let table = &mut self.segments[segment];
+        let torrent = match table.find(hash, &record.info_hash) {
+            Some(pos) => table.value_mut(pos),
+            None if self.torrents >= self.limits.max_torrents || worker_room == 0 => {
+                done.refused = live;
+                return done;
+            }
+            None => {
+                self.torrents += 1;
+                done.torrents = 1;
+                table.insert(hash, record.info_hash, Torrent::default())
+            }
+        };
+        let before = torrent.counts();
+        torrent.restore_completed(record.completed);
+        let room = Room {
+            per_torrent: self.limits.max_peers_per_torrent,
+            in_worker: worker_room,
+            per_address: self.limits.max_peers_per_address,
+        };
+        restore_half(
+            torrent,
+            record.v4.peers(),
+            &clocks,
+            room,
+            &mut done,
+            Torrent::restore_v4,
+        );
+        restore_half(
+            torrent,
+            record.v6.peers(),
+            &clocks,
+            room,
+            &mut done,
+            Torrent::restore_v6,
+        );
+        let after = torrent.counts();
+        self.peers.replace(before, after);
+        done
+    }
+}
+
+/// How many more peers a restore may store.
+#[derive(Clone, Copy)]
+struct Room {
+    /// `max_peers_per_torrent`.
+    per_torrent: usize,
+    /// What `max_peers` leaves for this worker, for the whole restore.
+    in_worker: usize,
+    /// `max_peers_per_address`.
+    per_address: Option<usize>,
+}
+
+/// Whether a saved peer could have been stored by an announce.
+fn is_valid<I: Copy + Into<std::net::IpAddr>>(peer: &SavedPeer<I>) -> bool {
+    is_peer_address(SocketAddr::new(peer.ip.into(), peer.port))
+}
+
+/// The saved peers that are valid and live, and those that are not valid.
+fn count_live<I: Copy + Into<std::net::IpAddr>>(
+    saved: impl Iterator<Item = (bool, SavedPeer<I>)>,
+    clocks: &Clocks,
+) -> (usize, usize) {
+    saved.fold((0, 0), |(live, invalid), (_, p)| {
+        if !is_valid(&p) {
+            (live, invalid + 1)
+        } else {
+            (
+                live + usize::from(clocks.expiry(p.last_seen).is_some()),
+                invalid,
+            )
+        }
+    })
+}
+
+/// Stores one address family's saved peers in `torrent` with `store`, the
+/// expired and invalid ones left out, within `room`; counts into `done`.
+fn restore_half<I: Copy + Into<std::net::IpAddr>>(
+    torrent: &mut Torrent,
+    saved: impl Iterator<Item = (bool, SavedPeer<I>)>,
+    clocks: &Clocks,
+    room: Room,
+    done: &mut Restored,
+    store: fn(&mut Torrent, Peer<I>, bool, Option<usize>) -> Restore,
+) {
+    for (seeder, p) in saved {
+        if !is_valid(&p) {
+            continue;
+        }
+        let Some(expiry) = clocks.expiry(p.last_seen) else {
+            continue;
+        };
+        let held = torrent.counts();
+        if (held.seeders + held.leechers) as usize >= room.per_torrent
+            || done.peers >= room.in_worker
+        {
+            done.refused += 1;
+            continue;
+        }
+        let peer = Peer {
+            ip: p.ip,
+            port: p.port,
+            expiry,
+            peer_id: p.peer_id,
+        };
+        match store(torrent, peer, seeder, room.per_address) {
+            Restore::Stored => done.peers += 1,
+            Restore::Present => {}
+            Restore::AddressLimit => done.refused += 1,
+        }
+    }
+}
