@@ -791,7 +791,7 @@ fn bind_all(
         ("udp", "UDP", "--udp"),
         lock,
         &mut per_worker,
-        |addr| tracker_udp::socket::bind_reuseport(addr, recv_buffer),
+        |addr| tracker_net::udp::bind_reuseport(addr, recv_buffer),
         |s| &mut s.udp,
     )?;
     bind_each(
@@ -799,7 +799,7 @@ fn bind_all(
         ("tcp", "HTTP", "--http"),
         lock,
         &mut per_worker,
-        tracker_http::server::bind_reuseport,
+        tracker_net::tcp::bind_reuseport,
         |s| &mut s.http,
     )?;
     bind_each(
@@ -807,7 +807,7 @@ fn bind_all(
         ("tcp", "HTTPS", "--https"),
         lock,
         &mut per_worker,
-        tracker_http::server::bind_reuseport,
+        tracker_net::tcp::bind_reuseport,
         |s| &mut s.https,
     )?;
     // Once, for worker 0: the endpoint gathers every worker's counters itself.

@@ -18,7 +18,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tracker_udp::socket::{
+use tracker_net::udp::{
     bind_reuseport, timestamp_arrivals, LocalAddr, RecvBatch, SendBatch, BATCH,
 };
 

@@ -1,5 +1,5 @@
-//! The HTTP tracker protocol (BEP 3, 7, 23, 48): pure request and response
-//! codecs, and the per-worker HTTP and HTTPS server on them.
+//! The HTTP tracker (BEP 3, 7, 23, 48) over plain TCP and TLS: the per-worker
+//! HTTP and HTTPS servers, on the codecs of tracker-proto.
 
 // What bytes from the network reach (and the bencode decoder the load
 // generator runs on answers): no panic that input can cause, so no unwrap,

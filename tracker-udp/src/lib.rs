@@ -1,5 +1,5 @@
-//! The UDP tracker protocol (BEP 15, with BEP 41 options): a pure codec,
-//! stateless connection ids, and the per-worker socket loop.
+//! The UDP tracker (BEP 15, with BEP 41 options): stateless connection ids
+//! and the per-worker socket loop, on the codec of tracker-proto.
 
 // Everything a packet from the network reaches: no panic that input can
 // cause, so no unwrap, expect, panic or unchecked indexing outside the tests
@@ -19,7 +19,3 @@
 
 pub mod cookie;
 pub mod server;
-// Its arrays are indexed by counts below `BATCH` that the kernel returns
-// (recvmmsg and sendmmsg never report more than they were given).
-#[allow(clippy::indexing_slicing)]
-pub mod socket;

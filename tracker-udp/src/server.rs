@@ -2,7 +2,6 @@
 //! once, hand the rest to their owners, send the batch.
 
 use crate::cookie::ConnectionCookies;
-use crate::socket::{canonical_ip, send_one, LocalAddr, RecvBatch, SendBatch};
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::mem;
@@ -22,6 +21,8 @@ use tracker_common::metrics::{
 use tracker_common::runtime::Quantum;
 use tracker_common::shutdown::StopEvent;
 use tracker_common::throttle::LogThrottle;
+use tracker_net::udp::{send_one, LocalAddr, RecvBatch, SendBatch};
+use tracker_proto::canonical_ip;
 use tracker_proto::udp::{
     max_peers, write_announce_response, write_connect_response, write_error_response,
     write_scrape_response, ConnectionId, IpFamily, Request, TransactionId,

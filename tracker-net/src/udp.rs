@@ -499,9 +499,6 @@ fn std_to_sockaddr(addr: SocketAddr, storage: &mut libc::sockaddr_storage) -> li
     }
 }
 
-/// Shared with the HTTP front end, so both key peers alike.
-pub use tracker_proto::canonical_ip;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -593,12 +590,5 @@ mod tests {
         let pkt = rx.get(0).unwrap();
         assert!(pkt.truncated);
         assert_eq!(pkt.data.len(), MAX_DATAGRAM);
-    }
-
-    #[test]
-    fn mapped_addresses_are_canonical() {
-        use std::net::IpAddr;
-        let mapped: IpAddr = "::ffff:1.2.3.4".parse().unwrap();
-        assert_eq!(canonical_ip(mapped), "1.2.3.4".parse::<IpAddr>().unwrap());
     }
 }

@@ -1,0 +1,8 @@
+//! The sockets below the protocols, shared by the tracker's servers and the
+//! load generator: `SO_REUSEPORT` binding, so that every worker has a socket
+//! of its own on each address, and UDP I/O in batches (recvmmsg/sendmmsg)
+//! that keep each datagram's destination address (IP_PKTINFO). Plain
+//! syscalls on file descriptors: no async runtime and no protocol.
+
+pub mod tcp;
+pub mod udp;
