@@ -16,7 +16,6 @@ use tracker_common::config::{default_config_file, Config, ConfigError};
 use tracker_common::host;
 use tracker_common::instance::InstanceLock;
 use tracker_common::mesh::{Meshes, Shard};
-use tracker_common::metrics;
 use tracker_common::privileges::{self, PrivilegePlan};
 use tracker_common::reload::{Reloader, TimeLimit};
 use tracker_common::runtime::{self, WorkerPlacement};
@@ -24,6 +23,7 @@ use tracker_common::shard::owner_of;
 use tracker_common::shutdown::{self, Shutdown};
 use tracker_common::signals::{BlockedSignals, Reloadable, SIGHUP, SIGINT, SIGTERM};
 use tracker_common::state_file;
+use tracker_http::metrics_endpoint;
 use tracker_http::server::HttpService;
 use tracker_http::tls::{self, SharedTlsConfig};
 use tracker_swarm::state::{Section, StateFile};
@@ -682,7 +682,7 @@ async fn worker(
     }
     let mut endpoints = Vec::new();
     if !sockets.metrics.is_empty() {
-        let endpoint = metrics::Endpoint::new(shard.clone(), &config.metrics);
+        let endpoint = metrics_endpoint::Endpoint::new(shard.clone(), &config.metrics);
         endpoints.extend(
             sockets
                 .metrics
@@ -816,7 +816,7 @@ fn bind_all(
         ("tcp", "metrics", "--metrics"),
         lock,
         &mut per_worker[..1],
-        tracker_common::metrics::bind,
+        tracker_http::metrics_endpoint::bind,
         |s| &mut s.metrics,
     )?;
     Ok(per_worker)

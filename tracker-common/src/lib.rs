@@ -5,17 +5,6 @@
 pub mod access;
 pub mod clock;
 pub mod config;
-#[cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing,
-        clippy::unreachable
-    )
-)]
-pub mod connections;
 pub mod contain;
 pub mod files;
 pub mod host;

@@ -18,6 +18,9 @@
     )
 )]
 
+mod accept;
+pub mod connections;
 mod deadline;
+pub mod metrics_endpoint;
 pub mod server;
 pub mod tls;

@@ -26,6 +26,7 @@ use std::os::fd::{FromRawFd, IntoRawFd};
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
+use crate::connections::{AdmissionCounters, ConnectionTable, Slot};
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use futures_rustls::server::TlsStream;
 use futures_rustls::TlsAcceptor;
@@ -33,7 +34,6 @@ use glommio::net::{TcpListener, TcpStream};
 use rustls::ServerConfig;
 use tracing::debug;
 use tracker_common::config::{HttpConfig, SwarmConfig};
-use tracker_common::connections::{AdmissionCounters, ConnectionTable, Slot};
 use tracker_common::contain::Contained;
 use tracker_common::counters;
 use tracker_common::mesh::{RouteError, Shard};
@@ -385,7 +385,7 @@ impl HttpService {
                 Some(Ok(stream)) => stream,
                 Some(Err(e)) => {
                     self.stats.accept_errors.inc();
-                    runtime::accept_failed("http", local, e).await?;
+                    crate::accept::accept_failed("http", local, e).await?;
                     continue;
                 }
             };

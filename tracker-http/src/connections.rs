@@ -26,7 +26,7 @@ use std::task::{Context, Poll, Waker};
 use ahash::RandomState;
 use slab::Slab;
 
-use crate::stats::Counter;
+use tracker_common::stats::Counter;
 use tracker_proto::address_block;
 
 /// No entry (the end of the idle list).

@@ -1,0 +1,277 @@
+//! The Prometheus endpoint that worker 0 runs for `GET /metrics`: a small
+//! HTTP server of its own (one request per connection), which gathers every
+//! worker's samples over the mesh and renders them.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{FromRawFd, IntoRawFd};
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::{TcpListener, TcpStream};
+use glommio::GlommioError;
+use tracing::debug;
+use tracker_common::mesh::Shard;
+use tracker_common::metrics::{render, MetricSource, Sample, METRICS_ENDPOINT_ERRORS};
+use tracker_proto::canonical_ip;
+
+use crate::connections::{AdmissionCounters, ConnectionTable, Slot};
+use tracker_common::config::MetricsConfig;
+
+/// What a request to the endpoint asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum Route {
+    /// GET (or HEAD, without the body) of `/metrics`.
+    Metrics {
+        head_only: bool,
+    },
+    NotFound,
+    MethodNotAllowed,
+    BadRequest,
+}
+
+/// Reads the request line of a complete head (pure).
+fn route(head: &[u8]) -> Route {
+    let line = head
+        .split(|&b| b == b'\r' || b == b'\n')
+        .next()
+        .unwrap_or(b"");
+    let mut parts = line.split(|&b| b == b' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Route::BadRequest;
+    };
+    if !version.starts_with(b"HTTP/1.") || !target.starts_with(b"/") {
+        return Route::BadRequest;
+    }
+    let path = target.split(|&b| b == b'?').next().unwrap_or(b"");
+    if path != b"/metrics" {
+        return Route::NotFound;
+    }
+    match method {
+        b"GET" => Route::Metrics { head_only: false },
+        b"HEAD" => Route::Metrics { head_only: true },
+        _ => Route::MethodNotAllowed,
+    }
+}
+
+/// The end of a request head (after the blank line) in `buf`, if complete.
+fn head_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
+}
+
+tracker_common::counters! {
+    /// The endpoint's own counters.
+    pub struct EndpointStats {
+        /// Connections closed at once: every slot holds a scrape under way.
+        pub rejected: Counter => METRICS_ENDPOINT_ERRORS { kind = "connection_limit" },
+        /// Connections closed at once: their address holds its maximum.
+        pub address_limit: Counter => METRICS_ENDPOINT_ERRORS { kind = "address_limit" },
+        /// Connections that had sent no request, closed to make room.
+        pub evicted: Counter => METRICS_ENDPOINT_ERRORS { kind = "evicted_idle" },
+        /// Connections closed at `metrics.timeout_secs`.
+        pub timeouts: Counter => METRICS_ENDPOINT_ERRORS { kind = "timeout" },
+    }
+}
+
+/// The endpoint of one worker: its listeners share the limits.
+pub struct Endpoint {
+    shard: Rc<Shard>,
+    timeout: Duration,
+    max_head: usize,
+    connections: Rc<ConnectionTable>,
+    stats: EndpointStats,
+}
+
+impl MetricSource for Endpoint {
+    fn samples(&self, out: &mut Vec<Sample>) {
+        self.stats.samples(&[], out);
+    }
+}
+
+impl Endpoint {
+    pub fn new(shard: Rc<Shard>, config: &MetricsConfig) -> Rc<Self> {
+        let endpoint = Rc::new(Endpoint {
+            shard,
+            timeout: Duration::from_secs(config.timeout_secs.into()),
+            max_head: config.max_request_head_bytes,
+            connections: ConnectionTable::new(
+                config.max_connections,
+                config.max_connections_per_address,
+            ),
+            stats: EndpointStats::default(),
+        });
+        let source: Weak<dyn MetricSource> = Rc::downgrade(&endpoint) as _;
+        endpoint.shard.add_metric_source(source);
+        endpoint
+    }
+
+    /// Serves one listener until it fails for good.
+    pub async fn serve(self: Rc<Self>, listener: std::net::TcpListener) -> Result<(), String> {
+        let local = listener.local_addr().map_err(|e| e.to_string())?;
+        // SAFETY: the fd comes from a listening socket we own and hand over whole.
+        let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
+        loop {
+            let stream = match listener.accept().await {
+                Ok(stream) => stream,
+                Err(e) => {
+                    crate::accept::accept_failed("metrics", local, e).await?;
+                    continue;
+                }
+            };
+            // Scrapes are rare; more at once than this is a misconfigured or
+            // hostile client, and gathering costs every worker some work.
+            let Ok(peer) = stream.peer_addr() else {
+                continue;
+            };
+            let admission = self.connections.admit(canonical_ip(peer.ip()), false);
+            let Some(slot) = admission.counted(AdmissionCounters {
+                evicted: &self.stats.evicted,
+                address_limit: &self.stats.address_limit,
+                full: &self.stats.rejected,
+            }) else {
+                continue;
+            };
+            let endpoint = self.clone();
+            glommio::spawn_local(async move {
+                let answered =
+                    glommio::timer::timeout(endpoint.timeout, endpoint.connection(stream, &slot))
+                        .await;
+                match answered {
+                    Err(GlommioError::TimedOut(_)) => endpoint.stats.timeouts.inc(),
+                    Err(e) => debug!("metrics {local}: {e}"),
+                    Ok(()) => {}
+                }
+                drop(slot);
+            })
+            .detach();
+        }
+    }
+
+    /// Serves one scrape connection; it may be evicted until its request
+    /// head is complete.
+    async fn connection(&self, mut stream: TcpStream, slot: &Slot) -> Result<(), GlommioError<()>> {
+        let mut buf = vec![0u8; self.max_head];
+        let mut len = 0;
+        let head = loop {
+            let received = buf.get(..len).unwrap_or_default();
+            if let Some(head) = head_end(received).and_then(|end| received.get(..end)) {
+                break head;
+            }
+            let Some(free) = buf.get_mut(len..).filter(|free| !free.is_empty()) else {
+                return respond(
+                    &mut stream,
+                    "431 Request Header Fields Too Large",
+                    "",
+                    false,
+                )
+                .await;
+            };
+            let read = futures_lite::future::or(
+                async { Some(stream.read(free).await) },
+                async {
+                    slot.evicted().await;
+                    None
+                },
+            );
+            match read.await {
+                None | Some(Ok(0)) => return Ok(()),
+                Some(Ok(n)) => len += n,
+                Some(Err(e)) => return Err(e.into()),
+            }
+        };
+        slot.set_idle(false);
+        match route(head) {
+            Route::Metrics { head_only } => match self.shard.metrics().await {
+                Ok(workers) => {
+                    let mut body = String::with_capacity(64 << 10);
+                    render(&workers, &mut body);
+                    respond(&mut stream, "200 OK", &body, head_only).await
+                }
+                Err(_) => {
+                    let why = "a worker did not answer; try again\n";
+                    respond(&mut stream, "503 Service Unavailable", why, head_only).await
+                }
+            },
+            Route::NotFound => respond(&mut stream, "404 Not Found", "try /metrics\n", false).await,
+            Route::MethodNotAllowed => {
+                let why = "GET or HEAD only\n";
+                respond(&mut stream, "405 Method Not Allowed", why, false).await
+            }
+            Route::BadRequest => respond(&mut stream, "400 Bad Request", "", false).await,
+        }
+    }
+}
+
+/// Writes a whole answer and closes the connection.
+async fn respond(
+    stream: &mut TcpStream,
+    status: &str,
+    body: &str,
+    head_only: bool,
+) -> Result<(), GlommioError<()>> {
+    let content_type = if status.starts_with("200") {
+        "text/plain; version=0.0.4; charset=utf-8"
+    } else {
+        "text/plain; charset=utf-8"
+    };
+    let mut head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
+         Connection: close\r\n",
+        body.len()
+    );
+    if status.starts_with("405") {
+        head.push_str("Allow: GET, HEAD\r\n");
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await?;
+    if !head_only {
+        stream.write_all(body.as_bytes()).await?;
+    }
+    stream.flush().await?;
+    stream.close().await?;
+    Ok(())
+}
+
+/// Binds the endpoint's listener: one socket, served by worker 0 alone, so
+/// no `SO_REUSEPORT` (another process on the port is an error, not a silent
+/// share of the scrapes).
+pub fn bind(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_routed_by_method_and_path() {
+        let r = |head: &str| route(head.as_bytes());
+        assert_eq!(
+            r("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"),
+            Route::Metrics { head_only: false }
+        );
+        assert_eq!(
+            r("HEAD /metrics?x=1 HTTP/1.0\r\n\r\n"),
+            Route::Metrics { head_only: true }
+        );
+        assert_eq!(r("GET / HTTP/1.1\r\n\r\n"), Route::NotFound);
+        assert_eq!(r("GET /metricsx HTTP/1.1\r\n\r\n"), Route::NotFound);
+        assert_eq!(r("POST /metrics HTTP/1.1\r\n\r\n"), Route::MethodNotAllowed);
+        assert_eq!(r("GET /metrics\r\n\r\n"), Route::BadRequest);
+        assert_eq!(r("GET /metrics HTTP/2 x\r\n\r\n"), Route::BadRequest);
+        assert_eq!(r("GET metrics HTTP/1.1\r\n\r\n"), Route::BadRequest);
+        assert_eq!(r("\r\n\r\n"), Route::BadRequest);
+    }
+
+    #[test]
+    fn a_head_ends_at_the_blank_line() {
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\n\r\nrest"), Some(18));
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\n"), None);
+        assert_eq!(head_end(b""), None);
+    }
+}
