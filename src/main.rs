@@ -1,7 +1,16 @@
 //! The `tracker` binary: reads the config and flags, binds the sockets, and
 //! starts one worker per CPU. Wiring only; the work is in the crates.
 
+mod reload;
+mod signals;
+mod start;
+
 use clap::Parser;
+use reload::{Reloader, TimeLimit};
+use signals::{BlockedSignals, SIGHUP, SIGINT, SIGTERM};
+use start::host;
+use start::instance::InstanceLock;
+use start::privileges::{self, PrivilegePlan};
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -13,15 +22,11 @@ use tracing::{info, warn};
 use tracker_common::access::AccessList;
 use tracker_common::clock;
 use tracker_common::config::{default_config_file, Config, ConfigError};
-use tracker_common::host;
-use tracker_common::instance::InstanceLock;
 use tracker_common::mesh::{Meshes, Shard};
-use tracker_common::privileges::{self, PrivilegePlan};
-use tracker_common::reload::{Reloader, TimeLimit};
+use tracker_common::reloadable::Reloadable;
 use tracker_common::runtime::{self, WorkerPlacement};
 use tracker_common::shard::owner_of;
 use tracker_common::shutdown::{self, Shutdown};
-use tracker_common::signals::{BlockedSignals, Reloadable, SIGHUP, SIGINT, SIGTERM};
 use tracker_common::state_file;
 use tracker_http::metrics_endpoint;
 use tracker_http::server::HttpService;

@@ -7,8 +7,6 @@ pub mod clock;
 pub mod config;
 pub mod contain;
 pub mod files;
-pub mod host;
-pub mod instance;
 // Routing runs on every forwarded request: nothing in it may panic.
 #[cfg_attr(
     not(test),
@@ -22,12 +20,10 @@ pub mod instance;
 )]
 pub mod mesh;
 pub mod metrics;
-pub mod privileges;
-pub mod reload;
+pub mod reloadable;
 pub mod runtime;
 pub mod shard;
 pub mod shutdown;
-pub mod signals;
 pub mod state_file;
 pub mod stats;
 pub mod throttle;

@@ -169,13 +169,10 @@ impl Endpoint {
                 )
                 .await;
             };
-            let read = futures_lite::future::or(
-                async { Some(stream.read(free).await) },
-                async {
-                    slot.evicted().await;
-                    None
-                },
-            );
+            let read = futures_lite::future::or(async { Some(stream.read(free).await) }, async {
+                slot.evicted().await;
+                None
+            });
             match read.await {
                 None | Some(Ok(0)) => return Ok(()),
                 Some(Ok(n)) => len += n,

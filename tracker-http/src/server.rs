@@ -42,9 +42,9 @@ use tracker_common::metrics::{
     HTTP_FULL_SCRAPES, OPEN_CONNECTIONS, PANICS, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES,
     TLS_HANDSHAKES, TLS_HANDSHAKE_FAILURES,
 };
+use tracker_common::reloadable::LocalCopy;
 use tracker_common::runtime;
 use tracker_common::shutdown::StopEvent;
-use tracker_common::signals::LocalCopy;
 use tracker_common::stats::ByFamily;
 use tracker_proto::{canonical_ip, Announce, AnswerPeers, InfoHash, IpNetwork, ScrapeStats};
 use tracker_swarm::{AnnounceRefused, SwarmCounts};

@@ -12,7 +12,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::NoServerSessionStorage;
 use rustls::{CipherSuite, ServerConfig};
-use tracker_common::signals::Reloadable;
+use tracker_common::reloadable::Reloadable;
 
 /// The TLS configuration every worker's HTTPS listeners use, replaced on
 /// SIGHUP; workers pick up a new one on their next accept.

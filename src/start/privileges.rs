@@ -2,10 +2,10 @@
 //! /etc is still visible, optionally chroot, then give up the groups, the gid
 //! and the uid, in that order (each step needs the privilege the next removes).
 
-use crate::config::PrivilegesConfig;
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::io;
 use std::path::PathBuf;
+use tracker_common::config::PrivilegesConfig;
 
 /// Who to become.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -215,25 +215,6 @@ fn lookup_group(name: &str) -> io::Result<Option<libc::gid_t>> {
     }
 }
 
-/// The name of a uid, for messages.
-pub fn user_name(uid: libc::uid_t) -> Option<String> {
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: as in lookup_user, by uid.
-    unsafe {
-        let mut entry: libc::passwd = std::mem::zeroed();
-        let mut result: *mut libc::passwd = std::ptr::null_mut();
-        let rc = libc::getpwuid_r(
-            uid,
-            &mut entry,
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            &mut result,
-        );
-        (rc == 0 && !result.is_null())
-            .then(|| CStr::from_ptr(entry.pw_name).to_string_lossy().into_owned())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,7 +290,6 @@ mod tests {
     fn the_system_databases_resolve_root_and_refuse_strangers() {
         let root = resolve("root", "").unwrap();
         assert_eq!((root.uid, root.gid), (0, 0));
-        assert_eq!(user_name(0).as_deref(), Some("root"));
         assert!(resolve("no-such-user-here", "")
             .unwrap_err()
             .contains("no such user"));
