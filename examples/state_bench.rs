@@ -15,10 +15,10 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Instant;
 
-use tracker_common::clock;
-use tracker_common::shard::owner_of;
-use tracker_common::state_file as file;
 use tracker_proto::{Announce, AnnounceEvent, AnswerPeers, InfoHash, PeerId};
+use tracker_runtime::clock;
+use tracker_runtime::owner::owner_of;
+use tracker_runtime::state_file as file;
 use tracker_swarm::state::{self, Section, StateFile};
 use tracker_swarm::{Restored, StoreLimits, SwarmStore};
 

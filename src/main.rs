@@ -19,18 +19,19 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
-use tracker_common::access::AccessList;
-use tracker_common::clock;
-use tracker_common::config::{default_config_file, Config, ConfigError};
-use tracker_common::mesh::{Meshes, Shard};
-use tracker_common::reloadable::Reloadable;
-use tracker_common::runtime::{self, WorkerPlacement};
-use tracker_common::shard::owner_of;
-use tracker_common::shutdown::{self, Shutdown};
-use tracker_common::state_file;
 use tracker_http::metrics_endpoint;
 use tracker_http::server::HttpService;
 use tracker_http::tls::{self, SharedTlsConfig};
+use tracker_runtime::access::AccessList;
+use tracker_runtime::clock;
+use tracker_runtime::config::{default_config_file, Config, ConfigError};
+use tracker_runtime::mesh::Meshes;
+use tracker_runtime::owner::owner_of;
+use tracker_runtime::reloadable::Reloadable;
+use tracker_runtime::shard::Shard;
+use tracker_runtime::shutdown::{self, Shutdown};
+use tracker_runtime::state_file;
+use tracker_runtime::workers::{self, WorkerPlacement};
 use tracker_swarm::state::{Section, StateFile};
 use tracker_swarm::{Restored, StoreLimits, SwarmStore};
 use tracker_udp::cookie::ConnectionCookies;
@@ -153,7 +154,7 @@ fn main() -> ExitCode {
         }
     };
     // Before any worker starts: contained panics are logged sparingly.
-    tracker_common::contain::install_panic_hook();
+    tracker_runtime::contain::install_panic_hook();
     match run(config, access) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -174,7 +175,7 @@ fn load_config(cli: &Cli) -> Result<Config, ConfigError> {
         config.runtime.workers = workers;
     }
     if let Some(cpus) = &cli.cpus {
-        runtime::parse_cpu_list(cpus).map_err(|e| ConfigError::new(format!("--cpus: {e}")))?;
+        workers::parse_cpu_list(cpus).map_err(|e| ConfigError::new(format!("--cpus: {e}")))?;
         config.runtime.cpus = cpus.clone();
     }
     if cli.pin {
@@ -255,7 +256,7 @@ fn init_logging(config: &Config) -> Result<(), String> {
 /// The shared access list, read from its file; None when lists are off.
 fn load_access_list(
     config: &Config,
-) -> Result<Option<Arc<Reloadable<AccessList>>>, tracker_common::access::AccessListError> {
+) -> Result<Option<Arc<Reloadable<AccessList>>>, tracker_runtime::access::AccessListError> {
     let Some(source) = config.access.list() else {
         return Ok(None);
     };
@@ -270,12 +271,12 @@ fn load_access_list(
 }
 
 fn run(mut config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<(), String> {
-    let allowed = runtime::allowed_cpus()?;
+    let allowed = workers::allowed_cpus()?;
     let requested = match config.runtime.cpus.trim() {
         "" => None,
-        list => Some(runtime::parse_cpu_list(list)?),
+        list => Some(workers::parse_cpu_list(list)?),
     };
-    let placements = runtime::plan_workers(
+    let placements = workers::plan_workers(
         config.runtime.workers,
         requested.as_deref(),
         &allowed,
@@ -314,7 +315,7 @@ fn run(mut config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Resul
     // Every socket is bound and every file that needs root read: give up
     // root before any thread starts, as credentials are per thread.
     if let PrivilegePlan::Drop { identity, chroot } = &privilege_plan {
-        runtime::topology()?;
+        workers::topology()?;
         privileges::drop_privileges(identity, chroot.as_deref())?;
         info!(
             "serving as user {} (uid {}, gid {}){}",
@@ -354,7 +355,7 @@ fn run(mut config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Resul
     let meshes = Meshes::new(workers, config.runtime.channel_capacity);
     let sockets = Arc::new(Mutex::new(sockets));
     let busy_poll = Duration::from_micros(config.runtime.busy_poll_us.into());
-    let sections = runtime::run_workers(placements, busy_poll, move |index| {
+    let sections = workers::run_workers(placements, busy_poll, move |index| {
         let config = config.clone();
         let meshes = meshes.clone();
         let sockets = std::mem::take(&mut sockets.lock().expect("not poisoned")[index]);
@@ -698,12 +699,12 @@ async fn worker(
     // The metrics endpoint serves until the process ends: only its failure
     // ends the worker early.
     let endpoint_failed = async {
-        runtime::all_or_first_error(endpoints).await?;
+        workers::all_or_first_error(endpoints).await?;
         std::future::pending().await
     };
     // Servers run until they fail or stop; the first failure ends the
     // worker, and so the process.
-    futures_lite::future::or(runtime::all_or_first_error(servers), endpoint_failed).await?;
+    futures_lite::future::or(workers::all_or_first_error(servers), endpoint_failed).await?;
     if !shutdown.is_requested() {
         return Err("its servers stopped unasked".into());
     }
@@ -898,10 +899,10 @@ fn log_start(config: &Config, placements: &[WorkerPlacement], sockets: &[WorkerS
                     WorkerPlacement::Unpinned(_) => None,
                 })
                 .collect();
-            format!("pinned to CPUs {}", runtime::format_cpu_list(&cpus))
+            format!("pinned to CPUs {}", workers::format_cpu_list(&cpus))
         }
         Some(WorkerPlacement::Unpinned(cpus)) => {
-            format!("unpinned on CPUs {}", runtime::format_cpu_list(cpus))
+            format!("unpinned on CPUs {}", workers::format_cpu_list(cpus))
         }
         None => String::new(),
     };

@@ -1,7 +1,7 @@
 //! A worker that a UDP flood keeps busy still serves its HTTP listener
 //! promptly: its UDP loop never runs out of datagrams, and glommio would take
 //! in the HTTP connections only at its 100 ms preemption timer were the loop
-//! not to hand the worker to the reactor itself (`runtime::Quantum`).
+//! not to hand the worker to the reactor itself (`Quantum`).
 
 mod support;
 

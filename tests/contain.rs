@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use support::wire::{hex, http_announce_target, http_get, udp_announce, udp_connect};
 use support::Tracker;
-use tracker_common::contain::TEST_PANIC_ENV;
-use tracker_common::shard::owner_of;
 use tracker_proto::http::bencode::{decode, Value};
 use tracker_proto::{AnnounceEvent, InfoHash};
+use tracker_runtime::contain::TEST_PANIC_ENV;
+use tracker_runtime::owner::owner_of;
 
 fn hash_owned_by(owner: usize, seed: u8) -> InfoHash {
     (0u8..=255)

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use support::wire::{announce_request, target, udp_announce, udp_connect_packet};
 use support::{free_port, Tracker};
-use tracker_common::shard::owner_of;
 use tracker_proto::http::write_scrape_target;
 use tracker_proto::udp::{ConnectionId, IpFamily, Response, TransactionId};
 use tracker_proto::{AnnounceEvent, InfoHash};
+use tracker_runtime::owner::owner_of;
 
 /// One sample: its family, its labels other than `worker`, its worker.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

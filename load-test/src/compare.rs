@@ -228,7 +228,7 @@ enum Proto {
 
 /// Runs the whole comparison and returns the Markdown table.
 pub fn run(config: &Config, options: &CompareOptions) -> Result<String, String> {
-    use tracker_common::runtime;
+    use tracker_runtime::workers;
     let target = config.target.as_deref().ok_or("--target is required")?;
     let proto = if target.starts_with("http") {
         let t = HttpTarget::parse(target)?;
@@ -239,13 +239,13 @@ pub fn run(config: &Config, options: &CompareOptions) -> Result<String, String> 
     let addr = match proto {
         Proto::Udp(a) | Proto::Http(a, _) => a,
     };
-    let allowed = runtime::allowed_cpus()?;
+    let allowed = workers::allowed_cpus()?;
     let load_cpus = match &config.cpus {
-        Some(list) => runtime::parse_cpu_list(list)?,
+        Some(list) => workers::parse_cpu_list(list)?,
         None => Vec::new(),
     };
     let tracker_cpus = match &options.tracker_cpus {
-        Some(list) => runtime::parse_cpu_list(list)?,
+        Some(list) => workers::parse_cpu_list(list)?,
         None => allowed
             .iter()
             .copied()
@@ -305,7 +305,7 @@ pub fn run(config: &Config, options: &CompareOptions) -> Result<String, String> 
                     ("tracker", tracker.display().to_string()),
                     ("addr", addr.to_string()),
                     ("workers", workers.to_string()),
-                    ("cpus", runtime::format_cpu_list(&tracker_cpus)),
+                    ("cpus", workers::format_cpu_list(&tracker_cpus)),
                     ("pin", if pinned { "--pin" } else { "--no-pin" }.to_string()),
                     ("config", tracker_config.display().to_string()),
                 ],
@@ -346,7 +346,7 @@ pub fn run(config: &Config, options: &CompareOptions) -> Result<String, String> 
             Proto::Http(_, false) => "HTTP",
             Proto::Http(_, true) => "HTTPS",
         },
-        runtime::format_cpu_list(&tracker_cpus),
+        workers::format_cpu_list(&tracker_cpus),
         config.cpus.as_deref().unwrap_or("any CPU"),
     );
     let table = markdown(&title, &points);

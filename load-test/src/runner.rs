@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tracker_common::runtime::{self, WorkerPlacement};
+use tracker_runtime::workers::{self, WorkerPlacement};
 
 use crate::model::Kind;
 use crate::stats::{progress_line, Counters, Stats};
@@ -22,14 +22,14 @@ pub fn placements(
     workers: Option<usize>,
     cpus: Option<&str>,
 ) -> Result<Vec<WorkerPlacement>, String> {
-    let allowed = runtime::allowed_cpus()?;
+    let allowed = workers::allowed_cpus()?;
     match cpus {
         Some(list) => {
-            let cpus = runtime::parse_cpu_list(list).map_err(|e| format!("--cpus: {e}"))?;
+            let cpus = workers::parse_cpu_list(list).map_err(|e| format!("--cpus: {e}"))?;
             let n = workers.unwrap_or(cpus.len());
-            runtime::plan_workers(n, Some(&cpus), &allowed, n <= cpus.len())
+            workers::plan_workers(n, Some(&cpus), &allowed, n <= cpus.len())
         }
-        None => runtime::plan_workers(workers.unwrap_or(1), None, &allowed, false),
+        None => workers::plan_workers(workers.unwrap_or(1), None, &allowed, false),
     }
 }
 
@@ -108,7 +108,7 @@ where
         let env = WorkerEnv { index, start, live };
         let worker = worker.clone();
         let finished = finished.clone();
-        let handle = runtime::executor_builder(placement, &format!("load-{index}"))?
+        let handle = workers::executor_builder(placement, &format!("load-{index}"))?
             .spawn(move || async move {
                 let result = AssertUnwindSafe(worker(env)).catch_unwind().await;
                 finished.fetch_add(1, Ordering::SeqCst);

@@ -5,7 +5,7 @@
 use std::ffi::CString;
 use std::io;
 use std::path::PathBuf;
-use tracker_common::config::PrivilegesConfig;
+use tracker_runtime::config::PrivilegesConfig;
 
 /// Who to become.
 #[derive(Clone, Debug, PartialEq, Eq)]

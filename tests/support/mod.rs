@@ -547,7 +547,7 @@ pub fn repo_root() -> PathBuf {
 
 /// CPUs this process may run on.
 pub fn online_cpus() -> usize {
-    tracker_common::runtime::allowed_cpus().unwrap().len()
+    tracker_runtime::workers::allowed_cpus().unwrap().len()
 }
 
 /// A small, short load for the load generator run in-process: tests that

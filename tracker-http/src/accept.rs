@@ -1,6 +1,6 @@
 //! What a failed accept means, for every TCP listener of the tracker.
 
-use tracker_common::throttle::LogThrottle;
+use tracker_runtime::throttle::LogThrottle;
 
 /// Decides what a failed accept on a `protocol` listener at `local` means:
 /// most failures concern one connection or are passing shortages (out of file

@@ -26,8 +26,8 @@ use std::task::{Context, Poll, Waker};
 use ahash::RandomState;
 use slab::Slab;
 
-use tracker_common::stats::Counter;
 use tracker_proto::address_block;
+use tracker_runtime::counters::Counter;
 
 /// No entry (the end of the idle list).
 const NONE: usize = usize::MAX;

@@ -12,12 +12,12 @@ use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 use glommio::GlommioError;
 use tracing::debug;
-use tracker_common::mesh::Shard;
-use tracker_common::metrics::{render, MetricSource, Sample, METRICS_ENDPOINT_ERRORS};
 use tracker_proto::canonical_ip;
+use tracker_runtime::metrics::{render, MetricSource, Sample, METRICS_ENDPOINT_ERRORS};
+use tracker_runtime::shard::Shard;
 
 use crate::connections::{AdmissionCounters, ConnectionTable, Slot};
-use tracker_common::config::MetricsConfig;
+use tracker_runtime::config::MetricsConfig;
 
 /// What a request to the endpoint asks for.
 #[derive(Debug, PartialEq, Eq)]
@@ -62,7 +62,7 @@ fn head_end(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
 }
 
-tracker_common::counters! {
+tracker_runtime::counters! {
     /// The endpoint's own counters.
     pub struct EndpointStats {
         /// Connections closed at once: every slot holds a scrape under way.

@@ -17,7 +17,7 @@
 //! `deadline`); a TLS handshake has its own timeout; and each worker serves a
 //! bounded number of connections, a bounded number from each address, and
 //! closes its longest-idle connection to make room for a new one (see
-//! `tracker_common::connections`).
+//! `crate::connections`).
 
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -33,20 +33,21 @@ use futures_rustls::TlsAcceptor;
 use glommio::net::{TcpListener, TcpStream};
 use rustls::ServerConfig;
 use tracing::debug;
-use tracker_common::config::{HttpConfig, SwarmConfig};
-use tracker_common::contain::Contained;
-use tracker_common::counters;
-use tracker_common::mesh::{RouteError, Shard};
-use tracker_common::metrics::{
+use tracker_proto::{canonical_ip, Announce, AnswerPeers, InfoHash, IpNetwork, ScrapeStats};
+use tracker_runtime::config::{HttpConfig, SwarmConfig};
+use tracker_runtime::contain::Contained;
+use tracker_runtime::counters;
+use tracker_runtime::counters::ByFamily;
+use tracker_runtime::mesh::RouteError;
+use tracker_runtime::metrics::{
     Label, MetricSource, Sample, CONNECTIONS_ACCEPTED, HTTP_ERRORS, HTTP_FAILURE_RESPONSES,
     HTTP_FULL_SCRAPES, OPEN_CONNECTIONS, PANICS, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES,
     TLS_HANDSHAKES, TLS_HANDSHAKE_FAILURES,
 };
-use tracker_common::reloadable::LocalCopy;
-use tracker_common::runtime;
-use tracker_common::shutdown::StopEvent;
-use tracker_common::stats::ByFamily;
-use tracker_proto::{canonical_ip, Announce, AnswerPeers, InfoHash, IpNetwork, ScrapeStats};
+use tracker_runtime::quantum::{waited, Quantum};
+use tracker_runtime::reloadable::LocalCopy;
+use tracker_runtime::shard::Shard;
+use tracker_runtime::shutdown::StopEvent;
 use tracker_swarm::{AnnounceRefused, SwarmCounts};
 
 use crate::deadline::DeadlineStream;
@@ -373,7 +374,7 @@ impl HttpService {
         }
         // SAFETY: the fd comes from a listening socket we own and hand over whole.
         let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
-        let mut quantum = runtime::Quantum::default();
+        let mut quantum = Quantum::default();
         loop {
             let accepted =
                 futures_lite::future::or(async { Some(listener.accept().await) }, async {
@@ -450,7 +451,7 @@ impl HttpService {
                 futures_lite::future::or(self.stop.wait(), slot.evicted()).await;
                 None
             });
-        let (Some(handshake), _) = runtime::waited(handshake).await else {
+        let (Some(handshake), _) = waited(handshake).await else {
             return;
         };
         match handshake {
@@ -490,7 +491,7 @@ impl HttpService {
             Some(name) => RealIp::Ignored(name),
         };
         let mut waiting = Waiting::Idle(Instant::now());
-        let mut quantum = runtime::Quantum::default();
+        let mut quantum = Quantum::default();
         loop {
             // Answer every complete request already received, in order.
             loop {

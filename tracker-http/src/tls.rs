@@ -12,7 +12,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::NoServerSessionStorage;
 use rustls::{CipherSuite, ServerConfig};
-use tracker_common::reloadable::Reloadable;
+use tracker_runtime::reloadable::Reloadable;
 
 /// The TLS configuration every worker's HTTPS listeners use, replaced on
 /// SIGHUP; workers pick up a new one on their next accept.
@@ -53,7 +53,7 @@ const MAX_PEM_BYTES: u64 = 1 << 20;
 /// The key may be PKCS#8, PKCS#1 (RSA) or SEC1 (EC).
 pub fn load_pem_files(cert_file: &Path, key_file: &Path) -> Result<LoadedConfig, String> {
     let read = |path: &Path| {
-        tracker_common::files::read_regular(path, MAX_PEM_BYTES)
+        tracker_runtime::files::read_regular(path, MAX_PEM_BYTES)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))
     };
     let (cert_pem, key_pem) = (read(cert_file)?, read(key_file)?);

@@ -9,18 +9,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
 use std::rc::{Rc, Weak};
 use tracing::{debug, warn};
-use tracker_common::clock;
-use tracker_common::config::{SwarmConfig, UdpConfig};
-use tracker_common::contain::{contain, Contained};
-use tracker_common::counters;
-use tracker_common::mesh::{AnnounceAnswers, RouteError, Shard};
-use tracker_common::metrics::{
-    MetricSource, Sample, PANICS, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES, UDP_ERRORS,
-    UDP_ERROR_RESPONSES,
-};
-use tracker_common::runtime::Quantum;
-use tracker_common::shutdown::StopEvent;
-use tracker_common::throttle::LogThrottle;
 use tracker_net::udp::{send_one, LocalAddr, RecvBatch, SendBatch};
 use tracker_proto::canonical_ip;
 use tracker_proto::udp::{
@@ -28,6 +16,19 @@ use tracker_proto::udp::{
     write_scrape_response, ConnectionId, IpFamily, Request, TransactionId,
 };
 use tracker_proto::{Announce, InfoHash, ScrapeStats};
+use tracker_runtime::clock;
+use tracker_runtime::config::{SwarmConfig, UdpConfig};
+use tracker_runtime::contain::{contain, Contained};
+use tracker_runtime::counters;
+use tracker_runtime::mesh::{AnnounceAnswers, RouteError};
+use tracker_runtime::metrics::{
+    MetricSource, Sample, PANICS, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES, UDP_ERRORS,
+    UDP_ERROR_RESPONSES,
+};
+use tracker_runtime::quantum::Quantum;
+use tracker_runtime::shard::Shard;
+use tracker_runtime::shutdown::StopEvent;
+use tracker_runtime::throttle::LogThrottle;
 use tracker_swarm::ratelimit::RateLimit;
 use tracker_swarm::{AnnounceRefused, SwarmCounts};
 

@@ -1,21 +1,18 @@
-//! Routing by info-hash between workers. Each worker owns one shard of the
-//! torrents; a request for another shard goes to its owner over a glommio
-//! channel mesh and the answer comes back over a second mesh.
-//!
-//! Two meshes, not one, so that answers never queue behind requests: an owner
-//! that waits to send an answer waits only on the answer channel, whose receiver
-//! never waits on anything, so no cycle of full channels can form. Every worker
-//! joins them in the same order (requests, then answers), as glommio requires.
+//! A worker's shard: its swarm store, and the routing of every request to
+//! the worker that owns its torrent, over the meshes (see `mesh`). Requests
+//! for this shard are answered here at once; others are sent to their owner
+//! and their answers awaited, within the bound `runtime.max_forwarded` sets.
 
 use crate::access::AccessList;
 use crate::clock;
 use crate::contain::contain;
+use crate::counters::MeshStats;
+use crate::mesh::{AnnounceAnswers, Envelope, Meshes, RouteError, ShardReply, ShardRequest};
 use crate::metrics::{MetricSource, Sample, PEERS, STORE_FULL, TORRENTS};
+use crate::owner::owner_of;
+use crate::quantum::waited;
 use crate::reloadable::{LocalCopy, Reloadable};
-use crate::runtime::waited;
-use crate::shard::owner_of;
-use crate::stats::MeshStats;
-use glommio::channels::channel_mesh::{Full, MeshBuilder, Senders};
+use glommio::channels::channel_mesh::Senders;
 use glommio::{GlommioError, ResourceType};
 use slab::Slab;
 use std::cell::{Cell, RefCell};
@@ -28,120 +25,6 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tracker_proto::{Announce, AnnounceAnswer, AnswerPeers, InfoHash, IpFamily, ScrapeStats};
 use tracker_swarm::{AnnounceRefused, SwarmCounts, SwarmStore};
-
-/// What an owner is asked to do.
-#[derive(Debug)]
-pub enum ShardRequest {
-    Announce(Announce),
-    /// Announces that one worker received together (a UDP receive batch),
-    /// served together: one message each way, and their torrents prefetched
-    /// as the owner's own batches are.
-    Announces(Vec<Announce>),
-    Scrape(Vec<InfoHash>),
-    /// Counts of up to this many of the owner's torrents (a full scrape).
-    ScrapeSome(usize),
-    /// A snapshot of the owner's metrics.
-    Metrics,
-}
-
-/// What an owner answers.
-#[derive(Debug)]
-pub enum ShardReply {
-    Announce(Result<AnnounceAnswer, AnnounceRefused>),
-    Announces(AnnounceAnswers),
-    /// In the order of the request's hashes.
-    Scrape(Vec<ScrapeStats>),
-    ScrapeSome(Vec<(InfoHash, ScrapeStats)>),
-    Metrics(Vec<Sample>),
-    /// Serving the request panicked (the panic was contained and counted).
-    Failed,
-}
-
-/// The answers to `ShardRequest::Announces`, in its order: each one's
-/// counts (or why it was refused) and its peers, the compact entries of all
-/// of them in one buffer, so that a batch's answers cost two allocations
-/// rather than one each. Compact only: no peer ids.
-#[derive(Debug, Default)]
-pub struct AnnounceAnswers {
-    /// Each answer's outcome and where its peers end in `compact`.
-    answers: Vec<(Result<SwarmCounts, AnnounceRefused>, usize)>,
-    compact: Vec<u8>,
-}
-
-impl AnnounceAnswers {
-    fn push(&mut self, outcome: Result<SwarmCounts, AnnounceRefused>, peers: &AnswerPeers) {
-        self.compact.extend_from_slice(peers.compact());
-        self.answers.push((outcome, self.compact.len()));
-    }
-
-    pub fn len(&self) -> usize {
-        self.answers.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.answers.is_empty()
-    }
-
-    /// Each answer's outcome and compact peers, in the order asked.
-    pub fn iter(&self) -> impl Iterator<Item = (Result<SwarmCounts, AnnounceRefused>, &[u8])> {
-        let mut start = 0;
-        self.answers.iter().map(move |&(outcome, end)| {
-            let peers = self.compact.get(start..end).unwrap_or_default();
-            start = end;
-            (outcome, peers)
-        })
-    }
-}
-
-/// A message on a mesh: `token` names the waiting request on the worker that
-/// asked.
-#[derive(Debug)]
-pub struct Envelope<T> {
-    token: u32,
-    body: T,
-}
-
-/// Why a request for another shard got no answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RouteError {
-    /// Too many requests already await answers from other workers.
-    Overloaded,
-    /// The owner is gone (the process is stopping).
-    OwnerGone,
-    /// The owner failed to serve it (a contained panic), or answered in a
-    /// kind that does not fit the request.
-    Failed,
-}
-
-/// The two meshes, built once and cloned into every worker before it starts.
-#[derive(Clone)]
-pub struct Meshes {
-    workers: usize,
-    requests: MeshBuilder<Envelope<ShardRequest>, Full>,
-    replies: MeshBuilder<Envelope<ShardReply>, Full>,
-}
-
-impl Meshes {
-    pub fn new(workers: usize, channel_capacity: usize) -> Self {
-        Meshes {
-            workers,
-            requests: MeshBuilder::full(workers, channel_capacity),
-            replies: MeshBuilder::full(workers, channel_capacity),
-        }
-    }
-}
-
-impl ShardRequest {
-    /// Requests for torrents it carries, as `runtime.max_forwarded` and the
-    /// forwarded and served counts count them.
-    fn requests(&self) -> usize {
-        match self {
-            ShardRequest::Announces(batch) => batch.len(),
-            ShardRequest::Metrics => 0,
-            _ => 1,
-        }
-    }
-}
 
 /// A request sent to another worker, waiting for its answer.
 struct Waiting {
@@ -763,44 +646,5 @@ impl Drop for PendingReply<'_> {
         } else if let Some(slot) = waiting.get_mut(self.token) {
             slot.abandoned = true;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::net::Ipv4Addr;
-
-    #[test]
-    fn a_batch_of_answers_gives_back_each_answers_own_peers_in_order() {
-        let mut peers = AnswerPeers::default();
-        let mut answers = AnnounceAnswers::default();
-        let counts = |n| {
-            Ok(SwarmCounts {
-                seeders: n,
-                leechers: 0,
-            })
-        };
-        for n in 0..3u16 {
-            peers.reset(IpFamily::V4);
-            for port in 0..n {
-                let addr = SocketAddr::new(Ipv4Addr::new(10, 0, 0, n as u8).into(), port + 1);
-                assert!(peers.push_addr(addr, None));
-            }
-            answers.push(counts(n.into()), &peers);
-        }
-        peers.reset(IpFamily::V4);
-        answers.push(Err(AnnounceRefused::NotAllowed), &peers);
-        let got: Vec<_> = answers.iter().map(|(o, p)| (o, p.to_vec())).collect();
-        assert_eq!(answers.len(), 4);
-        assert_eq!(
-            got,
-            vec![
-                (counts(0), vec![]),
-                (counts(1), vec![10, 0, 0, 1, 0, 1]),
-                (counts(2), vec![10, 0, 0, 2, 0, 1, 10, 0, 0, 2, 0, 2]),
-                (Err(AnnounceRefused::NotAllowed), vec![]),
-            ]
-        );
     }
 }

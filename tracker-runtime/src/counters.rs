@@ -58,8 +58,8 @@ impl ByFamily {
 /// [`Family`](crate::metrics::Family) it is a sample of, and its labels:
 ///
 /// ```
-/// use tracker_common::counters;
-/// use tracker_common::metrics::{REQUESTS, UDP_ERRORS};
+/// use tracker_runtime::counters;
+/// use tracker_runtime::metrics::{REQUESTS, UDP_ERRORS};
 ///
 /// counters! {
 ///     /// What a front end counts.
@@ -97,7 +97,7 @@ macro_rules! counters {
         $vis struct $name {
             $(
                 $(#[$field_meta])*
-                $field_vis $field: $crate::stats::$kind,
+                $field_vis $field: $crate::counters::$kind,
             )*
         }
 

@@ -471,7 +471,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let r = &self.runtime;
         if !r.cpus.trim().is_empty() {
-            crate::runtime::parse_cpu_list(&r.cpus)
+            crate::workers::parse_cpu_list(&r.cpus)
                 .map_err(|e| ConfigError::key("runtime.cpus", e))?;
         }
         positive("runtime.channel_capacity", r.channel_capacity)?;

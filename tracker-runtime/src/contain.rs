@@ -23,7 +23,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
-use crate::stats::Counter;
+use crate::counters::Counter;
 
 thread_local! {
     /// How many `contain` calls this thread is inside (the hook's way to tell

@@ -173,7 +173,7 @@ impl Drop for Stopped<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::{allowed_cpus, executor_builder, WorkerPlacement};
+    use crate::workers::{allowed_cpus, executor_builder, WorkerPlacement};
     use std::rc::Rc;
 
     /// Runs `f` on an executor built as the workers' are (small I/O memory,

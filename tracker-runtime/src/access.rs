@@ -326,7 +326,7 @@ mod tests {
 
     /// Every hash of a large generated list survives the round trip; the
     /// time is printed so that a release run (`cargo test --release -p
-    /// tracker-common access -- --nocapture`) shows the load speed.
+    /// tracker-runtime access -- --nocapture`) shows the load speed.
     #[test]
     fn a_large_list_loads_whole() {
         let n = 200_000u32;

@@ -1,0 +1,45 @@
+//! What runs the tracker's workers, below the protocols: one glommio
+//! executor per CPU, a busy task's quantum, the meshes between workers and
+//! each worker's shard with its routing by owner, values reloaded while
+//! serving, shutdown and panic containment, counters and metric families,
+//! and the operator's files (access lists, the state file on disk).
+
+pub mod access;
+pub mod clock;
+pub mod config;
+pub mod contain;
+pub mod counters;
+pub mod files;
+// Messages between workers, on every forwarded request: nothing in them may
+// panic.
+#[cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::unreachable
+    )
+)]
+pub mod mesh;
+pub mod metrics;
+pub mod owner;
+pub mod quantum;
+pub mod reloadable;
+// Routing runs on every forwarded request: nothing in it may panic.
+#[cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::unreachable
+    )
+)]
+pub mod shard;
+pub mod shutdown;
+pub mod state_file;
+pub mod throttle;
+pub mod workers;
