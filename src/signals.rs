@@ -10,7 +10,18 @@
 
 use std::io;
 use std::ops::ControlFlow;
+use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tracing::{info, warn};
+use tracker_http::tls::{self, SharedTlsConfig};
+use tracker_runtime::access::AccessList;
+use tracker_runtime::reloadable::Reloadable;
+use tracker_runtime::shutdown::Shutdown;
+
+use crate::config::Config;
+use crate::reload::{Reloader, TimeLimit};
 
 pub use libc::{SIGHUP, SIGINT, SIGTERM};
 
@@ -85,6 +96,142 @@ struct SigSet(libc::sigset_t);
 
 // SAFETY: sigset_t is a plain bit array without pointers.
 unsafe impl Send for SigSet {}
+
+/// The values that SIGHUP replaces while the workers run.
+#[derive(Clone)]
+pub struct Reloaded {
+    /// None without HTTPS.
+    pub tls: Option<SharedTlsConfig>,
+    /// None when access lists are off.
+    pub access: Option<Arc<Reloadable<AccessList>>>,
+}
+
+/// Starts the thread that takes SIGHUP, SIGTERM and SIGINT. SIGTERM or
+/// SIGINT asks the workers to stop (and save); a second one, while they
+/// stop, exits at once without saving, as a process killed by it would.
+/// SIGHUP asks the reload thread to reread the files (see `reload`) and
+/// returns at once: whatever a reload waits for, a stop is taken.
+pub fn spawn_signal_handler(
+    signals: BlockedSignals,
+    config: &Config,
+    tls: Option<SharedTlsConfig>,
+    access: Option<Arc<Reloadable<AccessList>>>,
+    shutdown: Arc<Shutdown>,
+) -> Result<(), String> {
+    let reloader = Reloader::spawn(reload(config, tls, access))
+        .map_err(|e| format!("cannot start the reload thread: {e}"))?;
+    let saving = match config.state.path() {
+        Some(path) => format!("then saving the swarms to {}", path.display()),
+        None => "then exiting (no state file)".to_string(),
+    };
+    let drain = config.state.drain_timeout_secs;
+    signals
+        .spawn_handler(move |signal| {
+            if signal == SIGTERM || signal == SIGINT {
+                let name = if signal == SIGTERM {
+                    "SIGTERM"
+                } else {
+                    "SIGINT"
+                };
+                if shutdown.request() {
+                    info!(
+                        "{name}: stopping: answering requests in flight (up to {drain} s), \
+                         {saving}; another {name} exits at once"
+                    );
+                } else {
+                    warn!("{name} again: exiting at once, without saving the swarms");
+                    std::process::exit(128 + signal);
+                }
+            } else if signal == SIGHUP && !reloader.request() {
+                info!("SIGHUP: a reload is under way and another waits; this one joins it");
+            }
+            ControlFlow::Continue(())
+        })
+        .map(drop)
+        .map_err(|e| format!("cannot start the signal thread: {e}"))
+}
+
+/// What a SIGHUP reloads, run on the reload thread: the access list (parsed
+/// here, off the workers, and published whole; a bad one is reported and the
+/// old one kept) and the TLS certificate and key (new connections get them;
+/// a bad pair is reported and the old one kept). Each file is read within
+/// `runtime.reload_timeout_secs`.
+fn reload(
+    config: &Config,
+    tls: Option<SharedTlsConfig>,
+    access: Option<Arc<Reloadable<AccessList>>>,
+) -> impl FnMut() + Send + 'static {
+    let limit = Duration::from_secs(config.runtime.reload_timeout_secs.into());
+    let files = config
+        .http
+        .tls_files()
+        .map(|(cert, key)| (cert.to_path_buf(), key.to_path_buf()));
+    let access = access.zip(config.access.list());
+    let (access_limit, tls_limit) = (TimeLimit::new(limit), TimeLimit::new(limit));
+    move || {
+        let mut replaced = None;
+        if let Some((shared, source)) = &access {
+            let path = source.path.display();
+            let read = {
+                let source = source.clone();
+                access_limit.run(&format!("access list {path}"), move || {
+                    AccessList::load(&source).map_err(|e| e.to_string())
+                })
+            };
+            match read.and_then(|list| list) {
+                Ok(list) => {
+                    let count = list.len();
+                    let (old, _) = shared.load();
+                    shared.store(Arc::new(list));
+                    info!("SIGHUP: reloaded access list {path}: {count} info-hashes");
+                    replaced = Some(old);
+                }
+                Err(e) => warn!("SIGHUP: keeping the old access list: {e}"),
+            }
+        }
+        match (&tls, &files) {
+            (Some(shared), Some((cert, key))) => {
+                let read = {
+                    let (cert, key) = (cert.clone(), key.clone());
+                    let what = format!("certificate {}", cert.display());
+                    tls_limit.run(&what, move || tls::load_pem_files(&cert, &key))
+                };
+                match read.and_then(|loaded| loaded) {
+                    Ok(loaded) => {
+                        shared.store(Arc::new(loaded.config));
+                        info!(
+                            "SIGHUP: reloaded HTTPS certificate {} (SHA-256 {})",
+                            cert.display(),
+                            loaded.fingerprint
+                        );
+                    }
+                    Err(e) => warn!("SIGHUP: keeping the old HTTPS certificate: {e}"),
+                }
+            }
+            // The access list was what there was to reload.
+            _ if access.is_some() => {}
+            _ => info!("SIGHUP: no certificate files configured, nothing to reload"),
+        }
+        // Last, so that waiting for it delays no other reload.
+        if let Some(old) = replaced {
+            free_when_unused(old);
+        }
+    }
+}
+
+/// Drops `old` here once no worker holds it any more (each lets go within a
+/// fraction of a second), so that no worker pays for freeing a list of
+/// millions of hashes on its request path. Gives up after a while: then the
+/// last holder frees it.
+fn free_when_unused<T>(old: Arc<T>) {
+    for _ in 0..500 {
+        if Arc::strong_count(&old) == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(old);
+}
 
 #[cfg(test)]
 mod tests {

@@ -578,6 +578,6 @@ fn print_config_is_the_commented_default() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("[udp]") && text.contains("# "));
-    let parsed: tracker_runtime::config::Config = toml::from_str(&text).unwrap();
-    assert_eq!(parsed, tracker_runtime::config::Config::default());
+    let parsed: tracker::config::Config = toml::from_str(&text).unwrap();
+    assert_eq!(parsed, tracker::config::Config::default());
 }

@@ -1,6 +1,296 @@
-//! Start-up: what the host must offer, who the tracker serves as, and the
-//! locks that keep one tracker per port.
+//! Start-up, in order: the host checks, the plan of workers, the TLS
+//! configuration, the ports (each locked, so one tracker serves a port),
+//! privileges given up, the state file loaded, the signal thread; then the
+//! workers run until they stop, and the swarms are saved.
 
+pub mod bind;
 pub mod host;
 pub mod instance;
 pub mod privileges;
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tracing::{info, warn};
+use tracker_http::tls::{self, SharedTlsConfig};
+use tracker_runtime::access::AccessList;
+use tracker_runtime::mesh::Meshes;
+use tracker_runtime::reloadable::Reloadable;
+use tracker_runtime::shutdown::Shutdown;
+use tracker_runtime::state_file;
+use tracker_runtime::workers::{self, WorkerPlacement};
+
+use crate::config::Config;
+use crate::signals::{spawn_signal_handler, BlockedSignals, Reloaded, SIGHUP, SIGINT, SIGTERM};
+use crate::worker::{RestoreProgress, Worker, WorkerState};
+use bind::{bind_all, WorkerSockets};
+use instance::InstanceLock;
+use privileges::PrivilegePlan;
+
+/// The shared access list, read from its file; None when lists are off.
+pub fn load_access_list(
+    config: &Config,
+) -> Result<Option<Arc<Reloadable<AccessList>>>, tracker_runtime::access::AccessListError> {
+    let Some(source) = config.access.list() else {
+        return Ok(None);
+    };
+    let list = AccessList::load(&source)?;
+    info!(
+        "access list {} ({} mode): {} info-hashes",
+        source.path.display(),
+        source.mode.as_str(),
+        list.len()
+    );
+    Ok(Some(Arc::new(Reloadable::new(Arc::new(list)))))
+}
+
+pub fn run(mut config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<(), String> {
+    let allowed = workers::allowed_cpus()?;
+    let requested = match config.runtime.cpus.trim() {
+        "" => None,
+        list => Some(workers::parse_cpu_list(list)?),
+    };
+    let placements = workers::plan_workers(
+        config.runtime.workers,
+        requested.as_deref(),
+        &allowed,
+        config.runtime.pin,
+    )?;
+    let workers = placements.len();
+    let kernel =
+        host::kernel_release().map_err(|e| format!("cannot read the kernel version: {e}"))?;
+    host::check_kernel(&kernel)?;
+    host::check_io_uring()?;
+    let euid = privileges::euid();
+    let privilege_plan = privileges::plan(&config.privileges, euid, privileges::resolve)?;
+    host::check_memlock(
+        host::memlock_limit(),
+        workers,
+        privilege_plan.serves_as_root(euid),
+    )?;
+    fit_connections_to_nofile(&mut config, workers)?;
+    // Before any other thread starts, so that every thread inherits the mask
+    // and only the signal thread ever takes these signals.
+    let signals = BlockedSignals::block(&[SIGHUP, SIGTERM, SIGINT])
+        .map_err(|e| format!("cannot block SIGHUP, SIGTERM and SIGINT: {e}"))?;
+    // Certificate problems first: they are the user's to fix, and a clear
+    // message beats a bound port.
+    let tls = tls_config(&config)?;
+    // Held until the process ends: the ports are this tracker's alone.
+    let mut lock = InstanceLock::default();
+    let sockets = bind_all(&config, workers, &mut lock)?;
+    let secret = match config.udp_secret() {
+        Some(secret) => secret,
+        None => random_bytes()?,
+    };
+    let seed = u64::from_le_bytes(random_bytes::<8>()?);
+    log_start(&config, &placements, &sockets);
+    let state_path = config.state.path().map(PathBuf::from);
+    // Every socket is bound and every file that needs root read: give up
+    // root before any thread starts, as credentials are per thread.
+    if let PrivilegePlan::Drop { identity, chroot } = &privilege_plan {
+        workers::topology()?;
+        privileges::drop_privileges(identity, chroot.as_deref())?;
+        info!(
+            "serving as user {} (uid {}, gid {}){}",
+            identity.user,
+            identity.uid,
+            identity.gid,
+            chroot
+                .as_ref()
+                .map(|dir| format!(", chrooted to {}", dir.display()))
+                .unwrap_or_default()
+        );
+    } else if euid == 0 {
+        warn!("serving as root (privileges.allow_root): set privileges.user to drop root");
+    }
+    // Read, and its writability checked, as the user that writes it at the
+    // stop (inside the chroot, if any, where the same path names it): the
+    // directory is that user's, and root must not follow what it planted.
+    let loaded = state_path
+        .as_deref()
+        .and_then(state_file::load)
+        .map(Arc::new);
+    let shutdown = Shutdown::new(workers);
+    spawn_signal_handler(
+        signals,
+        &config,
+        tls.clone(),
+        access.clone(),
+        shutdown.clone(),
+    )?;
+    // Each worker takes its own handle on the file's bytes and drops it once
+    // it has restored its torrents, so the bytes go as soon as all have.
+    let restore = Arc::new(Mutex::new(RestoreProgress::default()));
+    let state_bytes: Vec<Option<Arc<Vec<u8>>>> = (0..workers).map(|_| loaded.clone()).collect();
+    drop(loaded);
+    let state_bytes = Arc::new(Mutex::new(state_bytes));
+
+    let meshes = Meshes::new(workers, config.runtime.channel_capacity);
+    let sockets = Arc::new(Mutex::new(sockets));
+    let busy_poll = Duration::from_micros(config.runtime.busy_poll_us.into());
+    let sections = workers::run_workers(placements, busy_poll, move |index| {
+        let config = config.clone();
+        let meshes = meshes.clone();
+        let sockets = std::mem::take(&mut sockets.lock().expect("not poisoned")[index]);
+        let reloaded = Reloaded {
+            tls: tls.clone(),
+            access: access.clone(),
+        };
+        let state = WorkerState {
+            shutdown: shutdown.clone(),
+            bytes: state_bytes.lock().expect("not poisoned")[index].take(),
+            restore: restore.clone(),
+            workers,
+        };
+        Worker {
+            index,
+            config,
+            meshes,
+            sockets,
+            reloaded,
+            secret,
+            seed: seed ^ index as u64,
+            state,
+        }
+        .run()
+    })?;
+    // Every worker stopped on request and has handed over its swarms.
+    match state_path {
+        Some(path) => state_file::save(&path, &sections.into_iter().flatten().collect::<Vec<_>>()),
+        None => {
+            info!("stopped (no state file configured: the swarms are not saved)");
+            Ok(())
+        }
+    }
+}
+
+/// Raises the descriptor limit as far as it goes, and lowers
+/// `http.max_connections_per_worker` (with a warning that says how to raise
+/// the limit) when the connections it allows would not fit: a worker at its
+/// connection cap closes its idlest connection for a newcomer, where one out
+/// of descriptors could accept nothing at all.
+fn fit_connections_to_nofile(config: &mut Config, workers: usize) -> Result<(), String> {
+    let limit = host::raise_nofile()
+        .map_err(|e| format!("cannot read or raise the file-descriptor limit: {e}"))?;
+    let listeners =
+        config.udp.listen.len() + config.http.listen.len() + config.http.https_listen.len();
+    let others = config.metrics.listen.len() * (1 + config.metrics.max_connections);
+    let fit = host::connections_that_fit(limit, workers, listeners, others)?;
+    let serves_tcp = !(config.http.listen.is_empty() && config.http.https_listen.is_empty());
+    let wanted = config.http.max_connections_per_worker as u64;
+    if serves_tcp && fit < wanted {
+        warn!(
+            "the file-descriptor limit (RLIMIT_NOFILE) is {limit}: {workers} workers can hold \
+             {fit} connections each, not the {wanted} of http.max_connections_per_worker, which \
+             is lowered to {fit}; raise the limit (LimitNOFILE= in the systemd unit, nofile in \
+             /etc/security/limits.conf, ulimit -n) to serve them all"
+        );
+        config.http.max_connections_per_worker = fit as usize;
+    } else {
+        info!("file-descriptor limit {limit}: room for {fit} connections per worker");
+    }
+    Ok(())
+}
+
+/// The HTTPS configuration: from the configured files, or a self-signed
+/// certificate made now. None when HTTPS is off.
+fn tls_config(config: &Config) -> Result<Option<SharedTlsConfig>, String> {
+    if config.http.https_listen.is_empty() {
+        return Ok(None);
+    }
+    let loaded = match config.http.tls_files() {
+        Some((cert, key)) => {
+            let loaded = tls::load_pem_files(cert, key)?;
+            info!(
+                "HTTPS certificate {} (SHA-256 {})",
+                cert.display(),
+                loaded.fingerprint
+            );
+            loaded
+        }
+        None => {
+            let mut names = vec!["localhost".to_string()];
+            let mut ips: Vec<IpAddr> =
+                vec![[127, 0, 0, 1].into(), std::net::Ipv6Addr::LOCALHOST.into()];
+            for addr in &config.http.https_listen {
+                if !addr.ip().is_unspecified() && !ips.contains(&addr.ip()) {
+                    ips.push(addr.ip());
+                }
+            }
+            names.extend(ips.iter().map(IpAddr::to_string));
+            let (loaded, _pem) = tls::self_signed(&names)?;
+            info!(
+                "no TLS certificate configured (http.tls_cert_file, --tls-cert): HTTPS uses a \
+                 self-signed certificate made at start for {}, SHA-256 {}; clients must be told \
+                 to accept it",
+                names.join(", "),
+                loaded.fingerprint
+            );
+            loaded
+        }
+    };
+    Ok(Some(Arc::new(Reloadable::new(Arc::new(loaded.config)))))
+}
+
+fn random_bytes<const N: usize>() -> Result<[u8; N], String> {
+    use std::io::Read;
+    let mut bytes = [0u8; N];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
+    Ok(bytes)
+}
+
+fn log_start(config: &Config, placements: &[WorkerPlacement], sockets: &[WorkerSockets]) {
+    let placement = match placements.first() {
+        Some(WorkerPlacement::Pinned(_)) => {
+            let cpus: Vec<usize> = placements
+                .iter()
+                .filter_map(|p| match p {
+                    WorkerPlacement::Pinned(cpu) => Some(*cpu),
+                    WorkerPlacement::Unpinned(_) => None,
+                })
+                .collect();
+            format!("pinned to CPUs {}", workers::format_cpu_list(&cpus))
+        }
+        Some(WorkerPlacement::Unpinned(cpus)) => {
+            format!("unpinned on CPUs {}", workers::format_cpu_list(cpus))
+        }
+        None => String::new(),
+    };
+    info!("starting {} workers, {placement}", placements.len());
+    match host::memlock_limit() {
+        Some(limit) => info!(
+            "locked-memory limit {} KiB, enough for {} workers",
+            limit >> 10,
+            limit / host::MEMLOCK_PER_WORKER
+        ),
+        None => info!("locked-memory limit: unlimited"),
+    }
+    if let Some(first) = sockets.first() {
+        for addr in first.udp.iter().filter_map(|s| s.local_addr().ok()) {
+            info!("serving UDP tracker on udp://{addr}/announce");
+        }
+        for addr in first.http.iter().filter_map(|s| s.local_addr().ok()) {
+            info!("serving HTTP tracker on http://{addr}/announce");
+        }
+        for addr in first.https.iter().filter_map(|s| s.local_addr().ok()) {
+            info!("serving HTTPS tracker on https://{addr}/announce");
+        }
+        for addr in first.metrics.iter().filter_map(|s| s.local_addr().ok()) {
+            info!("serving Prometheus metrics on http://{addr}/metrics");
+        }
+    }
+    if let Some(header) = config.http.real_ip_header() {
+        info!(
+            "HTTP clients' addresses are taken from the {header} header of requests from {}",
+            config.http.trusted_proxies.join(", ")
+        );
+    }
+    if config.udp.connection_secret.is_empty() {
+        info!("UDP connection ids use a random secret: they do not survive a restart");
+    }
+}

@@ -2,10 +2,10 @@
 //! /etc is still visible, optionally chroot, then give up the groups, the gid
 //! and the uid, in that order (each step needs the privilege the next removes).
 
+use crate::config::PrivilegesConfig;
 use std::ffi::CString;
 use std::io;
 use std::path::PathBuf;
-use tracker_runtime::config::PrivilegesConfig;
 
 /// Who to become.
 #[derive(Clone, Debug, PartialEq, Eq)]

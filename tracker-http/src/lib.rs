@@ -19,6 +19,7 @@
 )]
 
 mod accept;
+pub mod config;
 pub mod connections;
 mod deadline;
 pub mod metrics_endpoint;

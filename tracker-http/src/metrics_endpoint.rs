@@ -16,8 +16,8 @@ use tracker_proto::canonical_ip;
 use tracker_runtime::metrics::{render, MetricSource, Sample, METRICS_ENDPOINT_ERRORS};
 use tracker_runtime::shard::Shard;
 
+use crate::config::MetricsConfig;
 use crate::connections::{AdmissionCounters, ConnectionTable, Slot};
-use tracker_runtime::config::MetricsConfig;
 
 /// What a request to the endpoint asks for.
 #[derive(Debug, PartialEq, Eq)]

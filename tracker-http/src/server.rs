@@ -26,6 +26,7 @@ use std::os::fd::{FromRawFd, IntoRawFd};
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
+use crate::config::HttpConfig;
 use crate::connections::{AdmissionCounters, ConnectionTable, Slot};
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use futures_rustls::server::TlsStream;
@@ -34,7 +35,7 @@ use glommio::net::{TcpListener, TcpStream};
 use rustls::ServerConfig;
 use tracing::debug;
 use tracker_proto::{canonical_ip, Announce, AnswerPeers, InfoHash, IpNetwork, ScrapeStats};
-use tracker_runtime::config::{HttpConfig, SwarmConfig};
+use tracker_runtime::config::SwarmConfig;
 use tracker_runtime::contain::Contained;
 use tracker_runtime::counters;
 use tracker_runtime::counters::ByFamily;

@@ -17,5 +17,6 @@
     )
 )]
 
+pub mod config;
 pub mod cookie;
 pub mod server;

@@ -1,6 +1,7 @@
 //! The per-worker UDP loop: receive a batch, answer what this shard owns at
 //! once, hand the rest to their owners, send the batch.
 
+use crate::config::UdpConfig;
 use crate::cookie::ConnectionCookies;
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -17,7 +18,7 @@ use tracker_proto::udp::{
 };
 use tracker_proto::{Announce, InfoHash, ScrapeStats};
 use tracker_runtime::clock;
-use tracker_runtime::config::{SwarmConfig, UdpConfig};
+use tracker_runtime::config::SwarmConfig;
 use tracker_runtime::contain::{contain, Contained};
 use tracker_runtime::counters;
 use tracker_runtime::mesh::{AnnounceAnswers, RouteError};

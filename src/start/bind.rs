@@ -1,0 +1,117 @@
+//! Binding every address once per worker, each address locked first.
+
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+
+use crate::config::Config;
+use crate::start::instance::InstanceLock;
+
+/// What one worker serves: its own socket for every address.
+#[derive(Default)]
+pub struct WorkerSockets {
+    pub udp: Vec<UdpSocket>,
+    pub http: Vec<TcpListener>,
+    pub https: Vec<TcpListener>,
+    /// The metrics endpoint's listeners: worker 0's alone.
+    pub metrics: Vec<TcpListener>,
+}
+
+/// Binds every address once per worker, before any worker starts, so that a
+/// port in use is a clear start-up error. An address with port 0 gets its port
+/// from the first bind, so that all workers share it. Each address is locked
+/// first (`lock`), so that a second tracker cannot join the first's
+/// `SO_REUSEPORT` groups.
+pub fn bind_all(
+    config: &Config,
+    workers: usize,
+    lock: &mut InstanceLock,
+) -> Result<Vec<WorkerSockets>, String> {
+    let mut per_worker: Vec<WorkerSockets> =
+        (0..workers).map(|_| WorkerSockets::default()).collect();
+    let recv_buffer = config.udp.recv_buffer_bytes;
+    bind_each(
+        &config.udp.listen,
+        ("udp", "UDP", "--udp"),
+        lock,
+        &mut per_worker,
+        |addr| tracker_net::udp::bind_reuseport(addr, recv_buffer),
+        |s| &mut s.udp,
+    )?;
+    bind_each(
+        &config.http.listen,
+        ("tcp", "HTTP", "--http"),
+        lock,
+        &mut per_worker,
+        tracker_net::tcp::bind_reuseport,
+        |s| &mut s.http,
+    )?;
+    bind_each(
+        &config.http.https_listen,
+        ("tcp", "HTTPS", "--https"),
+        lock,
+        &mut per_worker,
+        tracker_net::tcp::bind_reuseport,
+        |s| &mut s.https,
+    )?;
+    // Once, for worker 0: the endpoint gathers every worker's counters itself.
+    bind_each(
+        &config.metrics.listen,
+        ("tcp", "metrics", "--metrics"),
+        lock,
+        &mut per_worker[..1],
+        tracker_http::metrics_endpoint::bind,
+        |s| &mut s.metrics,
+    )?;
+    Ok(per_worker)
+}
+
+/// Binds each of `addrs` once for every worker with `bind`, into the list
+/// `slot` picks, once it holds the address's lock. `names`: the transport
+/// ("udp" or "tcp"), the protocol as messages name it, and its flag.
+fn bind_each<S: LocalAddr>(
+    addrs: &[SocketAddr],
+    (transport, protocol, flag): (&str, &str, &str),
+    lock: &mut InstanceLock,
+    per_worker: &mut [WorkerSockets],
+    bind: impl Fn(SocketAddr) -> std::io::Result<S>,
+    slot: impl Fn(&mut WorkerSockets) -> &mut Vec<S>,
+) -> Result<(), String> {
+    for &addr in addrs {
+        lock.take(transport, protocol, addr)
+            .map_err(|e| format!("{e} with {flag}"))?;
+        let mut addr = addr;
+        for sockets in per_worker.iter_mut() {
+            let socket = bind(addr).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AddrInUse {
+                    format!("cannot bind {protocol} {addr}: the port is in use by another program; stop it or choose another address with {flag}")
+                } else {
+                    format!("cannot bind {protocol} {addr}: {e}")
+                }
+            })?;
+            let bound = socket.local_addr().map_err(|e| e.to_string())?;
+            if addr.port() == 0 {
+                // Its port is known now: locked, as a port given in full is.
+                lock.take(transport, protocol, bound)?;
+            }
+            addr = bound;
+            slot(sockets).push(socket);
+        }
+    }
+    Ok(())
+}
+
+/// A bound socket's address.
+trait LocalAddr {
+    fn local_addr(&self) -> std::io::Result<SocketAddr>;
+}
+
+impl LocalAddr for UdpSocket {
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        UdpSocket::local_addr(self)
+    }
+}
+
+impl LocalAddr for TcpListener {
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        TcpListener::local_addr(self)
+    }
+}

@@ -1,0 +1,227 @@
+//! One worker's wiring: its store restored, its shard joined to the others,
+//! its services on its sockets, until it is asked to stop; then its swarms,
+//! for the state file.
+
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tracing::{info, warn};
+use tracker_http::metrics_endpoint;
+use tracker_http::server::HttpService;
+use tracker_runtime::access::AccessList;
+use tracker_runtime::clock;
+use tracker_runtime::mesh::Meshes;
+use tracker_runtime::owner::owner_of;
+use tracker_runtime::shard::Shard;
+use tracker_runtime::shutdown::{self, Shutdown};
+use tracker_runtime::workers;
+use tracker_swarm::state::{Section, StateFile};
+use tracker_swarm::{Restored, SwarmStore};
+use tracker_udp::cookie::ConnectionCookies;
+use tracker_udp::server::UdpService;
+
+use crate::config::Config;
+use crate::signals::Reloaded;
+use crate::start::bind::WorkerSockets;
+
+/// What a worker needs to restore its swarms at start and stop on request.
+pub struct WorkerState {
+    pub shutdown: Arc<Shutdown>,
+    /// The state file, checked, when there is one to load.
+    pub bytes: Option<Arc<Vec<u8>>>,
+    pub restore: Arc<Mutex<RestoreProgress>>,
+    pub workers: usize,
+}
+
+/// The workers' restores added up, logged by the last to finish.
+#[derive(Default)]
+pub struct RestoreProgress {
+    restored: Restored,
+    workers_done: usize,
+    started: Option<Instant>,
+}
+
+/// One worker: what it is handed before its executor starts.
+pub struct Worker {
+    pub index: usize,
+    pub config: Config,
+    pub meshes: Meshes,
+    /// Its own socket for every address.
+    pub sockets: WorkerSockets,
+    pub reloaded: Reloaded,
+    /// Keys the UDP connection ids (the same on every worker).
+    pub secret: [u8; 16],
+    /// Seeds its store's peer selection.
+    pub seed: u64,
+    pub state: WorkerState,
+}
+
+impl Worker {
+    /// Runs the worker: its shard of the swarms (restored from the state file),
+    /// the clean-up, and its sockets, served until they fail (Err) or the
+    /// process is asked to stop: then its swarms, for the state file, when one
+    /// is configured.
+    pub async fn run(self) -> Result<Option<Section>, String> {
+        let Worker {
+            index,
+            config,
+            meshes,
+            sockets,
+            reloaded,
+            secret,
+            seed,
+            state,
+        } = self;
+        let mut store = SwarmStore::new(config.swarm.store_limits(), seed);
+        if let Some(bytes) = state.bytes {
+            let access = reloaded.access.as_ref().map(|shared| shared.load().0);
+            restore_shard(
+                &mut store,
+                &bytes,
+                index,
+                &state.restore,
+                state.workers,
+                access.as_deref(),
+                &config,
+            );
+        }
+        let shard = Shard::join(
+            index,
+            meshes,
+            store,
+            config.runtime.max_forwarded,
+            reloaded.access,
+        )
+        .await?;
+        let period = Duration::from_secs(config.swarm.cleanup_interval_secs.into());
+        glommio::spawn_local(shard.clone().clean_forever(period)).detach();
+        glommio::spawn_local(shard.clone().enforce_access_forever()).detach();
+
+        let udp = UdpService::new(
+            shard.clone(),
+            ConnectionCookies::new(secret),
+            config.swarm.clone(),
+            &config.udp,
+        );
+        let http = HttpService::new(
+            shard.clone(),
+            config.swarm.clone(),
+            &config.http,
+            reloaded.tls,
+        );
+        let shutdown = state.shutdown;
+        {
+            let (shutdown, udp, http) = (shutdown.clone(), udp.clone(), http.clone());
+            glommio::spawn_local(async move {
+                shutdown.requested().await;
+                udp.stop();
+                http.stop();
+            })
+            .detach();
+        }
+        let mut servers: Vec<_> = sockets
+            .udp
+            .into_iter()
+            .map(|socket| glommio::spawn_local(Rc::clone(&udp).serve(socket)))
+            .collect();
+        for (listeners, tls) in [(sockets.http, false), (sockets.https, true)] {
+            servers.extend(
+                listeners
+                    .into_iter()
+                    .map(|listener| glommio::spawn_local(Rc::clone(&http).serve(listener, tls))),
+            );
+        }
+        let mut endpoints = Vec::new();
+        if !sockets.metrics.is_empty() {
+            let endpoint = metrics_endpoint::Endpoint::new(shard.clone(), &config.metrics);
+            endpoints.extend(
+                sockets
+                    .metrics
+                    .into_iter()
+                    .map(|listener| glommio::spawn_local(Rc::clone(&endpoint).serve(listener))),
+            );
+        }
+        // The metrics endpoint serves until the process ends: only its failure
+        // ends the worker early.
+        let endpoint_failed = async {
+            workers::all_or_first_error(endpoints).await?;
+            std::future::pending().await
+        };
+        // Servers run until they fail or stop; the first failure ends the
+        // worker, and so the process.
+        futures_lite::future::or(workers::all_or_first_error(servers), endpoint_failed).await?;
+        if !shutdown.is_requested() {
+            return Err("its servers stopped unasked".into());
+        }
+        // Answer what was taken, then wait for the other workers to do the same
+        // (their requests may wait on this shard), all within one deadline; only
+        // then is the store complete.
+        let deadline = Instant::now() + Duration::from_secs(config.state.drain_timeout_secs.into());
+        let busy = || udp.in_flight() + http.open_connections();
+        shutdown::until(deadline, || busy() == 0).await;
+        shutdown.drained();
+        shutdown::until(deadline, || shutdown.all_drained()).await;
+        if busy() > 0 || !shutdown.all_drained() {
+            warn!(
+                "worker {index}: state.drain_timeout_secs passed with {} UDP requests and {} HTTP \
+             connections unanswered here, or on other workers",
+                udp.in_flight(),
+                http.open_connections()
+            );
+        }
+        if config.state.path().is_none() {
+            return Ok(None);
+        }
+        let mut section = Section::with_capacity(64 << 10);
+        shard.with_store(|store| store.save(clock::now_secs(), clock::unix_secs(), &mut section));
+        Ok(Some(section))
+    }
+}
+
+/// Restores this worker's torrents (those it owns now, whatever the worker
+/// count was when the file was written) from a checked state file; the last
+/// worker to finish logs the totals.
+fn restore_shard(
+    store: &mut SwarmStore,
+    bytes: &[u8],
+    index: usize,
+    progress: &Mutex<RestoreProgress>,
+    workers: usize,
+    access: Option<&AccessList>,
+    config: &Config,
+) {
+    let started = Instant::now();
+    let keep = |hash: &tracker_proto::InfoHash| {
+        owner_of(hash, workers) == index && access.map_or(true, |list| list.allows(hash))
+    };
+    let restored = StateFile::reopen(bytes)
+        .map_err(|e| (e, Restored::default()))
+        .and_then(|file| store.restore_file(&file, clock::now_secs(), clock::unix_secs(), keep))
+        .unwrap_or_else(|(e, restored)| {
+            // Cannot happen to a checked file; keep what was read.
+            warn!("worker {index}: state file: {e}");
+            restored
+        });
+    let mut progress = progress.lock().unwrap_or_else(|e| e.into_inner());
+    progress.restored.add(restored);
+    progress.workers_done += 1;
+    let first_start = progress.started.map_or(started, |s| s.min(started));
+    progress.started = Some(first_start);
+    if progress.workers_done == workers {
+        let r = progress.restored;
+        info!(
+            "restored {} torrents and {} peers from {} in {} ms ({} peers had expired; {} \
+             over swarm.max_torrents_per_worker, max_peers_per_torrent, max_peers_per_worker \
+             or max_peers_per_address_per_torrent; {} dropped as invalid: port 0, or no \
+             single host's address)",
+            r.torrents,
+            r.peers,
+            config.state.file,
+            first_start.elapsed().as_millis(),
+            r.expired,
+            r.refused,
+            r.invalid
+        );
+    }
+}
