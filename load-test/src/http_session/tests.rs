@@ -1,0 +1,279 @@
+use super::*;
+use crate::config::TrafficConfig;
+use crate::model::min_sources;
+use tracker_proto::http::{parse_announce, parse_head, parse_scrape, Endpoint, Parsed, RealIp};
+use tracker_proto::http::{
+    write_announce, write_failure, write_response, write_scrape, AnnounceResponse,
+};
+use tracker_proto::{AnswerPeers, IpFamily, ScrapeStats};
+
+const LOCAL: &str = "127.1.0.1";
+
+fn session(mix: [u32; 2]) -> (HttpSession, TrafficModel, Rng, Stats) {
+    let traffic = TrafficConfig {
+        peers: 1000,
+        torrents: 50,
+        ..TrafficConfig::default()
+    };
+    let model = TrafficModel::new(&traffic, min_sources(traffic.peers), 5).unwrap();
+    let target = HttpTarget::parse("https://127.0.0.1:8443/announce").unwrap();
+    let session = HttpSession::new(
+        target,
+        0,
+        LOCAL.parse().unwrap(),
+        Weighted::new(mix).unwrap(),
+    );
+    (session, model, Rng::new(3), Stats::default())
+}
+
+fn respond(status: u16, body: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_response(
+        &mut out,
+        status,
+        tracker_proto::http::Connection::KeepAlive,
+        body,
+    );
+    out
+}
+
+fn peer(addr: &str) -> SocketAddr {
+    addr.parse().unwrap()
+}
+
+#[test]
+fn targets_parse() {
+    let t = HttpTarget::parse("http://127.0.0.1:8080").unwrap();
+    assert_eq!(
+        t,
+        HttpTarget {
+            tls: false,
+            addr: "127.0.0.1:8080".parse().unwrap(),
+            host: "127.0.0.1:8080".into(),
+            prefix: String::new()
+        }
+    );
+    let t = HttpTarget::parse("https://[::1]:8443/announce").unwrap();
+    assert!(t.tls);
+    assert_eq!(t.prefix, "");
+    assert_eq!(t.addr, "[::1]:8443".parse().unwrap());
+    let t = HttpTarget::parse("https://127.0.0.2/pass/announce").unwrap();
+    assert_eq!(t.addr.port(), 443);
+    assert_eq!(t.prefix, "/pass");
+    assert!(HttpTarget::parse("http://10.0.0.1:80").is_err());
+    assert!(HttpTarget::parse("http://example.com/").is_err());
+    assert!(HttpTarget::parse("ftp://127.0.0.1:1").is_err());
+}
+
+#[test]
+fn requests_parse_with_the_trackers_parser() {
+    let (mut s, model, mut rng, mut stats) = session([1, 1]);
+    let mut kinds = [0; 3];
+    for _ in 0..200 {
+        let mut out = Vec::new();
+        s.write_request(&model, &mut rng, 0, &mut out, &mut stats);
+        let Ok(Parsed::Complete { request, consumed }) = parse_head(&out, RealIp::Off) else {
+            panic!("{}", String::from_utf8_lossy(&out));
+        };
+        assert_eq!(consumed, out.len());
+        assert!(out.starts_with(b"GET /"));
+        match request.endpoint {
+            Endpoint::Announce => {
+                let a = parse_announce(request.query).unwrap();
+                assert_eq!(a.numwant, Some(50));
+                assert!(a.compact);
+                assert_eq!(s.pending(), Some(Kind::Announce));
+                kinds[1] += 1;
+            }
+            Endpoint::Scrape => {
+                let mut hashes = Vec::new();
+                parse_scrape(request.query, 74, &mut hashes).unwrap();
+                assert!(!hashes.is_empty());
+                kinds[2] += 1;
+            }
+        }
+    }
+    assert!(kinds[1] > 50 && kinds[2] > 50, "{kinds:?}");
+    assert_eq!(stats.counters.sent[1] + stats.counters.sent[2], 200);
+}
+
+/// The session's answer to one announce, with `peers` (all of one family).
+fn announce_once(peers: &[SocketAddr], complete: u32, tweak: impl FnOnce(&mut Vec<u8>)) -> Stats {
+    let mut answer_peers = AnswerPeers::default();
+    answer_peers.reset(peers.first().map_or(IpFamily::V4, |a| IpFamily::of(a.ip())));
+    for &addr in peers {
+        assert!(answer_peers.push_addr(addr, None));
+    }
+    let peers = &answer_peers;
+    let (mut s, model, mut rng, mut stats) = session([1, 0]);
+    let mut out = Vec::new();
+    s.write_request(&model, &mut rng, 1_000, &mut out, &mut stats);
+    let answer = respond(200, |body| {
+        write_announce(
+            body,
+            &AnnounceResponse {
+                interval: 1800,
+                min_interval: None,
+                complete,
+                incomplete: 0,
+                peers,
+                compact: true,
+                no_peer_id: false,
+            },
+        );
+        tweak(body);
+    });
+    match frame(&answer) {
+        Ok(Some(framed)) => s.on_answer(&answer, framed, 5_000, &mut stats),
+        Ok(None) => panic!("incomplete"),
+        Err(why) => stats.invalid(why),
+    }
+    stats
+}
+
+#[test]
+fn a_prefix_goes_before_the_endpoint() {
+    let (_, model, mut rng, mut stats) = session([1, 1]);
+    let target = HttpTarget::parse("http://127.0.0.1:80/key/announce").unwrap();
+    let mut s = HttpSession::new(
+        target,
+        0,
+        LOCAL.parse().unwrap(),
+        Weighted::new([1, 1]).unwrap(),
+    );
+    for _ in 0..20 {
+        let mut out = Vec::new();
+        s.write_request(&model, &mut rng, 0, &mut out, &mut stats);
+        assert!(
+            out.starts_with(b"GET /key/announce?") || out.starts_with(b"GET /key/scrape?"),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
+    }
+}
+
+#[test]
+fn good_announces_are_ok() {
+    let stats = announce_once(&[peer("127.1.0.9:2000")], 5, |_| {});
+    assert_eq!(stats.counters.ok[Kind::Announce as usize], 1);
+    assert_eq!(stats.counters.invalid, 0);
+    assert_eq!(stats.peers_returned, 1);
+    assert_eq!(stats.latency[Kind::Announce as usize].max(), 4_000);
+}
+
+#[test]
+fn a_crlf_after_the_body_is_tolerated_and_garbage_is_not() {
+    let stats = announce_once(&[peer("127.1.0.9:2000")], 5, |b| {
+        b.extend_from_slice(b"\r\n")
+    });
+    assert_eq!(stats.counters.ok[Kind::Announce as usize], 1);
+    let stats = announce_once(&[peer("127.1.0.9:2000")], 5, |b| b.extend_from_slice(b"x"));
+    assert_eq!(stats.counters.ok[Kind::Announce as usize], 0);
+}
+
+#[test]
+fn bad_announces_are_invalid() {
+    let cases: [(Vec<SocketAddr>, u32, Invalid); 4] = [
+        (vec![peer("10.1.0.9:2000")], 5, Invalid::BadPeer),
+        (
+            vec![peer("127.1.0.9:2000"); 2],
+            1,
+            Invalid::ImplausibleCounts,
+        ),
+        (vec![peer("127.1.0.9:2000"); 51], 100, Invalid::TooManyPeers),
+        (vec![peer("[::1]:2000")], 5, Invalid::BadPeer),
+    ];
+    for (peers, complete, why) in cases {
+        let stats = announce_once(&peers, complete, |_| {});
+        assert_eq!(stats.invalid[why as usize], 1, "{why:?}");
+    }
+    let stats = announce_once(&[], 1, |body| body.push(b'x'));
+    assert_eq!(stats.invalid[Invalid::BadBencode as usize], 1);
+}
+
+#[test]
+fn failures_count_as_errors() {
+    let (mut s, model, mut rng, mut stats) = session([1, 0]);
+    let mut out = Vec::new();
+    s.write_request(&model, &mut rng, 0, &mut out, &mut stats);
+    let answer = respond(200, |b| write_failure(b, b"unregistered torrent"));
+    let framed = frame(&answer).unwrap().unwrap();
+    s.on_answer(&answer, framed, 10, &mut stats);
+    assert_eq!(stats.counters.errors[Kind::Announce as usize], 1);
+    assert_eq!(stats.error_messages.by_message[0].0, "unregistered torrent");
+    // Not 200: invalid.
+    s.write_request(&model, &mut rng, 0, &mut out, &mut stats);
+    let answer = respond(404, |b| write_failure(b, b"not found"));
+    let framed = frame(&answer).unwrap().unwrap();
+    s.on_answer(&answer, framed, 10, &mut stats);
+    assert_eq!(stats.invalid[Invalid::HttpStatus as usize], 1);
+}
+
+#[test]
+fn scrapes_must_answer_the_hashes_asked() {
+    for (drop_one, ok) in [(false, true), (true, false)] {
+        let (mut s, model, mut rng, mut stats) = session([0, 1]);
+        let mut out = Vec::new();
+        // Ask until a scrape of at least two distinct hashes comes up.
+        let hashes = loop {
+            out.clear();
+            s.write_request(&model, &mut rng, 0, &mut out, &mut stats);
+            let Ok(Parsed::Complete { request, .. }) = parse_head(&out, RealIp::Off) else {
+                panic!()
+            };
+            let mut hashes = Vec::new();
+            parse_scrape(request.query, 74, &mut hashes).unwrap();
+            hashes.sort();
+            hashes.dedup();
+            if hashes.len() >= 2 {
+                break hashes;
+            }
+        };
+        let mut files: Vec<_> = hashes
+            .iter()
+            .map(|h| (*h, ScrapeStats::default()))
+            .collect();
+        if drop_one {
+            files.pop();
+        }
+        let answer = respond(200, |b| write_scrape(b, &mut files));
+        let framed = frame(&answer).unwrap().unwrap();
+        s.on_answer(&answer, framed, 10, &mut stats);
+        assert_eq!(stats.counters.ok[Kind::Scrape as usize], u64::from(ok));
+        assert_eq!(
+            stats.invalid[Invalid::ScrapeMismatch as usize],
+            u64::from(!ok)
+        );
+    }
+}
+
+#[test]
+fn framing_waits_for_the_whole_body() {
+    let answer = respond(200, |b| b.extend_from_slice(b"d8:intervali1ee"));
+    for cut in 0..answer.len() {
+        assert_eq!(frame(&answer[..cut]), Ok(None), "cut at {cut}");
+    }
+    let framed = frame(&answer).unwrap().unwrap();
+    assert_eq!(framed.len, answer.len());
+    assert!(!framed.close);
+    let close = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+    assert!(frame(close).unwrap().unwrap().close);
+    let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+    assert_eq!(frame(chunked), Err(Invalid::Malformed));
+    let no_length = b"HTTP/1.1 200 OK\r\n\r\n";
+    assert_eq!(frame(no_length), Err(Invalid::Malformed));
+    assert_eq!(frame(b"SSH-2.0\r\n\r\n"), Err(Invalid::Malformed));
+}
+
+#[test]
+fn abandoned_requests_are_counted() {
+    let (mut s, model, mut rng, mut stats) = session([1, 0]);
+    let mut out = Vec::new();
+    s.write_request(&model, &mut rng, 0, &mut out, &mut stats);
+    s.abandon(true, &mut stats);
+    s.write_request(&model, &mut rng, 0, &mut out, &mut stats);
+    s.abandon(false, &mut stats);
+    s.abandon(false, &mut stats);
+    assert_eq!(stats.counters.timeouts[Kind::Announce as usize], 1);
+    assert_eq!(stats.invalid[Invalid::ConnectionLost as usize], 1);
+}
