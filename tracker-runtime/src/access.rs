@@ -158,10 +158,8 @@ pub fn parse(bytes: &[u8]) -> Result<HashList, LineError> {
     // large list several times while it loads.
     let mut hashes = HashList::with_capacity_and_hasher(bytes.len() / 41, RandomState::new());
     for (index, line) in bytes.split(|&b| b == b'\n').enumerate() {
-        let content = match line.iter().position(|&b| b == b'#') {
-            Some(hash_sign) => &line[..hash_sign],
-            None => line,
-        };
+        // What comes before a `#`, if any.
+        let content = line.split(|&b| b == b'#').next().unwrap_or(line);
         let content = content.trim_ascii();
         if content.is_empty() {
             continue;
@@ -179,11 +177,16 @@ pub fn parse(bytes: &[u8]) -> Result<HashList, LineError> {
 /// or not text, so it is not quoted whole).
 fn describe(content: &[u8]) -> String {
     const EXPECTED: &str = "expected 40 hex digits";
-    match content.iter().position(|b| !b.is_ascii_hexdigit()) {
-        Some(column) => {
-            let shown = match content[column] {
-                b if b.is_ascii_graphic() || b == b' ' => format!("`{}`", b as char),
-                b => format!("byte 0x{b:02x}"),
+    match content
+        .iter()
+        .enumerate()
+        .find(|(_, b)| !b.is_ascii_hexdigit())
+    {
+        Some((column, &b)) => {
+            let shown = if b.is_ascii_graphic() || b == b' ' {
+                format!("`{}`", b as char)
+            } else {
+                format!("byte 0x{b:02x}")
             };
             format!("{EXPECTED}, found {shown} at column {}", column + 1)
         }

@@ -156,6 +156,7 @@ pub const TEST_PANIC_ENV: &str = "TRACKER_TEST_PANIC_INFO_HASH";
 /// Test hook (debug builds only): panics when `info_hash` is the one named by
 /// [`TEST_PANIC_ENV`].
 #[cfg(debug_assertions)]
+#[allow(clippy::panic)] // The hook's whole purpose, in debug builds only.
 pub fn test_panic_hook(info_hash: &tracker_proto::InfoHash) {
     use std::sync::OnceLock;
     static TARGET: OnceLock<Option<tracker_proto::InfoHash>> = OnceLock::new();

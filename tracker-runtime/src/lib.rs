@@ -10,34 +10,11 @@ pub mod config;
 pub mod contain;
 pub mod counters;
 pub mod files;
-// Messages between workers, on every forwarded request: nothing in them may
-// panic.
-#[cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing,
-        clippy::unreachable
-    )
-)]
 pub mod mesh;
 pub mod metrics;
 pub mod owner;
 pub mod quantum;
 pub mod reloadable;
-// Routing runs on every forwarded request: nothing in it may panic.
-#[cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing,
-        clippy::unreachable
-    )
-)]
 pub mod shard;
 pub mod shutdown;
 pub mod state_file;

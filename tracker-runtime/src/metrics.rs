@@ -147,7 +147,13 @@ pub fn render(workers: &[(usize, Vec<Sample>)], out: &mut String) {
     rows.sort_unstable();
     let mut last = usize::MAX;
     for (f, w, i) in rows {
-        let family = families[f];
+        // Positions this loop built above: each names a family and a sample.
+        let (Some(&family), Some((worker, samples))) = (families.get(f), workers.get(w)) else {
+            continue;
+        };
+        let Some(sample) = samples.get(i) else {
+            continue;
+        };
         if f != last {
             last = f;
             out.push_str("# HELP ");
@@ -161,8 +167,6 @@ pub fn render(workers: &[(usize, Vec<Sample>)], out: &mut String) {
                 Kind::Gauge => " gauge\n",
             });
         }
-        let (worker, samples) = &workers[w];
-        let sample = &samples[i];
         let _ = write!(out, "{}{{worker=\"{worker}\"", family.name);
         for (name, value) in sample.scope.iter().chain(sample.labels) {
             out.push(',');

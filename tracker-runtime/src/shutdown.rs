@@ -148,9 +148,11 @@ impl Future for Stopped<'_> {
         }
         let mut waiters = self.event.waiters.borrow_mut();
         match self.key {
-            Some(key) => match &mut waiters[key] {
-                Some(waker) if waker.will_wake(cx.waker()) => {}
-                slot => *slot = Some(cx.waker().clone()),
+            Some(key) => match waiters.get_mut(key) {
+                Some(Some(waker)) if waker.will_wake(cx.waker()) => {}
+                Some(slot) => *slot = Some(cx.waker().clone()),
+                // Gone only if this waiter was dropped: it is not polled then.
+                None => {}
             },
             None => {
                 let key = waiters.insert(Some(cx.waker().clone()));

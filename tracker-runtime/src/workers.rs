@@ -102,8 +102,9 @@ pub fn plan_workers(
                 format_cpu_list(&cpus)
             ));
         }
-        Ok(cpus[..workers]
+        Ok(cpus
             .iter()
+            .take(workers)
             .map(|&c| WorkerPlacement::Pinned(c))
             .collect())
     } else {
@@ -113,21 +114,25 @@ pub fn plan_workers(
 
 /// Formats CPUs back into the compact list form (`0-3,6`).
 pub fn format_cpu_list(cpus: &[usize]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let start = cpus[i];
-        while i + 1 < cpus.len() && cpus[i + 1] == cpus[i] + 1 {
-            i += 1;
+    // Runs of consecutive CPUs, each as (first, last).
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &cpu in cpus {
+        match runs.last_mut() {
+            Some((_, last)) if cpu == *last + 1 => *last = cpu,
+            _ => runs.push((cpu, cpu)),
         }
-        out.push(if cpus[i] == start {
-            start.to_string()
-        } else {
-            format!("{start}-{}", cpus[i])
-        });
-        i += 1;
     }
-    out.join(",")
+    let runs: Vec<String> = runs
+        .into_iter()
+        .map(|(first, last)| {
+            if first == last {
+                first.to_string()
+            } else {
+                format!("{first}-{last}")
+            }
+        })
+        .collect();
+    runs.join(",")
 }
 
 /// A glommio executor builder for one worker: its CPU placement, its name,
@@ -220,7 +225,11 @@ where
     let mut results: Vec<Option<T>> = (0..workers).map(|_| None).collect();
     for _ in 0..workers {
         match done_rx.recv() {
-            Ok((index, Ok(result))) => results[index] = Some(result),
+            Ok((index, Ok(result))) => {
+                if let Some(slot) = results.get_mut(index) {
+                    *slot = Some(result);
+                }
+            }
             Ok((index, Err(reason))) => return Err(format!("worker {index} failed: {reason}")),
             Err(_) => return Err("a worker's watcher thread died".into()),
         }
@@ -232,8 +241,8 @@ where
 pub async fn all_or_first_error<E>(mut tasks: Vec<glommio::Task<Result<(), E>>>) -> Result<(), E> {
     futures_lite::future::poll_fn(|cx| {
         let mut i = 0;
-        while i < tasks.len() {
-            match std::pin::Pin::new(&mut tasks[i]).poll(cx) {
+        while let Some(task) = tasks.get_mut(i) {
+            match std::pin::Pin::new(task).poll(cx) {
                 std::task::Poll::Ready(Err(e)) => return std::task::Poll::Ready(Err(e)),
                 std::task::Poll::Ready(Ok(())) => {
                     // Never polled again once done.
