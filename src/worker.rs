@@ -193,7 +193,7 @@ fn restore_shard(
 ) {
     let started = Instant::now();
     let keep = |hash: &tracker_proto::InfoHash| {
-        owner_of(hash, workers) == index && access.map_or(true, |list| list.allows(hash))
+        owner_of(hash, workers) == index && access.is_none_or(|list| list.allows(hash))
     };
     let restored = StateFile::reopen(bytes)
         .map_err(|e| (e, Restored::default()))
