@@ -4,6 +4,7 @@
 //! keeps expiry testable. The state file's codec is here too, since its
 //! records are the store's torrents.
 
+mod counts;
 mod index;
 mod ip_counts;
 mod peers;
@@ -19,5 +20,6 @@ mod table;
 mod tests;
 mod torrent;
 
+pub use counts::*;
 pub use persist::Restored;
 pub use store::*;

@@ -6,10 +6,10 @@ use std::hash::Hash;
 use std::mem;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use crate::counts::MemoryUse;
 use crate::index::AddressIndex;
 use crate::ip_counts::IpCounts;
 use crate::rng::{scale, WyRand};
-use crate::store::MemoryUse;
 use tracker_proto::{CompactIp, PeerId};
 
 /// A swarm half is indexed once it grows past this many peers (a linear scan of 32

@@ -4,7 +4,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use proptest::prelude::*;
 
 use super::*;
-use crate::store::{CleanReport, PeerTotals};
+use crate::counts::{CleanReport, PeerTotals};
 use crate::torrent::CLEAN_WINDOW;
 use tracker_proto::{Announce, AnnounceEvent, InfoHash, ScrapeStats};
 use tracker_proto::{AnswerPeers, PeerId};

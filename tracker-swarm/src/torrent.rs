@@ -3,10 +3,10 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use crate::counts::{MemoryUse, SwarmCounts};
 use crate::peers::{Peer, PeerIp, Peers};
 use crate::rng::{scale, WyRand};
 use crate::state::{SavedHalf, SavedPeer, SavedTorrent};
-use crate::store::{MemoryUse, SwarmCounts};
 use tracker_proto::{Announce, AnnounceEvent, AnswerPeers, IpFamily, ScrapeStats};
 
 /// The clocks of a save or a restore: the store's monotonic seconds and the
