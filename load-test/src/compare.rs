@@ -1,7 +1,9 @@
-//! `load-test compare`: starts a tracker command at 1..N workers, pinned and
-//! unpinned, runs the same load against each, and writes a Markdown table and
-//! an SVG plot of responses per second against workers. The table and the plot
-//! are pure functions of the results; the loop around them starts processes.
+//! `load-test compare`: starts a tracker command at each worker count (1..N,
+//! or a list such as 1, 2, 4, 8), pinned and unpinned, and each other tracker
+//! named with `--other` once at each count, runs the same load against each,
+//! and writes a Markdown table (with our scaling efficiency) and an SVG plot
+//! of responses per second against workers. The table and the plot are pure
+//! functions of the results; the loop around them starts processes.
 
 use std::fmt::Write as _;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
@@ -35,11 +37,13 @@ impl Measured {
 
 /// The results at one worker count; `None` where that run was not possible
 /// (more pinned workers than CPUs) or failed.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Point {
     pub workers: usize,
     pub pinned: Option<Measured>,
     pub unpinned: Option<Measured>,
+    /// One per other tracker, in the order of their names.
+    pub others: Vec<Option<Measured>>,
 }
 
 /// The command for one run: `template` split on whitespace, with `{name}`
@@ -56,50 +60,165 @@ pub fn expand(template: &str, values: &[(&str, String)]) -> Vec<String> {
         .collect()
 }
 
+/// The `{name}` placeholders of `template` that are not in `known`: a typo
+/// would otherwise reach the tracker as a literal argument.
+pub fn unknown_placeholders(template: &str, known: &[&str]) -> Vec<String> {
+    let mut unknown = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        rest = &rest[open + 1..];
+        let Some(close) = rest.find('}') else { break };
+        let name = &rest[..close];
+        if !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !known.contains(&name)
+            && !unknown.iter().any(|u: &String| u == name)
+        {
+            unknown.push(name.to_string());
+        }
+    }
+    unknown
+}
+
+fn check_placeholders(what: &str, template: &str, known: &[&str]) -> Result<(), String> {
+    let unknown = unknown_placeholders(template, known);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{what}: unknown placeholder(s) {{{}}}; known: {{{}}}",
+        unknown.join("}, {"),
+        known.join("}, {")
+    ))
+}
+
+/// The worker counts to run: the list asked for (sorted, once each), else
+/// 1..=`max_workers`, else one per tracker CPU.
+pub fn worker_counts(
+    asked: Option<&[usize]>,
+    max_workers: Option<usize>,
+    tracker_cpus: usize,
+) -> Vec<usize> {
+    match asked {
+        Some(counts) => {
+            let mut counts = counts.to_vec();
+            counts.sort_unstable();
+            counts.dedup();
+            counts
+        }
+        None => (1..=max_workers.unwrap_or(tracker_cpus)).collect(),
+    }
+}
+
+/// Scaling efficiency: responses/s at `workers` over `workers` times the
+/// 1-worker figure (1.0 = linear scaling).
+pub fn efficiency(workers: usize, rate: f64, one_worker_rate: f64) -> Option<f64> {
+    (workers > 0 && one_worker_rate > 0.0).then(|| rate / (workers as f64 * one_worker_rate))
+}
+
+/// The efficiency of one of our series at `point`, from the 1-worker point of
+/// the same series.
+fn series_efficiency(
+    points: &[Point],
+    point: &Point,
+    series: fn(&Point) -> Option<Measured>,
+) -> Option<f64> {
+    let one = points.iter().find(|p| p.workers == 1).and_then(series)?;
+    efficiency(
+        point.workers,
+        series(point)?.responses_per_sec,
+        one.responses_per_sec,
+    )
+}
+
 fn cell(m: Option<Measured>, f: impl Fn(&Measured) -> String) -> String {
     m.as_ref().map_or_else(|| "–".to_string(), f)
 }
 
-/// The Markdown table of the results.
-pub fn markdown(title: &str, points: &[Point]) -> String {
+/// The Markdown table of the results: ours pinned and unpinned with their
+/// scaling efficiency, then a column per other tracker (`others` names them).
+pub fn markdown(title: &str, others: &[String], points: &[Point]) -> String {
     let mut out = format!("### {title}\n\n");
-    out += "| workers | pinned resp/s | unpinned resp/s | pinned p99 (µs) | unpinned p99 (µs) | invalid | time-outs |\n";
-    out += "|---:|---:|---:|---:|---:|---:|---:|\n";
+    out += "| workers | ours pinned resp/s | ours unpinned resp/s | pinned efficiency | unpinned efficiency |";
+    for name in others {
+        let _ = write!(out, " {name} resp/s |");
+    }
+    out += " pinned p99 (µs) | unpinned p99 (µs) | invalid | time-outs |\n|";
+    out += &"---:|".repeat(9 + others.len());
+    out += "\n";
+    let rate = |m: &Measured| format!("{:.0}", m.responses_per_sec);
+    let p99 = |m: &Measured| format!("{:.0}", m.p99_us);
     for p in points {
-        let rate = |m: &Measured| format!("{:.0}", m.responses_per_sec);
-        let p99 = |m: &Measured| format!("{:.0}", m.p99_us);
-        let sum = |f: fn(&Measured) -> u64| {
-            p.pinned.as_ref().map_or(0, f) + p.unpinned.as_ref().map_or(0, f)
+        let runs = || {
+            [p.pinned, p.unpinned]
+                .into_iter()
+                .chain(p.others.iter().copied())
+                .flatten()
         };
-        let _ = writeln!(
+        let ratio = |series: fn(&Point) -> Option<Measured>| {
+            series_efficiency(points, p, series)
+                .map_or_else(|| "–".to_string(), |e| format!("{e:.2}"))
+        };
+        let _ = write!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} |",
             p.workers,
             cell(p.pinned, rate),
             cell(p.unpinned, rate),
+            ratio(|p| p.pinned),
+            ratio(|p| p.unpinned),
+        );
+        for i in 0..others.len() {
+            let _ = write!(out, " {} |", cell(p.others.get(i).copied().flatten(), rate));
+        }
+        let _ = writeln!(
+            out,
+            " {} | {} | {} | {} |",
             cell(p.pinned, p99),
             cell(p.unpinned, p99),
-            sum(|m| m.invalid),
-            sum(|m| m.timeouts),
+            runs().map(|m| m.invalid).sum::<u64>(),
+            runs().map(|m| m.timeouts).sum::<u64>(),
         );
     }
+    out += "\nEfficiency: responses/s at N workers over N times the 1-worker figure of \
+            the same series (1.00 = linear). Invalid answers and time-outs are summed \
+            over every run of the row; each run's JSON summary has its own.\n";
     out
 }
 
-/// A line plot of responses per second against workers, pinned and unpinned.
-pub fn svg(title: &str, points: &[Point]) -> String {
+/// Colours of the plot's series, in order (repeated past the last).
+const COLOURS: [&str; 8] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+];
+
+/// A line plot of responses per second against workers: ours pinned, ours
+/// unpinned and each other tracker, with a legend.
+pub fn svg(title: &str, others: &[String], points: &[Point]) -> String {
     const W: f64 = 640.0;
     const H: f64 = 400.0;
     const LEFT: f64 = 80.0;
     const RIGHT: f64 = 20.0;
     const TOP: f64 = 40.0;
     const BOTTOM: f64 = 50.0;
+    let mut series: Vec<(String, Vec<(usize, f64)>)> = vec![
+        ("ours pinned".to_string(), Vec::new()),
+        ("ours unpinned".to_string(), Vec::new()),
+    ];
+    series.extend(others.iter().map(|name| (name.clone(), Vec::new())));
+    for p in points {
+        let measured = [p.pinned, p.unpinned]
+            .into_iter()
+            .chain((0..others.len()).map(|i| p.others.get(i).copied().flatten()));
+        for ((_, line), m) in series.iter_mut().zip(measured) {
+            if let Some(m) = m {
+                line.push((p.workers, m.responses_per_sec));
+            }
+        }
+    }
     let max_workers = points.iter().map(|p| p.workers).max().unwrap_or(1).max(2) as f64;
-    let max_rate = points
+    let max_rate = series
         .iter()
-        .flat_map(|p| [p.pinned, p.unpinned])
-        .flatten()
-        .map(|m| m.responses_per_sec)
+        .flat_map(|(_, line)| line.iter().map(|&(_, rate)| rate))
         .fold(0.0, f64::max);
     let top_rate = nice_ceiling(max_rate.max(1.0));
     let x = |w: f64| LEFT + (w - 1.0) / (max_workers - 1.0) * (W - LEFT - RIGHT);
@@ -137,7 +256,11 @@ pub fn svg(title: &str, points: &[Point]) -> String {
             crate::stats::si(r)
         );
     }
-    for w in 1..=max_workers as usize {
+    // A tick at each count measured: 1..=64 in steps of one would crowd.
+    let mut ticks: Vec<usize> = points.iter().map(|p| p.workers).collect();
+    ticks.sort_unstable();
+    ticks.dedup();
+    for w in ticks {
         let _ = writeln!(
             out,
             "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{w}</text>",
@@ -154,40 +277,39 @@ pub fn svg(title: &str, points: &[Point]) -> String {
         (TOP + H - BOTTOM) / 2.0,
         (TOP + H - BOTTOM) / 2.0
     );
-    type Series = (&'static str, &'static str, fn(&Point) -> Option<Measured>);
-    let series: [Series; 2] = [
-        ("pinned", "#1f77b4", |p| p.pinned),
-        ("unpinned", "#ff7f0e", |p| p.unpinned),
-    ];
-    for (i, (name, color, get)) in series.iter().enumerate() {
-        let coords: Vec<(f64, f64)> = points
-            .iter()
-            .filter_map(|p| get(p).map(|m| (x(p.workers as f64), y(m.responses_per_sec))))
-            .collect();
-        let path: Vec<String> = coords
-            .iter()
-            .map(|(a, b)| format!("{a:.1},{b:.1}"))
-            .collect();
-        let _ = writeln!(
-            out,
-            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
-            path.join(" ")
-        );
-        for (a, b) in &coords {
+    for (i, (name, line)) in series.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        if !line.is_empty() {
+            let path: Vec<String> = line
+                .iter()
+                .map(|&(w, r)| format!("{:.1},{:.1}", x(w as f64), y(r)))
+                .collect();
             let _ = writeln!(
                 out,
-                "<circle cx=\"{a:.1}\" cy=\"{b:.1}\" r=\"3.5\" fill=\"{color}\"/>"
+                "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>",
+                path.join(" ")
             );
         }
+        for &(w, r) in line {
+            let _ = writeln!(
+                out,
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{colour}\"/>",
+                x(w as f64),
+                y(r)
+            );
+        }
+        // The legend, top left, where rising lines leave room; a series with
+        // no point is still named, so a missing line is seen to be missing.
         let ly = TOP + 8.0 + 18.0 * i as f64;
         let _ = writeln!(
             out,
-            "<line x1=\"{0}\" y1=\"{ly}\" x2=\"{1}\" y2=\"{ly}\" stroke=\"{color}\" stroke-width=\"2\"/>\
-             <text x=\"{2}\" y=\"{3}\">{name}</text>",
+            "<line x1=\"{0}\" y1=\"{ly}\" x2=\"{1}\" y2=\"{ly}\" stroke=\"{colour}\" stroke-width=\"2\"/>\
+             <text x=\"{2}\" y=\"{3}\">{4}</text>",
             LEFT + 14.0,
             LEFT + 38.0,
             LEFT + 44.0,
-            ly + 4.0
+            ly + 4.0,
+            escape(name)
         );
     }
     out += "</svg>\n";
@@ -210,25 +332,23 @@ fn escape(text: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// What `compare` needs besides the load's own config.
-pub struct CompareOptions {
-    /// The tracker command; `{tracker}`, `{addr}`, `{workers}`, `{cpus}`,
-    /// `{pin}` and `{config}` are filled in.
-    pub template: Option<String>,
-    /// CPUs the tracker may use (default: those the generator does not).
-    pub tracker_cpus: Option<String>,
-    pub max_workers: Option<usize>,
-    pub out: PathBuf,
-}
+/// Placeholders of our tracker's command template.
+const OUR_PLACEHOLDERS: [&str; 6] = ["tracker", "addr", "workers", "cpus", "pin", "config"];
+/// Placeholders of another tracker's command template: it pins itself, or
+/// not, as its own configuration says.
+const OTHER_PLACEHOLDERS: [&str; 3] = ["addr", "workers", "cpus"];
 
 enum Proto {
     Udp(SocketAddr),
     Http(SocketAddr, bool),
 }
 
-/// Runs the whole comparison and returns the Markdown table.
-pub fn run(config: &Config, options: &CompareOptions) -> Result<String, String> {
+/// Runs the whole comparison (`config.compare` says what to run) and returns
+/// the Markdown table.
+pub fn run(config: &Config) -> Result<String, String> {
     use tracker_runtime::workers;
+    let options = &config.compare;
+    let others = options.others()?;
     let target = config.target.as_deref().ok_or("--target is required")?;
     let proto = if target.starts_with("http") {
         let t = HttpTarget::parse(target)?;
@@ -255,12 +375,33 @@ pub fn run(config: &Config, options: &CompareOptions) -> Result<String, String> 
     if tracker_cpus.is_empty() {
         return Err("no CPU left for the tracker: give --tracker-cpus".into());
     }
-    let max_workers = options.max_workers.unwrap_or(tracker_cpus.len());
-    std::fs::create_dir_all(&options.out)
-        .map_err(|e| format!("cannot create {}: {e}", options.out.display()))?;
+    let counts = worker_counts(
+        options.worker_counts.as_deref(),
+        options.max_workers,
+        tracker_cpus.len(),
+    );
+    let flag = match proto {
+        Proto::Udp(_) => "--udp",
+        Proto::Http(_, false) => "--http",
+        Proto::Http(_, true) => "--https",
+    };
+    let template = options.tracker_cmd.clone().unwrap_or_else(|| {
+        format!("{{tracker}} -c {{config}} {flag} {{addr}} --workers {{workers}} --cpus {{cpus}} {{pin}}")
+    });
+    // Every template is checked before the first run, not after an hour of them.
+    check_placeholders("--tracker-cmd", &template, &OUR_PLACEHOLDERS)?;
+    for other in &others {
+        let what = format!("--other {}", other.name);
+        check_placeholders(&what, &other.template, &OTHER_PLACEHOLDERS)?;
+    }
+    let out = options
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("compare"));
+    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     // Our tracker serves every protocol by default: turn off all but the one
     // under test, so nothing else is bound.
-    let tracker_config = options.out.join("tracker.toml");
+    let tracker_config = out.join("tracker.toml");
     let off = match proto {
         Proto::Udp(_) => "[http]\nlisten = []\nhttps_listen = []\n",
         Proto::Http(_, false) => "[udp]\nlisten = []\n[http]\nhttps_listen = []\n",
@@ -274,25 +415,24 @@ pub fn run(config: &Config, options: &CompareOptions) -> Result<String, String> 
         "{off}[state]\nfile = \"\"\n[privileges]\nallow_root = true\n[swarm]\n\
          max_peers_per_address_per_torrent = 0\nnew_torrents_per_address_per_minute = 0\n"
     );
-    std::fs::write(&tracker_config, tracker_toml).map_err(|e| e.to_string())?;
-    let flag = match proto {
-        Proto::Udp(_) => "--udp",
-        Proto::Http(_, false) => "--http",
-        Proto::Http(_, true) => "--https",
-    };
-    let template = options.template.clone().unwrap_or_else(|| {
-        format!("{{tracker}} -c {{config}} {flag} {{addr}} --workers {{workers}} --cpus {{cpus}} {{pin}}")
-    });
+    write(&tracker_config, &tracker_toml)?;
     let tracker = std::env::current_exe()
-        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("cannot find the load-test binary's folder: {e}"))?
         .with_file_name("tracker");
+    let cpu_list = workers::format_cpu_list(&tracker_cpus);
+    let runner = Runner {
+        config,
+        proto: &proto,
+        out: &out,
+    };
 
     let mut points = Vec::new();
-    for workers in 1..=max_workers {
+    for &workers in &counts {
         let mut point = Point {
             workers,
             pinned: None,
             unpinned: None,
+            others: Vec::new(),
         };
         for pinned in [true, false] {
             if pinned && workers > tracker_cpus.len() {
@@ -305,54 +445,84 @@ pub fn run(config: &Config, options: &CompareOptions) -> Result<String, String> 
                     ("tracker", tracker.display().to_string()),
                     ("addr", addr.to_string()),
                     ("workers", workers.to_string()),
-                    ("cpus", workers::format_cpu_list(&tracker_cpus)),
+                    ("cpus", cpu_list.clone()),
                     ("pin", if pinned { "--pin" } else { "--no-pin" }.to_string()),
                     ("config", tracker_config.display().to_string()),
                 ],
             );
-            eprintln!("load-test compare: {label}: {}", command.join(" "));
-            let log = options.out.join(format!("{label}.log"));
-            let mut child = TrackerProcess::start(&command, &log)?;
-            let ready = child.wait_ready(&proto, Duration::from_secs(20));
-            let result = ready.and_then(|()| match proto {
-                Proto::Udp(_) => crate::udp::run(config),
-                Proto::Http(..) => crate::http::run(config),
-            });
-            drop(child);
-            match result {
-                Ok(summary) => {
-                    let json = options.out.join(format!("{label}.json"));
-                    std::fs::write(&json, summary.to_json()).map_err(|e| e.to_string())?;
-                    eprintln!(
-                        "load-test compare: {label}: {:.0} responses/s",
-                        summary.responses_per_sec
-                    );
-                    let m = Some(Measured::of(&summary));
-                    if pinned {
-                        point.pinned = m;
-                    } else {
-                        point.unpinned = m;
-                    }
-                }
-                Err(e) => eprintln!("load-test compare: {label}: {e} (see {})", log.display()),
+            let m = runner.measure(&label, &command)?;
+            if pinned {
+                point.pinned = m;
+            } else {
+                point.unpinned = m;
             }
+        }
+        for other in &others {
+            let label = format!("{workers}-{}", other.name);
+            let command = expand(
+                &other.template,
+                &[
+                    ("addr", addr.to_string()),
+                    ("workers", workers.to_string()),
+                    ("cpus", cpu_list.clone()),
+                ],
+            );
+            point.others.push(runner.measure(&label, &command)?);
         }
         points.push(point);
     }
     let title = format!(
-        "{} on {target}, tracker on CPUs {}, load on {}",
+        "{} on {target}, trackers on CPUs {cpu_list}, load on {}",
         match proto {
             Proto::Udp(_) => "UDP",
             Proto::Http(_, false) => "HTTP",
             Proto::Http(_, true) => "HTTPS",
         },
-        workers::format_cpu_list(&tracker_cpus),
         config.cpus.as_deref().unwrap_or("any CPU"),
     );
-    let table = markdown(&title, &points);
-    write(&options.out.join("compare.md"), &table)?;
-    write(&options.out.join("compare.svg"), &svg(&title, &points))?;
+    let names: Vec<String> = others.into_iter().map(|o| o.name).collect();
+    let table = markdown(&title, &names, &points);
+    write(&out.join("compare.md"), &table)?;
+    write(&out.join("compare.svg"), &svg(&title, &names, &points))?;
     Ok(table)
+}
+
+/// What each run shares: the load, the protocol and the output folder.
+struct Runner<'a> {
+    config: &'a Config,
+    proto: &'a Proto,
+    out: &'a Path,
+}
+
+impl Runner<'_> {
+    /// Starts `command`, waits until it serves, runs the load against it and
+    /// stops it. A run that fails is reported and left out (`None`); only
+    /// failing to write its results is an error.
+    fn measure(&self, label: &str, command: &[String]) -> Result<Option<Measured>, String> {
+        eprintln!("load-test compare: {label}: {}", command.join(" "));
+        let log = self.out.join(format!("{label}.log"));
+        let mut child = TrackerProcess::start(command, &log)?;
+        let ready = child.wait_ready(self.proto, Duration::from_secs(20));
+        let result = ready.and_then(|()| match self.proto {
+            Proto::Udp(_) => crate::udp::run(self.config),
+            Proto::Http(..) => crate::http::run(self.config),
+        });
+        drop(child);
+        match result {
+            Ok(summary) => {
+                write(&self.out.join(format!("{label}.json")), &summary.to_json())?;
+                eprintln!(
+                    "load-test compare: {label}: {:.0} responses/s",
+                    summary.responses_per_sec
+                );
+                Ok(Some(Measured::of(&summary)))
+            }
+            Err(e) => {
+                eprintln!("load-test compare: {label}: {e} (see {})", log.display());
+                Ok(None)
+            }
+        }
+    }
 }
 
 fn write(path: &Path, text: &str) -> Result<(), String> {
@@ -365,11 +535,15 @@ struct TrackerProcess(Child);
 impl TrackerProcess {
     fn start(command: &[String], log: &Path) -> Result<Self, String> {
         let (program, args) = command.split_first().ok_or("empty tracker command")?;
-        let log = std::fs::File::create(log).map_err(|e| e.to_string())?;
+        let log = std::fs::File::create(log)
+            .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
         let child = Command::new(program)
             .args(args)
             .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stdout(
+                log.try_clone()
+                    .map_err(|e| format!("cannot share the log file: {e}"))?,
+            )
             .stderr(log)
             .spawn()
             .map_err(|e| format!("cannot start {program}: {e}"))?;
@@ -443,13 +617,45 @@ mod tests {
                 workers: 1,
                 pinned: m(150_000.0),
                 unpinned: m(140_000.0),
+                others: vec![],
             },
             Point {
                 workers: 2,
                 pinned: None,
                 unpinned: m(180_000.0),
+                others: vec![],
             },
         ]
+    }
+
+    /// 1, 2 and 4 workers, with two other trackers, one of which failed at 2.
+    fn scaling() -> (Vec<String>, Vec<Point>) {
+        let names = vec!["aquatic".to_string(), "opentracker".to_string()];
+        let points = vec![
+            Point {
+                workers: 1,
+                pinned: m(100_000.0),
+                unpinned: m(80_000.0),
+                others: vec![m(90_000.0), m(50_000.0)],
+            },
+            Point {
+                workers: 2,
+                pinned: m(190_000.0),
+                unpinned: m(160_000.0),
+                others: vec![None, m(95_000.0)],
+            },
+            Point {
+                workers: 4,
+                pinned: m(360_000.0),
+                unpinned: m(240_000.0),
+                others: vec![m(300_000.0), m(170_000.0)],
+            },
+        ];
+        (names, points)
+    }
+
+    fn rows(table: &str) -> Vec<&str> {
+        table.lines().filter(|l| l.starts_with("| ")).collect()
     }
 
     #[test]
@@ -477,17 +683,125 @@ mod tests {
     }
 
     #[test]
+    fn a_placeholder_inside_a_word_is_filled_in() {
+        let words = expand(
+            "taskset -c {cpus} aquatic_udp -c /d/aquatic-{workers}.toml",
+            &[("cpus", "8-15".into()), ("workers", "4".into())],
+        );
+        assert_eq!(
+            words,
+            [
+                "taskset",
+                "-c",
+                "8-15",
+                "aquatic_udp",
+                "-c",
+                "/d/aquatic-4.toml"
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_placeholders_are_found() {
+        let known = ["addr", "workers", "cpus"];
+        assert!(unknown_placeholders("x -c a-{workers}.toml {addr} {cpus}", &known).is_empty());
+        assert_eq!(
+            unknown_placeholders("x {worker} {pin} {worker} {addr}", &known),
+            ["worker", "pin"]
+        );
+        // Braces that are no placeholder (JSON, shell-like text) are left alone.
+        assert!(unknown_placeholders("x {} {\"a\":1} {a b} {", &known).is_empty());
+        let err = check_placeholders("--other a", "x {worker}", &known).unwrap_err();
+        assert_eq!(
+            err,
+            "--other a: unknown placeholder(s) {worker}; known: {addr}, {workers}, {cpus}"
+        );
+    }
+
+    #[test]
+    fn worker_counts_from_a_list_or_a_maximum() {
+        assert_eq!(worker_counts(Some(&[8, 1, 4, 2, 4]), None, 8), [1, 2, 4, 8]);
+        assert_eq!(worker_counts(None, Some(3), 8), [1, 2, 3]);
+        assert_eq!(worker_counts(None, None, 4), [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn efficiency_is_against_n_times_one_worker() {
+        assert_eq!(efficiency(1, 100.0, 100.0), Some(1.0));
+        assert_eq!(efficiency(4, 360.0, 100.0), Some(0.9));
+        assert_eq!(efficiency(2, 250.0, 100.0), Some(1.25));
+        assert_eq!(efficiency(2, 100.0, 0.0), None);
+        assert_eq!(efficiency(0, 100.0, 100.0), None);
+    }
+
+    #[test]
     fn the_table_has_a_row_per_worker_count() {
-        let table = markdown("UDP", &points());
-        let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("| ")).collect();
+        let table = markdown("UDP", &[], &points());
+        let rows = rows(&table);
         assert_eq!(rows.len(), 3, "{table}");
-        assert_eq!(rows[1], "| 1 | 150000 | 140000 | 250 | 250 | 0 | 2 |");
-        assert_eq!(rows[2], "| 2 | – | 180000 | – | 250 | 0 | 1 |");
+        assert_eq!(
+            rows[0],
+            "| workers | ours pinned resp/s | ours unpinned resp/s | pinned efficiency | unpinned efficiency | pinned p99 (µs) | unpinned p99 (µs) | invalid | time-outs |"
+        );
+        assert_eq!(
+            rows[1],
+            "| 1 | 150000 | 140000 | 1.00 | 1.00 | 250 | 250 | 0 | 2 |"
+        );
+        assert_eq!(rows[2], "| 2 | – | 180000 | – | 0.64 | – | 250 | 0 | 1 |");
+        let alignment = table.lines().find(|l| l.starts_with("|--")).unwrap();
+        assert_eq!(alignment.matches("---:").count(), 9);
+    }
+
+    #[test]
+    fn the_table_has_a_column_per_other_tracker_and_the_efficiency() {
+        let (names, points) = scaling();
+        let table = markdown("UDP", &names, &points);
+        let rows = rows(&table);
+        assert_eq!(rows.len(), 4, "{table}");
+        assert!(
+            rows[0].contains(
+                "| unpinned efficiency | aquatic resp/s | opentracker resp/s | pinned p99 (µs) |"
+            ),
+            "{}",
+            rows[0]
+        );
+        let alignment = table.lines().find(|l| l.starts_with("|--")).unwrap();
+        assert_eq!(alignment.matches("---:").count(), 11, "one per column");
+        // Time-outs are summed over all four runs of the row (one each).
+        assert_eq!(
+            rows[1],
+            "| 1 | 100000 | 80000 | 1.00 | 1.00 | 90000 | 50000 | 250 | 250 | 0 | 4 |"
+        );
+        // 190k / (2 x 100k), 160k / (2 x 80k); the failed run is a dash and
+        // adds nothing to the sums.
+        assert_eq!(
+            rows[2],
+            "| 2 | 190000 | 160000 | 0.95 | 1.00 | – | 95000 | 250 | 250 | 0 | 3 |"
+        );
+        // 360k / (4 x 100k), 240k / (4 x 80k).
+        assert_eq!(
+            rows[3],
+            "| 4 | 360000 | 240000 | 0.90 | 0.75 | 300000 | 170000 | 250 | 250 | 0 | 4 |"
+        );
+        assert!(table.contains("Efficiency: "));
+    }
+
+    #[test]
+    fn without_a_one_worker_run_there_is_no_efficiency() {
+        let (names, mut points) = scaling();
+        points.remove(0);
+        let table = markdown("UDP", &names, &points);
+        assert!(rows(&table)[1].starts_with("| 2 | 190000 | 160000 | – | – |"));
+        // Nor when the 1-worker run of that series failed.
+        let (names, mut points) = scaling();
+        points[0].pinned = None;
+        let table = markdown("UDP", &names, &points);
+        assert!(rows(&table)[2].starts_with("| 2 | 190000 | 160000 | – | 1.00 |"));
     }
 
     #[test]
     fn the_plot_is_svg_with_both_series() {
-        let svg = svg("UDP <1>", &points());
+        let svg = svg("UDP <1>", &[], &points());
         assert!(svg.starts_with("<svg"));
         assert!(svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains("UDP &lt;1&gt;"));
@@ -495,6 +809,47 @@ mod tests {
         // Three measured points.
         assert_eq!(svg.matches("<circle").count(), 3);
         assert!(svg.contains("200.0k"), "the axis tops at a round number");
+    }
+
+    #[test]
+    fn the_plot_has_a_line_and_a_legend_entry_per_series() {
+        let (names, points) = scaling();
+        let svg = svg("UDP", &names, &points);
+        assert_eq!(svg.matches("<polyline").count(), 4);
+        // 3 + 3 of ours, 2 + 3 of the others.
+        assert_eq!(svg.matches("<circle").count(), 11);
+        for (entry, colour) in [
+            ("ours pinned", COLOURS[0]),
+            ("ours unpinned", COLOURS[1]),
+            ("aquatic", COLOURS[2]),
+            ("opentracker", COLOURS[3]),
+        ] {
+            assert!(svg.contains(&format!(">{entry}</text>")), "{entry}");
+            assert!(
+                svg.contains(&format!("stroke=\"{colour}\" stroke-width=\"2\" points=")),
+                "{entry}"
+            );
+        }
+        // Ticks at the counts measured, not at every count up to the largest.
+        for tick in [1, 2, 4] {
+            assert!(svg.contains(&format!("text-anchor=\"middle\">{tick}</text>")));
+        }
+        assert!(!svg.contains("text-anchor=\"middle\">3</text>"));
+        assert!(svg.contains("400.0k"), "the axis tops at a round number");
+    }
+
+    #[test]
+    fn a_series_with_no_point_is_still_in_the_legend() {
+        let names = vec!["aquatic".to_string()];
+        let points = vec![Point {
+            workers: 1,
+            pinned: m(1000.0),
+            unpinned: m(900.0),
+            others: vec![None],
+        }];
+        let svg = svg("UDP", &names, &points);
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert!(svg.contains(">aquatic</text>"));
     }
 
     #[test]

@@ -6,7 +6,8 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// Everything a `udp` or `http` run needs. The file may hold both `[udp]` and
-/// `[http]`; each subcommand reads its own.
+/// `[http]`; each subcommand reads its own, and only `compare` reads
+/// `[compare]`.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
@@ -33,6 +34,7 @@ pub struct Config {
     pub traffic: TrafficConfig,
     pub udp: UdpConfig,
     pub http: HttpConfig,
+    pub compare: CompareConfig,
 }
 
 impl Default for Config {
@@ -50,6 +52,7 @@ impl Default for Config {
             traffic: TrafficConfig::default(),
             udp: UdpConfig::default(),
             http: HttpConfig::default(),
+            compare: CompareConfig::default(),
         }
     }
 }
@@ -190,6 +193,130 @@ impl Default for HttpMix {
     }
 }
 
+/// What `load-test compare` runs: our tracker at each worker count, pinned
+/// and unpinned, and each other tracker once at each count.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompareConfig {
+    /// Our tracker's command template (default: the `tracker` binary beside
+    /// `load-test`, with the protocol under test only).
+    pub tracker_cmd: Option<String>,
+    /// CPUs for the trackers (default: those not in `cpus`).
+    pub tracker_cpus: Option<String>,
+    /// Worker counts 1..=N (default: one per tracker CPU).
+    pub max_workers: Option<usize>,
+    /// Worker counts to run instead of 1..=N, e.g. `[1, 2, 4, 8]`.
+    pub worker_counts: Option<Vec<usize>>,
+    /// Other trackers, each `NAME=TEMPLATE`, run once per worker count.
+    pub other: Vec<String>,
+    /// Where the table, the plot, the JSON summaries and the logs go
+    /// (default `compare`).
+    pub out: Option<PathBuf>,
+}
+
+/// Another tracker for `compare`: a name for its column and its command
+/// template.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OtherTracker {
+    pub name: String,
+    pub template: String,
+}
+
+impl OtherTracker {
+    /// Parses `NAME=TEMPLATE`. The name heads a column and names the run's
+    /// files, so it is kept to letters, digits, `.`, `_` and `-`, and may not
+    /// be one of our own runs' (`pinned`, `unpinned`).
+    pub fn parse(text: &str) -> Result<OtherTracker, String> {
+        let (name, template) = text
+            .split_once('=')
+            .ok_or_else(|| format!("`{text}`: expected NAME=TEMPLATE"))?;
+        let name = name.trim();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        {
+            return Err(format!(
+                "`{text}`: the name must be letters, digits, `.`, `_` or `-`"
+            ));
+        }
+        if matches!(name, "pinned" | "unpinned") {
+            return Err(format!(
+                "`{text}`: `{name}` is taken by our own runs; choose another name"
+            ));
+        }
+        if template.split_whitespace().next().is_none() {
+            return Err(format!("`{text}`: the command template is empty"));
+        }
+        Ok(OtherTracker {
+            name: name.to_string(),
+            template: template.trim().to_string(),
+        })
+    }
+}
+
+/// Parses a worker-count list such as `1,2,4,8` or `1-4,8`.
+pub fn parse_worker_counts(text: &str) -> Result<Vec<usize>, String> {
+    let mut counts = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let num = |s: &str| match s.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!(
+                "`{s}` in `{text}` is not a worker count (a whole number above 0)"
+            )),
+        };
+        match part.split_once('-') {
+            Some((lo, hi)) => {
+                let (lo, hi) = (num(lo)?, num(hi)?);
+                if lo > hi {
+                    return Err(format!("range `{part}` in `{text}` runs backwards"));
+                }
+                counts.extend(lo..=hi);
+            }
+            None => counts.push(num(part)?),
+        }
+    }
+    Ok(counts)
+}
+
+impl CompareConfig {
+    fn validate(&self) -> Result<(), String> {
+        if self.max_workers == Some(0) {
+            return Err("`compare.max_workers` must be at least 1".into());
+        }
+        if let Some(counts) = &self.worker_counts {
+            if counts.is_empty() || counts.contains(&0) {
+                return Err(
+                    "`compare.worker_counts` must list counts of at least 1 (or be left out)"
+                        .into(),
+                );
+            }
+            if self.max_workers.is_some() {
+                return Err(
+                    "give `compare.worker_counts` or `compare.max_workers`, not both".into(),
+                );
+            }
+        }
+        let mut names = Vec::new();
+        for text in &self.other {
+            let other = OtherTracker::parse(text).map_err(|e| format!("`compare.other`: {e}"))?;
+            if names.contains(&other.name) {
+                return Err(format!(
+                    "`compare.other`: the name `{}` is given twice",
+                    other.name
+                ));
+            }
+            names.push(other.name);
+        }
+        Ok(())
+    }
+
+    /// The other trackers, in the order given.
+    pub fn others(&self) -> Result<Vec<OtherTracker>, String> {
+        self.other.iter().map(|t| OtherTracker::parse(t)).collect()
+    }
+}
+
 impl UdpMix {
     /// connect, announce, scrape.
     pub fn as_array(&self) -> [u32; 3] {
@@ -240,7 +367,7 @@ impl Config {
         if self.http.connections_per_worker == 0 {
             return Err("`http.connections_per_worker` must be at least 1".into());
         }
-        Ok(())
+        self.compare.validate()
     }
 
     /// Requests in flight per UDP source.
@@ -309,6 +436,12 @@ mod tests {
             [http.mix]
             announce = 5
             scrape = 6
+            [compare]
+            tracker_cmd = "{tracker} --udp {addr}"
+            tracker_cpus = "4-7"
+            worker_counts = [1, 2, 4]
+            other = ["aquatic=aquatic_udp -c aquatic-{workers}.toml"]
+            out = "scaling"
         "#;
         let config = Config::parse(text).unwrap();
         config.validate().unwrap();
@@ -348,6 +481,19 @@ mod tests {
                 scrape: 6
             }
         );
+        let c = &config.compare;
+        assert_eq!(c.tracker_cmd.as_deref(), Some("{tracker} --udp {addr}"));
+        assert_eq!(c.tracker_cpus.as_deref(), Some("4-7"));
+        assert_eq!(c.max_workers, None);
+        assert_eq!(c.worker_counts, Some(vec![1, 2, 4]));
+        assert_eq!(
+            c.others().unwrap(),
+            [OtherTracker {
+                name: "aquatic".into(),
+                template: "aquatic_udp -c aquatic-{workers}.toml".into()
+            }]
+        );
+        assert_eq!(c.out, Some(PathBuf::from("scaling")));
     }
 
     #[test]
@@ -369,6 +515,7 @@ mod tests {
             "[traffic]\ntorents = 1",
             "[udp.mix]\nannounces = 1",
             "[traffic.events]\npaused = 1",
+            "[compare]\nothers = []",
             "[bogus]",
         ] {
             assert!(Config::parse(text).is_err(), "{text}");
@@ -385,10 +532,55 @@ mod tests {
             "[udp]\nsources_per_worker = 0",
             "[udp]\nin_flight = 70000",
             "[http]\nconnections_per_worker = 0",
+            "[compare]\nmax_workers = 0",
+            "[compare]\nworker_counts = []",
+            "[compare]\nworker_counts = [1, 0]",
+            "[compare]\nworker_counts = [1]\nmax_workers = 2",
+            "[compare]\nother = [\"no template\"]",
+            "[compare]\nother = [\"a=x\", \"a=y\"]",
         ];
         for text in cases {
             let config = Config::parse(text).unwrap();
             assert!(config.validate().is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn worker_counts_parse() {
+        assert_eq!(parse_worker_counts("1,2,4,8").unwrap(), [1, 2, 4, 8]);
+        assert_eq!(parse_worker_counts("1-3, 8").unwrap(), [1, 2, 3, 8]);
+        assert_eq!(parse_worker_counts("4").unwrap(), [4]);
+        for bad in ["", "0", "1,,2", "two", "4-2", "-1", "1.5"] {
+            assert!(parse_worker_counts(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn other_trackers_parse() {
+        let other =
+            OtherTracker::parse("aquatic_udp-io=taskset -c {cpus} aquatic_udp -c a-{workers}.toml")
+                .unwrap();
+        assert_eq!(other.name, "aquatic_udp-io");
+        assert_eq!(
+            other.template,
+            "taskset -c {cpus} aquatic_udp -c a-{workers}.toml"
+        );
+        // Only the first `=` separates: the template may hold more.
+        assert_eq!(
+            OtherTracker::parse("x=run --opt=1").unwrap().template,
+            "run --opt=1"
+        );
+        for bad in [
+            "no-equals-sign",
+            "=cmd",
+            "name=",
+            "name=   ",
+            "two words=cmd",
+            "a|b=cmd",
+            "pinned=cmd",
+            "unpinned=cmd",
+        ] {
+            assert!(OtherTracker::parse(bad).is_err(), "{bad}");
         }
     }
 

@@ -6,7 +6,9 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use load_test::config::{parse_weights, Config, EventWeights, HttpMix, UdpMix};
+use load_test::config::{
+    parse_weights, parse_worker_counts, Config, EventWeights, HttpMix, UdpMix,
+};
 use load_test::{compare, http, stats, udp};
 
 /// Load generator for BEP 15 (UDP) and HTTP(S) BitTorrent trackers, on loopback.
@@ -23,32 +25,83 @@ enum Command {
     Udp(RunArgs),
     /// Load an HTTP or HTTPS tracker over keep-alive connections.
     Http(RunArgs),
-    /// Start a tracker at 1..N workers, pinned and unpinned, run the same load
+    /// Start a tracker at 1..N workers (or a list of counts), pinned and
+    /// unpinned, and other trackers at the same counts, run the same load
     /// against each, and write a Markdown table and an SVG plot.
     Compare(CompareArgs),
 }
 
+/// Every flag has a key of the same meaning under `[compare]` in the
+/// `--config` file; flags win.
 #[derive(Args, Debug)]
 struct CompareArgs {
-    /// The tracker command. {tracker} (the `tracker` binary beside this one),
-    /// {addr} (of --target), {workers}, {cpus} (--tracker-cpus), {pin}
+    /// Our tracker's command. {tracker} (the `tracker` binary beside this
+    /// one), {addr} (of --target), {workers}, {cpus} (--tracker-cpus), {pin}
     /// (--pin or --no-pin) and {config} (a file turning off the protocols not
     /// under test) are filled in. Default: `{tracker} -c {config} --udp {addr}
     /// --workers {workers} --cpus {cpus} {pin}` (--http or --https for URLs).
+    /// [key: compare.tracker_cmd]
     #[arg(long, value_name = "TEMPLATE")]
     tracker_cmd: Option<String>,
-    /// CPUs for the tracker (default: those not in --cpus).
+    /// CPUs for the trackers (default: those not in --cpus).
+    /// [key: compare.tracker_cpus]
     #[arg(long, value_name = "LIST")]
     tracker_cpus: Option<String>,
     /// Worker counts 1..=N (default: the number of tracker CPUs).
-    #[arg(long, value_name = "N")]
+    /// [key: compare.max_workers]
+    #[arg(long, value_name = "N", conflicts_with = "worker_counts")]
     max_workers: Option<usize>,
+    /// Worker counts to run instead of 1..=N, e.g. 1,2,4,8 or 1-4.
+    /// [key: compare.worker_counts = [1, 2, 4, 8]]
+    #[arg(long, value_name = "LIST")]
+    worker_counts: Option<String>,
+    /// Another tracker to run once at each worker count, as NAME=TEMPLATE;
+    /// repeatable, one table column and plot line each. {addr}, {workers}
+    /// and {cpus} are filled in; it pins itself, or not, as its own
+    /// configuration says. E.g. `aquatic=taskset -c {cpus} aquatic_udp -c
+    /// dir/aquatic-{workers}.toml`. [key: compare.other = ["NAME=TEMPLATE"]]
+    #[arg(long, value_name = "NAME=TEMPLATE")]
+    other: Vec<String>,
     /// Where the table (compare.md), the plot (compare.svg), each run's JSON
-    /// summary and the tracker logs go.
-    #[arg(long, value_name = "DIR", default_value = "compare")]
-    out: PathBuf,
+    /// summary and the tracker logs go (default: compare). [key: compare.out]
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     #[command(flatten)]
     run: RunArgs,
+}
+
+impl CompareArgs {
+    /// The config file (or defaults) with the load's and compare's flags on
+    /// top.
+    fn config(&self) -> Result<Config, String> {
+        let udp = !self
+            .run
+            .target
+            .as_deref()
+            .is_some_and(|t| t.starts_with("http"));
+        let mut config = self.run.config(udp)?;
+        let c = &mut config.compare;
+        set(&mut c.tracker_cmd, self.tracker_cmd.clone().map(Some));
+        set(&mut c.tracker_cpus, self.tracker_cpus.clone().map(Some));
+        // A flag for one way of giving the counts replaces the file's other way.
+        if self.max_workers.is_some() {
+            c.worker_counts = None;
+            c.max_workers = self.max_workers;
+        }
+        if let Some(text) = &self.worker_counts {
+            c.max_workers = None;
+            c.worker_counts =
+                Some(parse_worker_counts(text).map_err(|e| format!("--worker-counts: {e}"))?);
+        }
+        if !self.other.is_empty() {
+            c.other = self.other.clone();
+        }
+        set(&mut c.out, self.out.clone().map(Some));
+        // One progress line per second over many runs is noise.
+        config.progress = false;
+        config.validate()?;
+        Ok(config)
+    }
 }
 
 /// Every flag has a key of the same meaning in the `--config` file (see the
@@ -223,21 +276,7 @@ fn main() -> ExitCode {
 }
 
 fn compare(args: &CompareArgs) -> Result<(), String> {
-    let udp = !args
-        .run
-        .target
-        .as_deref()
-        .is_some_and(|t| t.starts_with("http"));
-    let mut config = args.run.config(udp)?;
-    // One progress line per second over many runs is noise.
-    config.progress = false;
-    let options = compare::CompareOptions {
-        template: args.tracker_cmd.clone(),
-        tracker_cpus: args.tracker_cpus.clone(),
-        max_workers: args.max_workers,
-        out: args.out.clone(),
-    };
-    print!("{}", compare::run(&config, &options)?);
+    print!("{}", compare::run(&args.config()?)?);
     Ok(())
 }
 
@@ -299,6 +338,94 @@ mod tests {
         assert_eq!(c.traffic.events.as_array(), [4, 3, 2, 1]);
         assert_eq!(c.udp_in_flight(), 7);
         assert!(!c.progress);
+    }
+
+    fn parse_compare(args: &[&str]) -> Result<CompareArgs, String> {
+        let mut argv = vec!["load-test", "compare", "--target", "127.0.0.1:7000"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .command
+        {
+            Command::Compare(args) => Ok(args),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn compare_takes_worker_counts_and_other_trackers() {
+        let args = parse_compare(&[
+            "--worker-counts",
+            "1,2,4,8",
+            "--other",
+            "aquatic=taskset -c {cpus} aquatic_udp -c a-{workers}.toml",
+            "--other",
+            "b=b-tracker {addr}",
+            "--tracker-cpus",
+            "8-15",
+            "--cpus",
+            "0-7",
+            "--out",
+            "scaling",
+        ])
+        .unwrap();
+        let c = args.config().unwrap();
+        assert!(!c.progress);
+        assert_eq!(c.cpus.as_deref(), Some("0-7"));
+        let compare = &c.compare;
+        assert_eq!(compare.worker_counts, Some(vec![1, 2, 4, 8]));
+        assert_eq!(compare.max_workers, None);
+        assert_eq!(compare.tracker_cpus.as_deref(), Some("8-15"));
+        assert_eq!(compare.out, Some(PathBuf::from("scaling")));
+        let others = compare.others().unwrap();
+        assert_eq!(others.len(), 2);
+        assert_eq!(others[0].name, "aquatic");
+        assert_eq!(
+            others[0].template,
+            "taskset -c {cpus} aquatic_udp -c a-{workers}.toml"
+        );
+        assert_eq!(others[1].name, "b");
+    }
+
+    #[test]
+    fn compare_refuses_bad_counts_and_others() {
+        assert!(parse_compare(&["--worker-counts", "1,2", "--max-workers", "4"]).is_err());
+        for bad in [
+            &["--worker-counts", "0,1"][..],
+            &["--worker-counts", "one"],
+            &["--other", "no-template"],
+            &["--other", "a=x", "--other", "a=y"],
+            &["--other", "pinned=x"],
+        ] {
+            assert!(parse_compare(bad).unwrap().config().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn compare_flags_override_the_file() {
+        let path =
+            std::env::temp_dir().join(format!("load-test-compare-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "[compare]\nmax_workers = 3\nother = [\"a=x {workers}\"]\nout = \"o\"\n",
+        )
+        .unwrap();
+        let file = path.to_str().unwrap();
+        let from_file = parse_compare(&["-c", file]).unwrap().config().unwrap();
+        let flagged = parse_compare(&["-c", file, "--worker-counts", "2,4", "--other", "b=y"])
+            .unwrap()
+            .config()
+            .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(from_file.compare.max_workers, Some(3));
+        assert_eq!(from_file.compare.others().unwrap()[0].name, "a");
+        assert_eq!(from_file.compare.out, Some(PathBuf::from("o")));
+        // --worker-counts replaces the file's max_workers; --other its list.
+        assert_eq!(flagged.compare.max_workers, None);
+        assert_eq!(flagged.compare.worker_counts, Some(vec![2, 4]));
+        let others = flagged.compare.others().unwrap();
+        assert_eq!(others.len(), 1);
+        assert_eq!(others[0].name, "b");
     }
 
     #[test]
