@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use tracker_proto::{Announce, AnnounceEvent, AnswerPeers, InfoHash, PeerId};
 use tracker_runtime::clock;
-use tracker_runtime::owner::owner_of;
+use tracker_runtime::owner::Owners;
 use tracker_runtime::state_file as file;
 use tracker_swarm::state::{self, Section, StateFile};
 use tracker_swarm::{Restored, StoreLimits, SwarmStore};
@@ -84,6 +84,7 @@ fn main() {
     let check_ms = t.elapsed().as_millis();
     // What each worker of W does: scan every record, restore its own.
     let workers = 4;
+    let owners = Owners::new(workers, [0; 24]);
     let mut slowest = 0;
     let mut total = Restored::default();
     for worker in 0..workers {
@@ -91,7 +92,7 @@ fn main() {
         let mut store = SwarmStore::new(limits, 2);
         for record in checked.records() {
             let record = record.expect("checked");
-            if owner_of(&record.info_hash, workers) == worker {
+            if owners.of(&record.info_hash) == worker {
                 total.add(store.restore(&record, clock::now_secs(), clock::unix_secs()));
             }
         }

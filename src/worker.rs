@@ -12,7 +12,7 @@ use tracker_http::server::HttpService;
 use tracker_runtime::access::AccessList;
 use tracker_runtime::clock;
 use tracker_runtime::mesh::Meshes;
-use tracker_runtime::owner::owner_of;
+use tracker_runtime::owner::Owners;
 use tracker_runtime::shard::Shard;
 use tracker_runtime::shutdown::{self, Shutdown};
 use tracker_runtime::workers;
@@ -31,7 +31,6 @@ pub struct WorkerState {
     /// The state file, checked, when there is one to load.
     pub bytes: Option<Arc<Vec<u8>>>,
     pub restore: Arc<Mutex<RestoreProgress>>,
-    pub workers: usize,
 }
 
 /// The workers' restores added up, logged by the last to finish.
@@ -52,6 +51,8 @@ pub struct Worker {
     pub reloaded: Reloaded,
     /// Keys the UDP connection ids (the same on every worker).
     pub secret: [u8; 16],
+    /// Which worker owns each torrent (the same on every worker).
+    pub owners: Owners,
     /// Seeds its store's peer selection.
     pub seed: u64,
     pub state: WorkerState,
@@ -70,6 +71,7 @@ impl Worker {
             sockets,
             reloaded,
             secret,
+            owners,
             seed,
             state,
         } = self;
@@ -81,7 +83,7 @@ impl Worker {
                 &bytes,
                 index,
                 &state.restore,
-                state.workers,
+                &owners,
                 access.as_deref(),
                 &config,
             );
@@ -89,6 +91,7 @@ impl Worker {
         let shard = Shard::join(
             index,
             meshes,
+            owners,
             store,
             config.runtime.max_forwarded,
             reloaded.access,
@@ -187,13 +190,13 @@ fn restore_shard(
     bytes: &[u8],
     index: usize,
     progress: &Mutex<RestoreProgress>,
-    workers: usize,
+    owners: &Owners,
     access: Option<&AccessList>,
     config: &Config,
 ) {
     let started = Instant::now();
     let keep = |hash: &tracker_proto::InfoHash| {
-        owner_of(hash, workers) == index && access.is_none_or(|list| list.allows(hash))
+        owners.of(hash) == index && access.is_none_or(|list| list.allows(hash))
     };
     let restored = StateFile::reopen(bytes)
         .map_err(|e| (e, Restored::default()))
@@ -208,7 +211,7 @@ fn restore_shard(
     progress.workers_done += 1;
     let first_start = progress.started.map_or(started, |s| s.min(started));
     progress.started = Some(first_start);
-    if progress.workers_done == workers {
+    if progress.workers_done == owners.workers() {
         let r = progress.restored;
         info!(
             "restored {} torrents and {} peers from {} in {} ms ({} peers had expired; {} \

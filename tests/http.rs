@@ -9,12 +9,12 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
+use support::owner_of;
 use support::wire::{announce_request, target};
 use support::{TestCert, Tracker};
 use tracker_proto::http::bencode::{decode, Value};
 use tracker_proto::http::write_scrape_target;
 use tracker_proto::{AnnounceEvent, InfoHash};
-use tracker_runtime::owner::owner_of;
 
 /// Plain TCP or TLS: both are read and written alike.
 trait Stream: Read + Write {}

@@ -9,12 +9,12 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
+use support::owner_of;
 use support::wire::{announce_request, target, udp_announce, udp_connect_packet};
 use support::{free_port, Tracker};
 use tracker_proto::http::write_scrape_target;
 use tracker_proto::udp::{ConnectionId, IpFamily, Response, TransactionId};
 use tracker_proto::{AnnounceEvent, InfoHash};
-use tracker_runtime::owner::owner_of;
 
 /// One sample: its family, its labels other than `worker`, its worker.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -337,9 +337,10 @@ fn metrics_endpoint_content_and_counters_moving() {
 fn announces_for_other_workers_past_max_forwarded_are_dropped_and_counted() {
     let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
     // One request may wait on another worker: while a batch waits, the next
-    // one for that worker is refused.
+    // one for that worker is refused. Without steering, so that announces
+    // land on either worker and half of them are forwarded.
     let tracker = Tracker::builder()
-        .config("[runtime]\nmax_forwarded = 1\n")
+        .config("[runtime]\nmax_forwarded = 1\n[udp]\nsteering = false\n")
         .udp(None)
         .arg("--metrics")
         .arg(&metrics.to_string())

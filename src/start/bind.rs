@@ -2,6 +2,10 @@
 
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 
+use tracing::{info, warn};
+use tracker_runtime::owner::Owners;
+use tracker_udp::steering;
+
 use crate::config::Config;
 use crate::start::instance::InstanceLock;
 
@@ -19,7 +23,9 @@ pub struct WorkerSockets {
 /// port in use is a clear start-up error. An address with port 0 gets its port
 /// from the first bind, so that all workers share it. Each address is locked
 /// first (`lock`), so that a second tracker cannot join the first's
-/// `SO_REUSEPORT` groups.
+/// `SO_REUSEPORT` groups. Each address is bound for worker 0, 1, 2, ... in
+/// turn, so that worker `i`'s socket is index `i` of the address's group, as
+/// UDP steering needs (see `tracker_udp::steering`).
 pub fn bind_all(
     config: &Config,
     workers: usize,
@@ -113,5 +119,45 @@ impl LocalAddr for UdpSocket {
 impl LocalAddr for TcpListener {
     fn local_addr(&self) -> std::io::Result<SocketAddr> {
         TcpListener::local_addr(self)
+    }
+}
+
+/// Attaches the UDP steering program to each UDP address's group (when
+/// `udp.steering` is on and there is more than one worker), and says once
+/// whether steering is on. A group whose program cannot be attached is left
+/// to the kernel's hash: its workers forward what they do not own.
+pub fn steer_udp(config: &Config, per_worker: &[WorkerSockets], owners: &Owners) {
+    let Some(first) = per_worker.first().filter(|s| !s.udp.is_empty()) else {
+        return;
+    };
+    if owners.workers() == 1 {
+        return;
+    }
+    if !config.udp.steering {
+        info!(
+            "UDP steering off (udp.steering = false): the kernel spreads datagrams over the \
+             workers, which forward each announce to the worker that owns its torrent"
+        );
+        return;
+    }
+    let mut steered = Vec::new();
+    for socket in &first.udp {
+        let addr = socket
+            .local_addr()
+            .map_or_else(|_| "?".to_string(), |a| a.to_string());
+        match steering::attach(socket, owners) {
+            Ok(()) => steered.push(addr),
+            Err(e) => warn!(
+                "UDP steering off for {addr}: cannot attach its program ({e}); its workers \
+                 forward each announce to the worker that owns its torrent"
+            ),
+        }
+    }
+    if !steered.is_empty() {
+        info!(
+            "UDP steering on for {}: each announce and scrape goes to the socket of the worker \
+             that owns its torrent",
+            steered.join(", ")
+        );
     }
 }

@@ -17,6 +17,7 @@ use tracing::{info, warn};
 use tracker_http::tls::{self, SharedTlsConfig};
 use tracker_runtime::access::AccessList;
 use tracker_runtime::mesh::Meshes;
+use tracker_runtime::owner::Owners;
 use tracker_runtime::reloadable::Reloadable;
 use tracker_runtime::shutdown::Shutdown;
 use tracker_runtime::state_file;
@@ -25,7 +26,7 @@ use tracker_runtime::workers::{self, WorkerPlacement};
 use crate::config::Config;
 use crate::signals::{spawn_signal_handler, BlockedSignals, Reloaded, SIGHUP, SIGINT, SIGTERM};
 use crate::worker::{RestoreProgress, Worker, WorkerState};
-use bind::{bind_all, WorkerSockets};
+use bind::{bind_all, steer_udp, WorkerSockets};
 use instance::InstanceLock;
 use privileges::PrivilegePlan;
 
@@ -85,8 +86,14 @@ pub fn run(mut config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> R
         Some(secret) => secret,
         None => random_bytes()?,
     };
+    let owner_key = match config.runtime.owner_key() {
+        Some(key) => key,
+        None => random_bytes()?,
+    };
+    let owners = Owners::new(workers, owner_key);
     let seed = u64::from_le_bytes(random_bytes::<8>()?);
     log_start(&config, &placements, &sockets);
+    steer_udp(&config, &sockets, &owners);
     let state_path = config.state.path().map(PathBuf::from);
     // Every socket is bound and every file that needs root read: give up
     // root before any thread starts, as credentials are per thread.
@@ -143,7 +150,6 @@ pub fn run(mut config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> R
             shutdown: shutdown.clone(),
             bytes: state_bytes.lock().expect("not poisoned")[index].take(),
             restore: restore.clone(),
-            workers,
         };
         Worker {
             index,
@@ -152,6 +158,7 @@ pub fn run(mut config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> R
             sockets,
             reloaded,
             secret,
+            owners,
             seed: seed ^ index as u64,
             state,
         }

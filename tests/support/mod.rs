@@ -1,6 +1,7 @@
 //! Starting the real `tracker` binary for integration tests.
 #![allow(dead_code)] // each test file uses its own part of this module
 
+pub mod udp_client;
 pub mod wire;
 
 use std::io::{Read, Write};
@@ -359,7 +360,7 @@ impl TrackerBuilder {
             cmd.arg("--tls-key").arg(&files.key_file.0);
             files
         });
-        let text = config_turning_off(
+        let text = test_config(
             self.config.as_deref().unwrap_or(""),
             [
                 ("udp", "listen", self.udp.is_empty()),
@@ -486,14 +487,33 @@ fn probe_tcp(addr: SocketAddr, probe: &[u8]) -> bool {
     }
 }
 
+/// The key of the function that gives torrents to workers in every tracker
+/// a test starts, so that tests know which worker owns a torrent.
+pub const OWNER_KEY: [u8; tracker_runtime::owner::KEY_BYTES] = *b"the tests' own owner key";
+
+/// The worker among `workers` that owns `hash` in a tracker a test starts.
+pub fn owner_of(hash: &tracker_proto::InfoHash, workers: usize) -> usize {
+    tracker_runtime::owner::Owners::new(workers, OWNER_KEY).of(hash)
+}
+
 /// `text` (a TOML config) with `table.key = []` added for each entry whose
-/// flag is set, unless the table already has that key.
-fn config_turning_off<const N: usize>(text: &str, off: [(&str, &str, bool); N]) -> String {
+/// flag is set, unless the table already has that key, and with
+/// [`OWNER_KEY`] unless it names a key of its own.
+fn test_config<const N: usize>(text: &str, off: [(&str, &str, bool); N]) -> String {
     let mut config: toml::Table = match text.parse() {
         Ok(config) => config,
         // A test of bad config files gets its file as written.
         Err(_) => return text.to_string(),
     };
+    let runtime = config
+        .entry("runtime")
+        .or_insert_with(|| toml::Value::Table(Default::default()));
+    if let toml::Value::Table(runtime) = runtime {
+        let hex: String = OWNER_KEY.iter().map(|b| format!("{b:02x}")).collect();
+        runtime
+            .entry("owner_key")
+            .or_insert_with(|| toml::Value::String(hex));
+    }
     for (table, key, turn_off) in off {
         if !turn_off {
             continue;

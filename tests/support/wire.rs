@@ -5,11 +5,11 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::Duration;
 
+use super::owner_of;
 use tracker_proto::udp::{
     AnnounceOptions, AnnounceRequest, ConnectRequest, ConnectionId, Request, TransactionId,
 };
 use tracker_proto::{AnnounceEvent, InfoHash, PeerId};
-use tracker_runtime::owner::owner_of;
 
 /// Connects `sock` to the UDP tracker at `target`: the connection id, or None
 /// when no answer came within the socket's read timeout.

@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 use tracker_swarm::StoreLimits;
 
 use crate::access::{AccessMode, ListSource};
+use crate::owner::KEY_BYTES;
+use tracker_proto::decode_hex;
 
 /// A configuration problem, naming the key (and file) at fault.
 #[derive(Debug)]
@@ -62,6 +64,23 @@ pub fn within(key: &str, value: usize, min: usize, max: usize) -> Result<(), Con
         return Err(ConfigError::key(key, format!("must be {min} to {max}")));
     }
     Ok(())
+}
+
+/// The secret of `N` bytes that `text` spells in hex; None when it is empty
+/// (a random one is drawn at start).
+pub fn hex_secret<const N: usize>(key: &str, text: &str) -> Result<Option<[u8; N]>, ConfigError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    if text.len() != 2 * N {
+        return Err(ConfigError::key(
+            key,
+            format!("must be {} hex digits, not {}", 2 * N, text.len()),
+        ));
+    }
+    decode_hex(text.as_bytes())
+        .map(Some)
+        .ok_or_else(|| ConfigError::key(key, "must be hex digits"))
 }
 
 /// Appends the section `[name]`: its own doc comment, then every key, each
@@ -129,6 +148,13 @@ pub struct RuntimeConfig {
     /// (the announces of one receive batch for one owner go, or are dropped,
     /// together).
     pub max_forwarded: usize,
+    /// 48 hex digits keying the function that gives each torrent to a
+    /// worker; empty means random at every start, which keeps it from
+    /// clients, so that none can choose info-hashes that all land on one
+    /// worker. Set it only to predict which worker owns a torrent (tests,
+    /// benchmarks). Saved swarms are given out anew at each start, so it
+    /// need not stay the same across restarts.
+    pub owner_key: String,
     /// Microseconds a worker that runs out of work keeps polling for more
     /// before it sleeps (0 to 10000; 0 sleeps at once). Waking from sleep
     /// costs latency, most on VMs whose idle vCPUs halt; polling spends the
@@ -149,6 +175,7 @@ impl Default for RuntimeConfig {
             pin: true,
             channel_capacity: 1024,
             max_forwarded: 4096,
+            owner_key: String::new(),
             busy_poll_us: 0,
             reload_timeout_secs: 30,
         }
@@ -163,6 +190,7 @@ impl RuntimeConfig {
         }
         positive("runtime.channel_capacity", self.channel_capacity)?;
         positive("runtime.max_forwarded", self.max_forwarded)?;
+        hex_secret::<KEY_BYTES>("runtime.owner_key", &self.owner_key)?;
         at_most(
             "runtime.busy_poll_us",
             self.busy_poll_us as usize,
@@ -172,6 +200,13 @@ impl RuntimeConfig {
             "runtime.reload_timeout_secs",
             self.reload_timeout_secs as usize,
         )
+    }
+
+    /// The key of the owner function, if one is set (validated already).
+    pub fn owner_key(&self) -> Option<[u8; KEY_BYTES]> {
+        hex_secret("runtime.owner_key", &self.owner_key)
+            .ok()
+            .flatten()
     }
 }
 

@@ -100,6 +100,9 @@ families! {
     /// Label: kind (error, timeout).
     TLS_HANDSHAKE_FAILURES = "tracker_tls_handshake_failures_total", Counter,
         "TLS handshakes that failed or timed out, by kind.";
+    /// Labels: protocol (udp, http, https), route (local, forwarded).
+    ANNOUNCES_ROUTED = "tracker_announces_routed_total", Counter,
+        "Announces answered by the worker that received them (route local) or sent to the worker that owns their torrent (forwarded), by protocol.";
     MESH_FORWARDED = "tracker_mesh_forwarded_total", Counter,
         "Requests sent to the worker owning their torrent.";
     MESH_SERVED = "tracker_mesh_served_total", Counter,

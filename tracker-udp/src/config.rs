@@ -4,8 +4,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use documented::{Documented, DocumentedFields};
 use serde::{Deserialize, Serialize};
-use tracker_proto::decode_hex;
-use tracker_runtime::config::{within, ConfigError};
+use tracker_runtime::config::{hex_secret, within, ConfigError};
 
 /// 128 MiB of connect-limit table per worker at most.
 const MAX_CONNECT_LIMIT_SLOTS: usize = 1 << 24;
@@ -35,6 +34,13 @@ pub struct UdpConfig {
     /// hash into it and colliding ones share a budget. 8 bytes a slot, only
     /// when the limit is on.
     pub connect_limit_slots: usize,
+    /// Steer each announce, and each scrape, to the socket of the worker that
+    /// owns its torrent (a classic BPF program on each address's SO_REUSEPORT
+    /// group), so that it is answered where it lands rather than forwarded
+    /// to its owner. false leaves datagrams to the kernel's hash, and the
+    /// workers forward what they do not own; so do they where the program
+    /// cannot be attached (logged at start).
+    pub steering: bool,
 }
 
 impl Default for UdpConfig {
@@ -49,16 +55,14 @@ impl Default for UdpConfig {
             recv_buffer_bytes: 4 << 20,
             max_connects_per_ip_per_sec: 0,
             connect_limit_slots: 1 << 16,
+            steering: true,
         }
     }
 }
 
 impl UdpConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if !self.connection_secret.is_empty() {
-            parse_secret(&self.connection_secret)
-                .map_err(|e| ConfigError::key("udp.connection_secret", e))?;
-        }
+        self.secret_checked()?;
         if !(1..=74).contains(&self.max_scrape_hashes) {
             return Err(ConfigError::key(
                 "udp.max_scrape_hashes",
@@ -75,14 +79,10 @@ impl UdpConfig {
 
     /// The connection secret, if one is set (validated already).
     pub fn secret(&self) -> Option<[u8; 16]> {
-        parse_secret(&self.connection_secret).ok()
+        self.secret_checked().ok().flatten()
     }
-}
 
-fn parse_secret(hex: &str) -> Result<[u8; 16], String> {
-    let hex = hex.as_bytes();
-    if hex.len() != 32 {
-        return Err(format!("must be 32 hex digits, not {}", hex.len()));
+    fn secret_checked(&self) -> Result<Option<[u8; 16]>, ConfigError> {
+        hex_secret("udp.connection_secret", &self.connection_secret)
     }
-    decode_hex(hex).ok_or_else(|| "must be hex digits".to_string())
 }

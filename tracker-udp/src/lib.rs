@@ -4,3 +4,4 @@
 pub mod config;
 pub mod cookie;
 pub mod server;
+pub mod steering;

@@ -23,8 +23,8 @@ use tracker_runtime::contain::{contain, Contained};
 use tracker_runtime::counters;
 use tracker_runtime::mesh::{AnnounceAnswers, RouteError};
 use tracker_runtime::metrics::{
-    MetricSource, Sample, PANICS, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES, UDP_ERRORS,
-    UDP_ERROR_RESPONSES,
+    MetricSource, Sample, ANNOUNCES_ROUTED, PANICS, RECEIVED_BYTES, REQUESTS, RESPONSES,
+    SENT_BYTES, UDP_ERRORS, UDP_ERROR_RESPONSES,
 };
 use tracker_runtime::quantum::Quantum;
 use tracker_runtime::shard::Shard;
@@ -41,6 +41,11 @@ counters! {
         pub announces: ByFamily => REQUESTS { action = "announce" },
         /// Scrapes with a valid connection id.
         pub scrapes: ByFamily => REQUESTS { action = "scrape" },
+        /// Announces answered by this worker, which owns their torrent (with
+        /// steering on, nearly all of them).
+        pub announces_local: Counter => ANNOUNCES_ROUTED { route = "local" },
+        /// Announces sent to the worker that owns their torrent.
+        pub announces_forwarded: Counter => ANNOUNCES_ROUTED { route = "forwarded" },
         /// Answers made, error answers included; a failed send is counted in
         /// `send_errors` too.
         pub connect_responses: ByFamily => RESPONSES { action = "connect" },
@@ -402,7 +407,10 @@ impl UdpService {
                 let written = self.shard.announce_here(&announce, |counts, peers| {
                     self.write_announce(tx.push(from, to), txid, family, counts, peers.compact())
                 });
-                if written.is_none() {
+                if written.is_some() {
+                    self.stats.announces_local.inc();
+                } else {
+                    self.stats.announces_forwarded.inc();
                     let reply_to = ReplyTo { from, to, txid };
                     forwards.push(self.shard.owner(&announce.info_hash), announce, reply_to);
                 }

@@ -10,13 +10,15 @@ impl HttpService {
         request: &Request<'_>,
         connection: Connection,
         peer_ip: IpAddr,
+        traffic: &HttpTraffic,
         s: Scratch<'_>,
     ) {
         match request.endpoint {
             Endpoint::Announce => match parse_announce(request.query) {
                 Ok(announce) => {
                     let ip = request.real_ip.map_or(peer_ip, canonical_ip);
-                    self.announce(&announce, ip, connection, s.out).await;
+                    self.announce(&announce, ip, connection, traffic, s.out)
+                        .await;
                 }
                 Err(e) => self.fail(s.out, e.status(), connection, e.reason()),
             },
@@ -34,6 +36,7 @@ impl HttpService {
         req: &AnnounceRequest<'_>,
         ip: IpAddr,
         connection: Connection,
+        traffic: &HttpTraffic,
         out: &mut Vec<u8>,
     ) {
         // HTTP has no datagram to fit: only swarm.max_numwant caps it.
@@ -47,6 +50,11 @@ impl HttpService {
             numwant,
             peer_ids: !req.compact && !req.no_peer_id,
         };
+        if self.shard.is_local(&announce.info_hash) {
+            traffic.announces_local.inc();
+        } else {
+            traffic.announces_forwarded.inc();
+        }
         let routed = self.shard.announce(announce, |counts, peers| {
             self.write_announce(out, connection, req, counts, peers)
         });

@@ -190,7 +190,8 @@ impl HttpService {
                             stats: &mut c.stats,
                             files: &mut c.files,
                         };
-                        let answer = self.answer(&request, connection, peer_ip, scratch);
+                        let traffic = self.traffic_of(S::TLS);
+                        let answer = self.answer(&request, connection, peer_ip, traffic, scratch);
                         if Contained::new(&self.stats.panics, answer).await.is_none() {
                             // Contained: the half-written answer is replaced
                             // by a 500, and the connection ends, as nothing

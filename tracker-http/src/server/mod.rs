@@ -41,9 +41,9 @@ use tracker_runtime::counters;
 use tracker_runtime::counters::ByFamily;
 use tracker_runtime::mesh::RouteError;
 use tracker_runtime::metrics::{
-    Label, MetricSource, Sample, CONNECTIONS_ACCEPTED, HTTP_ERRORS, HTTP_FAILURE_RESPONSES,
-    HTTP_FULL_SCRAPES, OPEN_CONNECTIONS, PANICS, RECEIVED_BYTES, REQUESTS, RESPONSES, SENT_BYTES,
-    TLS_HANDSHAKES, TLS_HANDSHAKE_FAILURES,
+    Label, MetricSource, Sample, ANNOUNCES_ROUTED, CONNECTIONS_ACCEPTED, HTTP_ERRORS,
+    HTTP_FAILURE_RESPONSES, HTTP_FULL_SCRAPES, OPEN_CONNECTIONS, PANICS, RECEIVED_BYTES, REQUESTS,
+    RESPONSES, SENT_BYTES, TLS_HANDSHAKES, TLS_HANDSHAKE_FAILURES,
 };
 use tracker_runtime::quantum::{waited, Quantum};
 use tracker_runtime::reloadable::LocalCopy;
@@ -130,6 +130,10 @@ counters! {
         /// their parameters were good or not), by the client's address.
         pub announces: ByFamily => REQUESTS { action = "announce" },
         pub scrapes: ByFamily => REQUESTS { action = "scrape" },
+        /// Announces answered by this worker, which owns their torrent.
+        pub announces_local: Counter => ANNOUNCES_ROUTED { route = "local" },
+        /// Announces sent to the worker that owns their torrent.
+        pub announces_forwarded: Counter => ANNOUNCES_ROUTED { route = "forwarded" },
         pub announce_responses: ByFamily => RESPONSES { action = "announce" },
         pub scrape_responses: ByFamily => RESPONSES { action = "scrape" },
         pub bytes_in: Counter => RECEIVED_BYTES {},

@@ -31,15 +31,21 @@ pub const MAX_SCRAPE_INFO_HASHES: usize = 74;
 /// Length of an announce request without BEP 41 options.
 pub const ANNOUNCE_REQUEST_LEN: usize = 98;
 
-const ACTION_CONNECT: i32 = 0;
-const ACTION_ANNOUNCE: i32 = 1;
-const ACTION_SCRAPE: i32 = 2;
-const ACTION_ERROR: i32 = 3;
+pub const ACTION_CONNECT: i32 = 0;
+pub const ACTION_ANNOUNCE: i32 = 1;
+pub const ACTION_SCRAPE: i32 = 2;
+pub const ACTION_ERROR: i32 = 3;
+
+/// Where a request's action starts (after the connection id).
+pub const ACTION_OFFSET: usize = 8;
+/// Where an announce's info-hash, and a scrape's first, starts (after the
+/// action and the transaction id).
+pub const INFO_HASH_OFFSET: usize = 16;
 
 const OPTION_NOP: u8 = 1;
 const OPTION_URL_DATA: u8 = 2;
 
-const INFO_HASH_LEN: usize = 20;
+pub const INFO_HASH_LEN: usize = 20;
 const SCRAPE_ENTRY_LEN: usize = 12;
 
 // A response within the caps fits the IPv6 minimum MTU less the IPv6 and UDP

@@ -52,11 +52,11 @@ impl<'a> Request<'a> {
     /// without parsing the rest: enough to start loading its torrent and
     /// peer ahead of `parse`, which still decides whether it is one.
     pub fn peek_announce(bytes: &[u8]) -> Option<AnnouncePeek> {
-        let action = bytes.get(8..12)?;
+        let action = bytes.get(ACTION_OFFSET..ACTION_OFFSET + 4)?;
         if bytes.len() < ANNOUNCE_REQUEST_LEN || action != ACTION_ANNOUNCE.to_be_bytes() {
             return None;
         }
-        let info_hash = bytes.get(16..16 + INFO_HASH_LEN)?;
+        let info_hash = bytes.get(INFO_HASH_OFFSET..INFO_HASH_OFFSET + INFO_HASH_LEN)?;
         let port = bytes.get(96..98)?;
         Some(AnnouncePeek {
             info_hash: InfoHash(info_hash.try_into().ok()?),

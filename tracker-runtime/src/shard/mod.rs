@@ -9,7 +9,7 @@ use crate::contain::contain;
 use crate::counters::MeshStats;
 use crate::mesh::{AnnounceAnswers, Envelope, Meshes, RouteError, ShardReply, ShardRequest};
 use crate::metrics::{MetricSource, Sample, PEERS, STORE_FULL, TORRENTS};
-use crate::owner::owner_of;
+use crate::owner::Owners;
 use crate::quantum::waited;
 use crate::reloadable::{LocalCopy, Reloadable};
 use glommio::channels::channel_mesh::Senders;
@@ -35,6 +35,7 @@ use exchange::{PendingReply, Waiting};
 pub struct Shard {
     index: usize,
     workers: usize,
+    owners: Owners,
     store: RefCell<SwarmStore>,
     to_owners: Option<Senders<Envelope<ShardRequest>>>,
     waiting: RefCell<Slab<Waiting>>,
@@ -63,15 +64,22 @@ impl Shard {
     /// Joins the meshes (every worker must call this, or the others wait
     /// forever) and starts the tasks that serve other workers' requests and
     /// deliver their answers to ours. `access` is the shared access list, None
-    /// when access lists are off.
+    /// when access lists are off. `owners` must be the same on every worker.
     pub async fn join(
         index: usize,
         meshes: Meshes,
+        owners: Owners,
         store: SwarmStore,
         max_waiting: usize,
         access: Option<Arc<Reloadable<AccessList>>>,
     ) -> Result<Rc<Shard>, String> {
         let workers = meshes.workers;
+        if owners.workers() != workers {
+            return Err(format!(
+                "torrents shared among {} workers, but {workers} in the mesh",
+                owners.workers()
+            ));
+        }
         let (to_owners, reply_senders, request_streams, reply_streams) = if workers > 1 {
             let (req_tx, mut req_rx) = meshes
                 .requests
@@ -96,6 +104,7 @@ impl Shard {
         let shard = Rc::new(Shard {
             index,
             workers,
+            owners,
             store: RefCell::new(store),
             to_owners,
             waiting: RefCell::new(Slab::new()),
@@ -155,7 +164,7 @@ impl Shard {
 
     /// The worker that owns `info_hash`.
     pub fn owner(&self, info_hash: &InfoHash) -> usize {
-        owner_of(info_hash, self.workers)
+        self.owners.of(info_hash)
     }
 
     pub fn is_local(&self, info_hash: &InfoHash) -> bool {

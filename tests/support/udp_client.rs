@@ -1,0 +1,157 @@
+//! A BEP 15 client for tests, spoken with the tracker's own codec.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Duration;
+
+use super::wire::{udp_announce_wanting, udp_connect_packet};
+use tracker_proto::udp::{write_scrape_request, ConnectionId, IpFamily, Response, TransactionId};
+use tracker_proto::{AnnounceEvent, InfoHash, ScrapeStats};
+
+/// A BEP 15 client bound to one loopback address.
+pub struct Client {
+    pub sock: UdpSocket,
+    pub target: SocketAddr,
+    pub connection_id: ConnectionId,
+    next_txid: i32,
+}
+
+#[derive(Debug)]
+pub struct Announced {
+    pub interval: u32,
+    pub seeders: u32,
+    pub leechers: u32,
+    pub peers: Vec<SocketAddr>,
+}
+
+impl Client {
+    pub fn new(bind: &str, target: SocketAddr) -> Client {
+        let sock = UdpSocket::bind(bind).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let mut client = Client {
+            sock,
+            target,
+            connection_id: ConnectionId(0),
+            next_txid: 1,
+        };
+        client.connect();
+        client
+    }
+
+    pub fn family(&self) -> IpFamily {
+        IpFamily::of(self.target.ip())
+    }
+
+    pub fn txid(&mut self) -> TransactionId {
+        self.next_txid += 1;
+        TransactionId(self.next_txid)
+    }
+
+    pub fn exchange(&mut self, packet: &[u8]) -> Vec<u8> {
+        self.sock.send_to(packet, self.target).unwrap();
+        let mut buf = vec![0u8; 4096];
+        let (n, from) = self.sock.recv_from(&mut buf).expect("an answer");
+        assert_eq!(from, self.target, "answer from another address");
+        buf.truncate(n);
+        buf
+    }
+
+    pub fn connect(&mut self) {
+        let txid = self.txid();
+        let answer = self.exchange(&udp_connect_packet(txid));
+        assert_eq!(answer.len(), 16);
+        match Response::parse(&answer, self.family()).unwrap() {
+            Response::Connect {
+                transaction_id,
+                connection_id,
+            } => {
+                assert_eq!(transaction_id, txid);
+                self.connection_id = connection_id;
+            }
+            other => panic!("expected connect answer, got {other:?}"),
+        }
+    }
+
+    pub fn announce_packet(
+        &mut self,
+        info_hash: InfoHash,
+        port: u16,
+        event: AnnounceEvent,
+        left: u64,
+        numwant: i32,
+    ) -> (TransactionId, Vec<u8>) {
+        let txid = self.txid();
+        let out = udp_announce_wanting(
+            self.connection_id,
+            txid.0,
+            info_hash,
+            port,
+            event,
+            left,
+            numwant,
+        );
+        (txid, out)
+    }
+
+    pub fn announce(
+        &mut self,
+        info_hash: InfoHash,
+        port: u16,
+        event: AnnounceEvent,
+        left: u64,
+        numwant: i32,
+    ) -> Announced {
+        let (txid, packet) = self.announce_packet(info_hash, port, event, left, numwant);
+        let answer = self.exchange(&packet);
+        match Response::parse(&answer, self.family()).unwrap() {
+            Response::Announce {
+                transaction_id,
+                interval,
+                leechers,
+                seeders,
+                peers,
+            } => {
+                assert_eq!(transaction_id, txid);
+                Announced {
+                    interval,
+                    seeders,
+                    leechers,
+                    peers: peers.iter().collect(),
+                }
+            }
+            other => panic!("expected announce answer, got {other:?}"),
+        }
+    }
+
+    pub fn scrape(&mut self, hashes: &[InfoHash]) -> Vec<ScrapeStats> {
+        let txid = self.txid();
+        let mut out = Vec::new();
+        write_scrape_request(&mut out, self.connection_id, txid, hashes);
+        let answer = self.exchange(&out);
+        match Response::parse(&answer, self.family()).unwrap() {
+            Response::Scrape {
+                transaction_id,
+                stats,
+            } => {
+                assert_eq!(transaction_id, txid);
+                stats.iter().collect()
+            }
+            other => panic!("expected scrape answer, got {other:?}"),
+        }
+    }
+
+    /// Sends a packet and returns the answer, if one comes within `wait`.
+    pub fn try_exchange(&mut self, packet: &[u8], wait: Duration) -> Option<Vec<u8>> {
+        self.sock.set_read_timeout(Some(wait)).unwrap();
+        self.sock.send_to(packet, self.target).unwrap();
+        let mut buf = vec![0u8; 4096];
+        let got = self
+            .sock
+            .recv_from(&mut buf)
+            .ok()
+            .map(|(n, _)| buf[..n].to_vec());
+        self.sock
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
+        got
+    }
+}
