@@ -277,7 +277,7 @@ pub fn svg(title: &str, others: &[String], points: &[Point]) -> String {
         (TOP + H - BOTTOM) / 2.0,
         (TOP + H - BOTTOM) / 2.0
     );
-    for (i, (name, line)) in series.iter().enumerate() {
+    for (i, (_, line)) in series.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
         if !line.is_empty() {
             let path: Vec<String> = line
@@ -298,8 +298,26 @@ pub fn svg(title: &str, others: &[String], points: &[Point]) -> String {
                 y(r)
             );
         }
-        // The legend, top left, where rising lines leave room; a series with
-        // no point is still named, so a missing line is seen to be missing.
+    }
+    // The legend, top left, where rising lines leave room, over a white
+    // backing so that a line crossing it does not hide a name. A series with
+    // no point is still named, so a missing line is seen to be missing.
+    let longest = series
+        .iter()
+        .map(|(name, _)| name.chars().count())
+        .max()
+        .unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "<rect x=\"{}\" y=\"{}\" width=\"{:.1}\" height=\"{}\" fill=\"white\" fill-opacity=\"0.85\"/>",
+        LEFT + 8.0,
+        TOP - 4.0,
+        // About 7 px a character at 12 px sans-serif, plus the swatch.
+        44.0 + 7.0 * longest as f64,
+        18.0 * series.len() as f64 + 6.0
+    );
+    for (i, (name, _)) in series.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
         let ly = TOP + 8.0 + 18.0 * i as f64;
         let _ = writeln!(
             out,
@@ -341,6 +359,19 @@ const OTHER_PLACEHOLDERS: [&str; 3] = ["addr", "workers", "cpus"];
 enum Proto {
     Udp(SocketAddr),
     Http(SocketAddr, bool),
+}
+
+impl Proto {
+    /// Whether something serves the target: a UDP connect is answered, or a
+    /// TCP connection taken.
+    fn answers(&self) -> bool {
+        match *self {
+            Proto::Udp(addr) => udp_answers(addr),
+            Proto::Http(addr, _) => {
+                TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok()
+            }
+        }
+    }
 }
 
 /// Runs the whole comparison (`config.compare` says what to run) and returns
@@ -496,12 +527,31 @@ struct Runner<'a> {
 
 impl Runner<'_> {
     /// Starts `command`, waits until it serves, runs the load against it and
-    /// stops it. A run that fails is reported and left out (`None`); only
-    /// failing to write its results is an error.
+    /// stops it. A run that fails is reported and left out (`None`); only a
+    /// target already served by something else, or a file that cannot be
+    /// written, stops the comparison.
     fn measure(&self, label: &str, command: &[String]) -> Result<Option<Measured>, String> {
         eprintln!("load-test compare: {label}: {}", command.join(" "));
+        // Whatever already serves the target would be measured in place of
+        // this run's tracker, and of every run after it.
+        if self.proto.answers() {
+            return Err(format!(
+                "something already serves the target before {label} started \
+                 (a tracker left running?): stop it or choose another port"
+            ));
+        }
         let log = self.out.join(format!("{label}.log"));
-        let mut child = TrackerProcess::start(command, &log)?;
+        let log_file = std::fs::File::create(&log)
+            .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+        // A command that cannot start (a missing binary) fails its own runs
+        // only; the others still measure.
+        let mut child = match TrackerProcess::start(command, log_file) {
+            Ok(child) => child,
+            Err(e) => {
+                eprintln!("load-test compare: {label}: {e}");
+                return Ok(None);
+            }
+        };
         let ready = child.wait_ready(self.proto, Duration::from_secs(20));
         let result = ready.and_then(|()| match self.proto {
             Proto::Udp(_) => crate::udp::run(self.config),
@@ -533,10 +583,9 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
 struct TrackerProcess(Child);
 
 impl TrackerProcess {
-    fn start(command: &[String], log: &Path) -> Result<Self, String> {
+    /// Starts `command` with its output in `log`.
+    fn start(command: &[String], log: std::fs::File) -> Result<Self, String> {
         let (program, args) = command.split_first().ok_or("empty tracker command")?;
-        let log = std::fs::File::create(log)
-            .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
         let child = Command::new(program)
             .args(args)
             .stdin(Stdio::null())
@@ -557,13 +606,7 @@ impl TrackerProcess {
             if let Ok(Some(status)) = self.0.try_wait() {
                 return Err(format!("the tracker exited ({status})"));
             }
-            let up = match *proto {
-                Proto::Udp(addr) => udp_answers(addr),
-                Proto::Http(addr, _) => {
-                    TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok()
-                }
-            };
-            if up {
+            if proto.answers() {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -836,6 +879,9 @@ mod tests {
         }
         assert!(!svg.contains("text-anchor=\"middle\">3</text>"));
         assert!(svg.contains("400.0k"), "the axis tops at a round number");
+        // One backing for the legend, after (over) every line.
+        assert_eq!(svg.matches("fill-opacity").count(), 1);
+        assert!(svg.rfind("<polyline").unwrap() < svg.find("fill-opacity").unwrap());
     }
 
     #[test]
