@@ -433,3 +433,47 @@ fn print_config_is_the_commented_default() {
     let parsed: tracker::config::Config = toml::from_str(&text).unwrap();
     assert_eq!(parsed, tracker::config::Config::default());
 }
+
+/// With coalescing at its longest, datagrams that come in bursts wait for
+/// the window and are all answered; the tracker still stops at once.
+#[test]
+fn datagrams_gathered_by_coalescing_are_all_answered() {
+    let tracker = Tracker::builder()
+        .udp(None)
+        .config("[udp]\ncoalesce_us = 1000\n")
+        .start();
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    const SENT: i32 = 3000;
+    let receiver = {
+        let sock = sock.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let mut seen = vec![false; SENT as usize];
+            let mut buf = [0u8; 64];
+            while let Ok(n) = sock.recv(&mut buf) {
+                if let Ok(Response::Connect { transaction_id, .. }) =
+                    Response::parse(&buf[..n], IpFamily::V4)
+                {
+                    seen[transaction_id.0 as usize] = true;
+                }
+            }
+            seen.iter().filter(|answered| !**answered).count()
+        })
+    };
+    // Bursts of 10 a little apart: fast enough that each batch is worth
+    // waiting for, and few enough that no batch fills.
+    for txid in 0..SENT {
+        sock.send_to(
+            &support::wire::udp_connect_packet(TransactionId(txid)),
+            tracker.udp[0],
+        )
+        .unwrap();
+        if txid % 10 == 9 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    assert_eq!(receiver.join().unwrap(), 0, "connects left unanswered");
+    let started = Instant::now();
+    tracker.stop();
+    assert!(started.elapsed() < Duration::from_secs(5));
+}

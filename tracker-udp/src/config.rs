@@ -4,7 +4,11 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use documented::{Documented, DocumentedFields};
 use serde::{Deserialize, Serialize};
-use tracker_runtime::config::{hex_secret, within, ConfigError};
+use tracker_runtime::config::{at_most, hex_secret, within, ConfigError};
+
+/// A millisecond: past it, coalescing adds latency a client could notice
+/// and saves little more.
+const MAX_COALESCE_US: u32 = 1000;
 
 /// 128 MiB of connect-limit table per worker at most.
 const MAX_CONNECT_LIMIT_SLOTS: usize = 1 << 24;
@@ -41,6 +45,14 @@ pub struct UdpConfig {
     /// workers forward what they do not own; so do they where the program
     /// cannot be attached (logged at start).
     pub steering: bool,
+    /// Microseconds a worker lets datagrams gather before it reads its
+    /// socket again, once they come fast enough that at least two would
+    /// (0 to 1000; 0 reads each as soon as it comes). Every wake of a worker
+    /// costs about as much as the few datagrams it then reads: at half load,
+    /// gathering them halves the CPU spent per answer, for up to this much
+    /// latency (plus the timer's lateness); slower traffic, and a flood,
+    /// which fills every batch, wait for nothing (docs/PERFORMANCE.md).
+    pub coalesce_us: u32,
 }
 
 impl Default for UdpConfig {
@@ -56,6 +68,7 @@ impl Default for UdpConfig {
             max_connects_per_ip_per_sec: 0,
             connect_limit_slots: 1 << 16,
             steering: true,
+            coalesce_us: 200,
         }
     }
 }
@@ -74,6 +87,11 @@ impl UdpConfig {
             self.connect_limit_slots,
             1,
             MAX_CONNECT_LIMIT_SLOTS,
+        )?;
+        at_most(
+            "udp.coalesce_us",
+            self.coalesce_us as usize,
+            MAX_COALESCE_US as usize,
         )
     }
 

@@ -1,6 +1,7 @@
 //! The per-worker UDP loop: receive a batch, answer what this shard owns at
 //! once, hand the rest to their owners, send the batch.
 
+use crate::coalesce::Coalesce;
 use crate::config::UdpConfig;
 use crate::cookie::ConnectionCookies;
 use std::cell::{Cell, RefCell};
@@ -9,8 +10,9 @@ use std::mem;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
 use std::rc::{Rc, Weak};
+use std::time::{Duration, Instant};
 use tracing::{debug, warn};
-use tracker_net::udp::{send_one, LocalAddr, RecvBatch, SendBatch};
+use tracker_net::udp::{send_one, LocalAddr, RecvBatch, SendBatch, BATCH};
 use tracker_proto::canonical_ip;
 use tracker_proto::udp::{
     max_peers, write_announce_response, write_connect_response, write_error_response,
@@ -96,6 +98,8 @@ pub struct UdpService {
     cookies: ConnectionCookies,
     swarm: SwarmConfig,
     max_scrape_hashes: usize,
+    /// How long datagrams may gather at half load (`udp.coalesce_us`).
+    coalesce: Duration,
     /// Fired when the tracker stops: the sockets take no more datagrams.
     stop: StopEvent,
     /// Tasks waiting on another worker's answer (see `InFlight`).
@@ -164,6 +168,7 @@ impl UdpService {
             cookies,
             swarm,
             max_scrape_hashes: udp.max_scrape_hashes,
+            coalesce: Duration::from_micros(udp.coalesce_us.into()),
             stop: StopEvent::default(),
             in_flight: Cell::new(0),
             connect_limit: RateLimit::new(
@@ -208,12 +213,25 @@ impl UdpService {
         let mut peek = [0u8; 1];
         let mut forwards = Forwards::new(self.shard.workers());
         let mut quantum = Quantum::default();
+        // Whether the last batch emptied the queue (it was not full). Then
+        // the next look at the queue is the wait's own first step (glommio
+        // tries the peek without blocking before it parks), not a recvmmsg
+        // that would find the queue empty.
+        let mut drained = false;
+        let mut coalesce = Coalesce::new(self.coalesce);
         loop {
             if self.stop.is_fired() {
                 return Ok(());
             }
-            match rx.recv(fd) {
+            let received = if drained {
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                rx.recv(fd)
+            };
+            drained = false;
+            match received {
                 Ok(n) => {
+                    drained = n < BATCH;
                     // Start loading the batch's torrents and peers first, so
                     // that their misses overlap rather than stall one announce
                     // each.
@@ -243,10 +261,22 @@ impl UdpService {
                     }
                     self.flush(fd, &mut tx);
                     self.forward(&mut forwards, &parker);
-                    // Under a flood this loop always has work: let the
-                    // worker's other tasks (HTTP, other workers' requests and
-                    // answers) have their turn.
-                    quantum.yield_now().await;
+                    if drained && coalesce.worth_waiting(n, Instant::now()) {
+                        // Let the next datagrams gather rather than wake for
+                        // each (the worker's other tasks run meanwhile); a
+                        // stop ends the wait at once.
+                        let gathered = futures_lite::future::or(
+                            glommio::timer::sleep(coalesce.window()),
+                            self.stop.wait(),
+                        );
+                        quantum.wait(gathered).await;
+                        drained = false;
+                    } else {
+                        // Under a flood this loop always has work: let the
+                        // worker's other tasks (HTTP, other workers' requests
+                        // and answers) have their turn.
+                        quantum.yield_now().await;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let woken = futures_lite::future::or(
