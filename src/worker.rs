@@ -15,6 +15,7 @@ use tracker_runtime::mesh::Meshes;
 use tracker_runtime::owner::Owners;
 use tracker_runtime::shard::Shard;
 use tracker_runtime::shutdown::{self, Shutdown};
+use tracker_runtime::snapshot::Snapshots;
 use tracker_runtime::workers;
 use tracker_swarm::state::{Section, StateFile};
 use tracker_swarm::{Restored, SwarmStore};
@@ -31,6 +32,8 @@ pub struct WorkerState {
     /// The state file, checked, when there is one to load.
     pub bytes: Option<Arc<Vec<u8>>>,
     pub restore: Arc<Mutex<RestoreProgress>>,
+    /// Its part of the snapshots, when they are taken.
+    pub snapshots: Option<Snapshots>,
 }
 
 /// The workers' restores added up, logged by the last to finish.
@@ -100,6 +103,9 @@ impl Worker {
         let period = Duration::from_secs(config.swarm.cleanup_interval_secs.into());
         glommio::spawn_local(shard.clone().clean_forever(period)).detach();
         glommio::spawn_local(shard.clone().enforce_access_forever()).detach();
+        if let Some(snapshots) = state.snapshots {
+            glommio::spawn_local(snapshots.take_forever(shard.clone())).detach();
+        }
 
         let udp = UdpService::new(
             shard.clone(),

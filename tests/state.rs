@@ -300,3 +300,51 @@ fn an_empty_state_path_turns_saving_off() {
     assert!(log.contains("the swarms are not saved"), "{log}");
     assert!(!log.contains("none yet"), "nothing looked for: {log}");
 }
+
+/// Snapshots every second: after one taken since the announces, a SIGKILL
+/// loses nothing, and the restarted tracker serves the swarms again.
+#[test]
+fn a_sigkill_after_a_snapshot_loses_no_swarm() {
+    let state = TempPath::new("tracker-test-snapshot", "state");
+    let tracker = Tracker::builder()
+        .udp(None)
+        .http(None)
+        .metrics()
+        .config("[state]\nsnapshot_interval_secs = 1\n")
+        .state_file(&state.0)
+        .start();
+    let http = tracker.http[0];
+    let hashes = [hash_owned_by(0, 2, 1), hash_owned_by(1, 2, 2)];
+    let udp = Udp::connect(tracker.udp[0]);
+    for (n, hash) in hashes.iter().enumerate() {
+        let base = 1000 * (n as u16 + 1);
+        http_announce(http, *hash, base + 1, 0, AnnounceEvent::Completed);
+        udp.announce(*hash, base + 2, 5, AnnounceEvent::Started);
+    }
+    let before = http_scrape(http, &hashes);
+    assert_eq!(before, [[1, 1, 1], [1, 1, 1]]);
+    // A round that began before the announces may leave them out: wait for
+    // the one after it.
+    let saved = tracker.metric("tracker_snapshots_total", &[("result", "saved")]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tracker.metric("tracker_snapshots_total", &[("result", "saved")]) < saved + 2 {
+        assert!(Instant::now() < deadline, "no snapshot in 20 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        tracker.metric("tracker_snapshots_total", &[("result", "failed")]),
+        0
+    );
+    let saved_at = tracker.metric("tracker_snapshot_last_saved_timestamp_seconds", &[]);
+    assert!(saved_at > 1_700_000_000, "{saved_at}");
+    let file = std::fs::read(&state.0).unwrap();
+    assert_eq!(StateFile::parse(&file).unwrap().torrents, 2);
+
+    let (code, _) = stop(tracker, libc::SIGKILL);
+    assert_eq!(code, None, "killed, not exited");
+    let tracker = start(3, &state.0);
+    assert_eq!(http_scrape(tracker.http[0], &hashes), before);
+    let (code, log) = stop(tracker, libc::SIGTERM);
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("restored 2 torrents and 4 peers"), "{log}");
+}

@@ -20,8 +20,8 @@ use tracker_runtime::mesh::Meshes;
 use tracker_runtime::owner::Owners;
 use tracker_runtime::reloadable::Reloadable;
 use tracker_runtime::shutdown::Shutdown;
-use tracker_runtime::state_file;
 use tracker_runtime::workers::{self, WorkerPlacement};
+use tracker_runtime::{snapshot, state_file};
 
 use crate::config::Config;
 use crate::signals::{spawn_signal_handler, BlockedSignals, Reloaded, SIGHUP, SIGINT, SIGTERM};
@@ -120,6 +120,17 @@ pub fn run(mut config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> R
         .as_deref()
         .and_then(state_file::load)
         .map(Arc::new);
+    // Stopped (and any write of it finished) when it drops: before the
+    // stop's own save below, which it must never overwrite.
+    let snapshots = match (&state_path, config.state.snapshot_interval()) {
+        (Some(path), Some(interval)) => {
+            let (writer, snapshots) = snapshot::Writer::start(path.clone(), workers, interval)
+                .map_err(|e| format!("cannot start the snapshot thread: {e}"))?;
+            Some((writer, snapshots))
+        }
+        _ => None,
+    };
+    let (snapshot_writer, snapshots) = snapshots.unzip();
     let shutdown = Shutdown::new(workers);
     spawn_signal_handler(
         signals,
@@ -150,6 +161,7 @@ pub fn run(mut config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> R
             shutdown: shutdown.clone(),
             bytes: state_bytes.lock().expect("not poisoned")[index].take(),
             restore: restore.clone(),
+            snapshots: snapshots.clone(),
         };
         Worker {
             index,
@@ -165,6 +177,7 @@ pub fn run(mut config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> R
         .run()
     })?;
     // Every worker stopped on request and has handed over its swarms.
+    drop(snapshot_writer);
     match state_path {
         Some(path) => state_file::save(&path, &sections.into_iter().flatten().collect::<Vec<_>>()),
         None => {

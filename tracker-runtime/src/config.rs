@@ -127,6 +127,8 @@ const MAX_HELD: usize = 1 << 31;
 /// The most `state.drain_timeout_secs`: a stop that waits longer than this
 /// for clients is stuck, and service managers give up sooner.
 const MAX_DRAIN_TIMEOUT_SECS: u32 = 600;
+/// A day: a snapshot less often than that is hardly a snapshot.
+const MAX_SNAPSHOT_INTERVAL_SECS: u32 = 86_400;
 
 /// How the workers run: how many, on which CPUs, and how they talk.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, Documented, DocumentedFields)]
@@ -409,6 +411,12 @@ pub struct StateConfig {
     /// before the swarms are saved; a second SIGTERM or SIGINT exits at once
     /// without saving.
     pub drain_timeout_secs: u32,
+    /// Seconds between snapshots: the file written while serving (1 to
+    /// 86400; 0: only at the stop), so that a crash or a SIGKILL loses at
+    /// most this much. Each worker saves its torrents a segment at a time,
+    /// between requests, and a thread writes the file; until it is written
+    /// the process holds a second copy of the swarms, about the file's size.
+    pub snapshot_interval_secs: u32,
 }
 
 impl Default for StateConfig {
@@ -416,6 +424,7 @@ impl Default for StateConfig {
         StateConfig {
             file: "tracker.state".into(),
             drain_timeout_secs: 5,
+            snapshot_interval_secs: 300,
         }
     }
 }
@@ -432,7 +441,19 @@ impl StateConfig {
             "state.drain_timeout_secs",
             self.drain_timeout_secs as usize,
             MAX_DRAIN_TIMEOUT_SECS as usize,
+        )?;
+        at_most(
+            "state.snapshot_interval_secs",
+            self.snapshot_interval_secs as usize,
+            MAX_SNAPSHOT_INTERVAL_SECS as usize,
         )
+    }
+
+    /// How often snapshots are taken, when they are (a state file and a
+    /// non-zero interval).
+    pub fn snapshot_interval(&self) -> Option<std::time::Duration> {
+        let secs = u64::from(self.snapshot_interval_secs);
+        (self.path().is_some() && secs > 0).then(|| std::time::Duration::from_secs(secs))
     }
 
     /// The state file, when one is configured.

@@ -2,7 +2,8 @@
 //! executor per CPU, a busy task's quantum, the meshes between workers and
 //! each worker's shard with its routing by owner, values reloaded while
 //! serving, shutdown and panic containment, counters and metric families,
-//! and the operator's files (access lists, the state file on disk).
+//! and the operator's files (access lists, the state file on disk, and its
+//! snapshots while serving).
 
 pub mod access;
 pub mod clock;
@@ -17,6 +18,7 @@ pub mod quantum;
 pub mod reloadable;
 pub mod shard;
 pub mod shutdown;
+pub mod snapshot;
 pub mod state_file;
 pub mod throttle;
 pub mod workers;

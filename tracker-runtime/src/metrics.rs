@@ -126,6 +126,16 @@ families! {
     /// Label: role (seeder, leecher).
     PEERS = "tracker_peers", Gauge,
         "Peers stored, by role; expired peers count until the clean-up reaches them.";
+    /// Label: result (saved, failed). Exported by worker 0 alone: snapshots
+    /// are the process's, not a worker's.
+    SNAPSHOTS = "tracker_snapshots_total", Counter,
+        "Snapshots of the swarms taken while serving: written to the state file (saved), or given up (failed: the file could not be written, or a worker did not hand in its part in time).";
+    SNAPSHOT_LAST_SAVED = "tracker_snapshot_last_saved_timestamp_seconds", Gauge,
+        "Unix time at which the last snapshot was written (0: none yet).";
+    SNAPSHOT_DURATION = "tracker_snapshot_duration_milliseconds", Gauge,
+        "How long the last snapshot written took, from its start to the file in place.";
+    SNAPSHOT_SLOWEST_STEP = "tracker_snapshot_slowest_step_microseconds", Gauge,
+        "The longest a worker's requests waited behind one step of the last snapshot written (one segment of its torrents).";
 }
 
 /// Appends the scrape of all workers (each with its index) in the Prometheus

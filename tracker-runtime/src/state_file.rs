@@ -70,17 +70,11 @@ pub fn load(path: &Path) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
-/// Writes the workers' sections to the state file, replacing it atomically.
+/// Writes the workers' sections to the state file, replacing it atomically,
+/// at the stop.
 pub fn save(path: &Path, sections: &[Section]) -> Result<(), String> {
     let start = Instant::now();
-    let header = header(sections, clock::unix_secs());
-    let trailer = trailer(&header, sections);
-    let mut parts: Vec<&[u8]> = vec![&header];
-    parts.extend(sections.iter().map(Section::as_bytes));
-    parts.push(&trailer);
-    write_atomic(path, &parts)
-        .map_err(|e| format!("cannot save the swarms to {}: {e}", path.display()))?;
-    let bytes: usize = parts.iter().map(|p| p.len()).sum();
+    let bytes = write(path, sections)?;
     info!(
         "stopped: saved {} torrents and {} peers to {} ({bytes} bytes) in {} ms",
         sections.iter().map(Section::torrents).sum::<u64>(),
@@ -89,6 +83,19 @@ pub fn save(path: &Path, sections: &[Section]) -> Result<(), String> {
         start.elapsed().as_millis()
     );
     Ok(())
+}
+
+/// Writes the sections as a state file saved now, replacing `path`
+/// atomically: the bytes written.
+pub fn write(path: &Path, sections: &[Section]) -> Result<usize, String> {
+    let header = header(sections, clock::unix_secs());
+    let trailer = trailer(&header, sections);
+    let mut parts: Vec<&[u8]> = vec![&header];
+    parts.extend(sections.iter().map(Section::as_bytes));
+    parts.push(&trailer);
+    write_atomic(path, &parts)
+        .map_err(|e| format!("cannot save the swarms to {}: {e}", path.display()))?;
+    Ok(parts.iter().map(|p| p.len()).sum())
 }
 
 /// The whole file, or `None` when there is none. It must be a regular file

@@ -44,13 +44,26 @@ impl SwarmStore {
     /// `now` is the store's clock and `now_unix` the Unix time at that moment.
     /// A torrent without live peers is left out, as the cleaner would drop it.
     pub fn save(&self, now: u32, now_unix: u64, section: &mut Section) {
+        for segment in 0..Self::SEGMENTS {
+            self.save_segment(segment, now, now_unix, section);
+        }
+    }
+
+    /// Writes the torrents of segment `segment` (0..`SEGMENTS`) as `save`
+    /// does: a snapshot taken while serving saves one segment per step, so
+    /// that no request waits behind more (a torrent is saved whole, in one
+    /// step, so that its counts and peers agree).
+    pub fn save_segment(&self, segment: usize, now: u32, now_unix: u64, section: &mut Section) {
+        let Some(segment) = self.segments.get(segment) else {
+            return;
+        };
         let clocks = Clocks {
             now,
             now_unix,
             timeout: self.limits.peer_timeout_secs,
         };
         let mut scratch = SavedTorrent::default();
-        for (info_hash, torrent) in self.segments.iter().flat_map(|s| s.iter()) {
+        for (info_hash, torrent) in segment.iter() {
             torrent.save(&clocks, &mut scratch);
             if scratch.v4.is_empty() && scratch.v6.is_empty() {
                 continue;

@@ -1370,3 +1370,49 @@ fn a_restore_drops_peers_no_announce_could_store_and_keeps_the_address_cap() {
         }
     );
 }
+
+#[test]
+fn a_snapshot_taken_a_segment_at_a_time_while_serving_holds_each_torrent_once() {
+    let mut s = store();
+    for n in 0..200u8 {
+        go(&mut s, on_torrent(hash(n), ann(v4(1))), 0);
+    }
+    let mut section = crate::state::Section::default();
+    for segment in 0..SwarmStore::SEGMENTS {
+        s.save_segment(segment, 1, UNIX, &mut section);
+        // Between steps requests go on: a second peer on every torrent, and
+        // torrents that are new.
+        if segment % 100 == 0 {
+            let n = (segment / 100) as u8;
+            go(&mut s, on_torrent(hash(n), ann(v4(2))), 1);
+            go(&mut s, on_torrent(hash(200 + n), ann(v4(1))), 1);
+        }
+    }
+    let bytes = crate::state::encode(&[section], UNIX);
+    let file = crate::state::StateFile::parse(&bytes).unwrap();
+    let mut seen = BTreeMap::new();
+    for record in file.records() {
+        let t = record.unwrap().to_saved();
+        assert!(
+            seen.insert(t.info_hash, t.v4.len()).is_none(),
+            "saved twice"
+        );
+    }
+    // Every torrent there when the snapshot began is in it, with the peers
+    // it had when its segment was saved.
+    for n in 0..200u8 {
+        assert!((1..=2).contains(&seen[&hash(n)]));
+    }
+    // Nothing outside the store is.
+    assert!(seen
+        .keys()
+        .all(|h| s.scrape(h).seeders + s.scrape(h).leechers > 0));
+    // Taken whole between two requests, the snapshot is the stop's save.
+    let mut whole = crate::state::Section::default();
+    s.save(1, UNIX, &mut whole);
+    let mut stepped = crate::state::Section::default();
+    for segment in 0..SwarmStore::SEGMENTS {
+        s.save_segment(segment, 1, UNIX, &mut stepped);
+    }
+    assert_eq!(whole.as_bytes(), stepped.as_bytes());
+}
