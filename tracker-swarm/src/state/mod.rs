@@ -84,6 +84,15 @@ const fn peer_len<I: SavedIp>() -> usize {
     I::LEN + 2 + 8 + 20
 }
 
+/// About the bytes of a section of `torrents` holding `peers`, room for an
+/// eighth of them being IPv6 included: what a snapshot reserves, so that its
+/// section is not copied as it grows.
+pub const fn section_len_hint(torrents: usize, peers: usize) -> usize {
+    torrents * TORRENT_HEAD_LEN
+        + peers * peer_len::<Ipv4Addr>()
+        + peers / 8 * (peer_len::<Ipv6Addr>() - peer_len::<Ipv4Addr>())
+}
+
 /// One peer as saved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SavedPeer<I> {
