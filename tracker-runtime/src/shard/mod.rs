@@ -11,6 +11,7 @@ use crate::mesh::{AnnounceAnswers, Envelope, Meshes, RouteError, ShardReply, Sha
 use crate::metrics::{MetricSource, Sample, PEERS, STORE_FULL, TORRENTS};
 use crate::owner::Owners;
 use crate::quantum::waited;
+use crate::quantum::Quantum;
 use crate::reloadable::{LocalCopy, Reloadable};
 use glommio::channels::channel_mesh::Senders;
 use glommio::{GlommioError, ResourceType};
@@ -462,13 +463,17 @@ impl Shard {
                 continue;
             }
             let mut removed = 0;
+            // A plain yield would run the segments back to back, the reactor
+            // held off until glommio's 100 ms preemption: the quantum goes
+            // round it every 500 µs.
+            let mut quantum = Quantum::default();
             for segment in 0..SwarmStore::SEGMENTS {
                 removed += self
                     .store
                     .borrow_mut()
                     .retain_torrents(segment, |h| current.allows(h))
                     .torrents;
-                futures_lite::future::yield_now().await;
+                quantum.yield_now().await;
             }
             if removed > 0 {
                 tracing::info!(
