@@ -246,7 +246,9 @@ impl Schedule {
 }
 
 /// One connection slot until the end of the run, reconnecting when the
-/// server closes or a request times out.
+/// server closes or a request times out. A request lost with its connection
+/// before any answer goes again on the next one, even just after the end (it
+/// was sent in the run), for as long as a time-out.
 async fn connection_loop(plan: Arc<Plan>, env: Rc<WorkerEnv>, stats: Rc<RefCell<Stats>>, c: u32) {
     let source = c % plan.model.sources();
     let local_ip = source_ip(plan.target.addr, c);
@@ -263,7 +265,13 @@ async fn connection_loop(plan: Arc<Plan>, env: Rc<WorkerEnv>, stats: Rc<RefCell<
         env,
         stats,
     };
-    while conn.env.now_ns() < conn.plan.duration_ns {
+    let timeout_ns = conn.plan.timeout.as_nanos() as u64;
+    loop {
+        let now = conn.env.now_ns();
+        let end = conn.plan.duration_ns;
+        if now >= end && !(conn.session.resend_due() && now < end + timeout_ns) {
+            break;
+        }
         let stream = match connect(local_ip, conn.plan.target.addr, conn.plan.timeout) {
             Ok(stream) => stream,
             Err(e) => {
@@ -295,6 +303,8 @@ async fn connection_loop(plan: Arc<Plan>, env: Rc<WorkerEnv>, stats: Rc<RefCell<
             break;
         }
     }
+    // A lost request that found no new connection in time.
+    conn.session.abandon(false, &mut conn.stats.borrow_mut());
 }
 
 /// A TCP connection from `local_ip` (any port) to `target`. The connect itself
@@ -326,37 +336,30 @@ impl Conn {
     /// Requests and answers on one open connection.
     async fn serve<S: AsyncRead + AsyncWrite + Unpin>(&mut self, mut stream: S) -> Ended {
         loop {
-            let Some(sent_ns) = self.next_send().await else {
-                return Ended::Done;
-            };
-            self.request.clear();
-            self.session.write_request(
-                &self.plan.model,
-                &mut self.rng,
-                sent_ns,
-                &mut self.request,
-                &mut self.stats.borrow_mut(),
-            );
+            // `self.request` still holds the bytes of a request to resend.
+            if !self.session.resend(&mut self.stats.borrow_mut()) {
+                let Some(sent_ns) = self.next_send().await else {
+                    return Ended::Done;
+                };
+                self.request.clear();
+                self.session.write_request(
+                    &self.plan.model,
+                    &mut self.rng,
+                    sent_ns,
+                    &mut self.request,
+                    &mut self.stats.borrow_mut(),
+                );
+            }
             let written = async {
                 stream.write_all(&self.request).await?;
                 stream.flush().await
             };
             if written.await.is_err() {
-                self.session.abandon(false, &mut self.stats.borrow_mut());
+                self.session.lost(false, &mut self.stats.borrow_mut());
                 return Ended::Reconnect;
             }
-            match self.read_answer(&mut stream).await {
-                Ok(true) => {}
-                Ok(false) => return Ended::Reconnect,
-                Err(e) => {
-                    let timed_out = matches!(
-                        e.kind(),
-                        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
-                    );
-                    self.session
-                        .abandon(timed_out, &mut self.stats.borrow_mut());
-                    return Ended::Reconnect;
-                }
+            if !self.read_answer(&mut stream).await {
+                return Ended::Reconnect;
             }
         }
     }
@@ -393,18 +396,26 @@ impl Conn {
         }
     }
 
-    /// Reads and checks one answer. `Ok(false)` when the connection must be
-    /// replaced (closed by the server, or broken framing).
-    async fn read_answer<S: AsyncRead + Unpin>(&mut self, stream: &mut S) -> io::Result<bool> {
+    /// Reads and checks one answer. `false` when the connection must be
+    /// replaced (closed or reset by the server, a time-out, broken framing).
+    async fn read_answer<S: AsyncRead + Unpin>(&mut self, stream: &mut S) -> bool {
         let mut filled = 0;
         loop {
             if filled == self.buf.len() {
                 self.buf.resize(self.buf.len() * 2, 0);
             }
-            let n = stream.read(&mut self.buf[filled..]).await?;
+            let n = match stream.read(&mut self.buf[filled..]).await {
+                Ok(n) => n,
+                Err(e) if timed_out(&e) => {
+                    self.session.abandon(true, &mut self.stats.borrow_mut());
+                    return false;
+                }
+                // A reset, or TLS without close_notify: as a close.
+                Err(_) => 0,
+            };
             if n == 0 {
-                self.session.abandon(false, &mut self.stats.borrow_mut());
-                return Ok(false);
+                self.session.lost(filled > 0, &mut self.stats.borrow_mut());
+                return false;
             }
             filled += n;
             let mut stats = self.stats.borrow_mut();
@@ -417,17 +428,27 @@ impl Conn {
                     if framed.len != filled {
                         // Bytes after the answer, which nothing asked for.
                         stats.invalid(Invalid::Malformed);
-                        return Ok(false);
+                        return false;
                     }
-                    return Ok(!framed.close);
+                    // `Connection: close` (or HTTP/1.0): answered, and the
+                    // next request goes on a new connection; nothing counts.
+                    return !framed.close;
                 }
                 Err(why) => {
                     self.session.fail(why, &mut stats);
-                    return Ok(false);
+                    return false;
                 }
             }
         }
     }
+}
+
+/// A read that ran into the connection's read time-out.
+fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+    )
 }
 
 #[cfg(test)]

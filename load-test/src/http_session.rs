@@ -134,6 +134,18 @@ struct Pending {
     max_peers: usize,
     port: u16,
     scrape_hashes: usize,
+    attempt: Attempt,
+}
+
+/// Where a request stands with the connections it went out on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Attempt {
+    /// Sent once.
+    First,
+    /// Its connection closed before any byte of the answer: to be sent again.
+    Lost,
+    /// Sent again on a new connection; a second loss counts.
+    Retried,
 }
 
 pub struct HttpSession {
@@ -184,6 +196,7 @@ impl HttpSession {
             max_peers: 0,
             port: 0,
             scrape_hashes: 0,
+            attempt: Attempt::First,
         };
         match kind {
             Kind::Announce => {
@@ -277,6 +290,46 @@ impl HttpSession {
                 stats.invalid(Invalid::ConnectionLost);
             }
         }
+    }
+
+    /// The connection ended (closed, reset, or a write failed) with the
+    /// request in flight, `answer_started` if some of its answer had come.
+    /// A server may close an idle keep-alive connection at any moment, so a
+    /// request that crossed the close got no answer at all; RFC 9112 9.3.1
+    /// lets a client send such an idempotent request (a GET) again on a new
+    /// connection, once. `true`: it is kept for [`Self::resend`]; otherwise
+    /// it counts as lost.
+    pub fn lost(&mut self, answer_started: bool, stats: &mut Stats) -> bool {
+        match &mut self.pending {
+            None => false,
+            Some(pending) if !answer_started && pending.attempt == Attempt::First => {
+                pending.attempt = Attempt::Lost;
+                true
+            }
+            Some(_) => {
+                self.abandon(false, stats);
+                false
+            }
+        }
+    }
+
+    /// On a new connection: whether the request lost with the previous one
+    /// goes again first (the same bytes; it keeps its first send time, so the
+    /// delay counts in its latency). Counted as retried.
+    pub fn resend(&mut self, stats: &mut Stats) -> bool {
+        match &mut self.pending {
+            Some(pending) if pending.attempt == Attempt::Lost => {
+                pending.attempt = Attempt::Retried;
+                stats.retried += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A request lost with its connection that has not gone again yet.
+    pub fn resend_due(&self) -> bool {
+        self.pending.is_some_and(|p| p.attempt == Attempt::Lost)
     }
 
     fn check_announce(&self, value: &Value<'_>, pending: &Pending) -> Result<usize, Invalid> {

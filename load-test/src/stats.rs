@@ -34,7 +34,9 @@ pub enum Invalid {
     HttpStatus,
     /// A body that is not bencode, or lacks a required key.
     BadBencode,
-    /// The tracker closed the connection (or it broke) with a request in flight.
+    /// The tracker closed the connection (or it broke) with a request in
+    /// flight: after part of its answer, or again after the request was sent
+    /// once more (see `Stats::retried`).
     ConnectionLost,
 }
 
@@ -147,6 +149,9 @@ pub struct Stats {
     pub skipped: u64,
     /// HTTP: connections opened (the first ones included).
     pub connections: u64,
+    /// HTTP: requests sent again on a new connection because theirs closed
+    /// before any byte of the answer (RFC 9112 9.3.1); counted once in `sent`.
+    pub retried: u64,
     /// Peers in valid announce answers, and those answers.
     pub peers_returned: u64,
     pub announces_with_peers: u64,
@@ -201,6 +206,7 @@ impl Stats {
         self.send_failed += other.send_failed;
         self.skipped += other.skipped;
         self.connections += other.connections;
+        self.retried += other.retried;
         self.peers_returned += other.peers_returned;
         self.announces_with_peers += other.announces_with_peers;
         self.error_messages.merge(&other.error_messages);
@@ -313,6 +319,8 @@ pub struct Summary {
     pub send_failed: u64,
     pub skipped: u64,
     pub connections: u64,
+    /// HTTP: requests sent again after their connection closed unanswered.
+    pub retried: u64,
     pub peers_per_announce: f64,
     pub latency: Latency,
     pub by_kind: std::collections::BTreeMap<String, KindSummary>,
@@ -391,6 +399,7 @@ impl Summary {
             send_failed: stats.send_failed,
             skipped: stats.skipped,
             connections: stats.connections,
+            retried: stats.retried,
             peers_per_announce: if stats.announces_with_peers == 0 {
                 0.0
             } else {
@@ -440,7 +449,10 @@ impl Summary {
             ));
         }
         if self.connections > 0 {
-            line(format!("connections opened {}", self.connections));
+            line(format!(
+                "connections opened {}   retried on a new connection {}",
+                self.connections, self.retried
+            ));
         }
         line(format!(
             "{:<9} {:>10} {:>10} {:>8} {:>9} {:>10} {:>8} {:>8} {:>8} {:>8} {:>9}",
@@ -523,6 +535,8 @@ mod tests {
         b.error(Kind::Scrape, b"another", 5);
         b.timeout(Kind::Scrape);
         b.late += 2;
+        b.connections += 3;
+        b.retried += 1;
         a.merge(&b);
         assert_eq!(a.counters.sent[Kind::Announce as usize], 2);
         assert_eq!(a.counters.ok[Kind::Announce as usize], 2);
@@ -530,6 +544,7 @@ mod tests {
         assert_eq!(a.counters.invalid, 1);
         assert_eq!(a.invalid[Invalid::SelfInPeers as usize], 1);
         assert_eq!(a.late, 2);
+        assert_eq!(a.retried, 1);
         assert_eq!(a.latency[Kind::Announce as usize].count(), 2);
         assert_eq!(
             a.error_messages.by_message,
@@ -556,7 +571,9 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(&summary.to_json()).unwrap();
         assert_eq!(json["responses"], 5);
         assert_eq!(json["by_kind"]["scrape"]["timeouts"], 1);
+        assert_eq!(json["retried"], 1);
         let text = summary.to_text();
+        assert!(text.contains("retried on a new connection 1"), "{text}");
         assert!(text.contains("invalid: self_in_peers 1"), "{text}");
         assert!(text.contains("peers per announce response 15.0"), "{text}");
     }

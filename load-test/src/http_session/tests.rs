@@ -277,3 +277,78 @@ fn abandoned_requests_are_counted() {
     assert_eq!(stats.counters.timeouts[Kind::Announce as usize], 1);
     assert_eq!(stats.invalid[Invalid::ConnectionLost as usize], 1);
 }
+
+/// A valid announce answer (no peers) for the request in flight of `s`.
+fn answer_announce(s: &mut HttpSession, now_ns: u64, stats: &mut Stats) {
+    let peers = AnswerPeers::default();
+    let answer = respond(200, |body| {
+        write_announce(
+            body,
+            &AnnounceResponse {
+                interval: 1800,
+                min_interval: None,
+                complete: 1,
+                incomplete: 0,
+                peers: &peers,
+                compact: true,
+                no_peer_id: false,
+            },
+        );
+    });
+    let framed = frame(&answer).unwrap().unwrap();
+    s.on_answer(&answer, framed, now_ns, stats);
+}
+
+#[test]
+fn a_request_lost_before_any_answer_is_retried_once() {
+    let (mut s, model, mut rng, mut stats) = session([1, 0]);
+    let mut out = Vec::new();
+    s.write_request(&model, &mut rng, 1_000, &mut out, &mut stats);
+    // Nothing to resend on a fresh connection.
+    assert!(!s.resend_due());
+    assert!(s.lost(false, &mut stats));
+    assert!(s.resend_due());
+    assert_eq!(stats.counters.invalid, 0);
+    // The next connection sends it again, and its answer counts from the
+    // first send.
+    assert!(s.resend(&mut stats));
+    assert!(!s.resend(&mut stats));
+    assert_eq!(stats.retried, 1);
+    assert_eq!(s.pending(), Some(Kind::Announce));
+    answer_announce(&mut s, 9_000, &mut stats);
+    assert_eq!(stats.counters.ok[Kind::Announce as usize], 1);
+    assert_eq!(stats.latency[Kind::Announce as usize].max(), 8_000);
+    assert_eq!(stats.counters.sent[Kind::Announce as usize], 1);
+    assert_eq!(stats.counters.invalid, 0);
+}
+
+#[test]
+fn a_request_lost_twice_or_mid_answer_is_invalid() {
+    let (mut s, model, mut rng, mut stats) = session([1, 0]);
+    let mut out = Vec::new();
+    // Lost, sent again, lost again.
+    s.write_request(&model, &mut rng, 0, &mut out, &mut stats);
+    assert!(s.lost(false, &mut stats));
+    assert!(s.resend(&mut stats));
+    assert!(!s.lost(false, &mut stats));
+    assert_eq!(s.pending(), None);
+    assert_eq!(stats.invalid[Invalid::ConnectionLost as usize], 1);
+    // Lost after part of its answer: no retry.
+    s.write_request(&model, &mut rng, 0, &mut out, &mut stats);
+    assert!(!s.lost(true, &mut stats));
+    assert!(!s.resend(&mut stats));
+    assert_eq!(stats.invalid[Invalid::ConnectionLost as usize], 2);
+    // A retried request that times out is a time-out.
+    s.write_request(&model, &mut rng, 0, &mut out, &mut stats);
+    assert!(s.lost(false, &mut stats));
+    assert!(s.resend(&mut stats));
+    s.abandon(true, &mut stats);
+    assert_eq!(stats.counters.timeouts[Kind::Announce as usize], 1);
+    // One lost that never found a new connection counts when given up.
+    s.write_request(&model, &mut rng, 0, &mut out, &mut stats);
+    assert!(s.lost(false, &mut stats));
+    s.abandon(false, &mut stats);
+    assert_eq!(stats.invalid[Invalid::ConnectionLost as usize], 3);
+    assert_eq!(stats.retried, 2);
+    assert_eq!(stats.counters.invalid, 3);
+}
