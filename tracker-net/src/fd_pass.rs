@@ -1,0 +1,160 @@
+//! File descriptors passed to another process over a Unix stream socket
+//! (`SCM_RIGHTS`): the receiver gets its own descriptors of the same open
+//! sockets, so a socket's queue (datagrams, pending connections) survives
+//! the sender closing its own.
+
+use std::io;
+use std::mem;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+
+/// The most descriptors one message carries (the kernel's `SCM_MAX_FD` is
+/// 253).
+pub const MAX_FDS: usize = 250;
+
+/// Bytes of control-message buffer for `n` descriptors.
+fn space(n: usize) -> usize {
+    // SAFETY: CMSG_SPACE is pure arithmetic.
+    unsafe { libc::CMSG_SPACE((n * mem::size_of::<RawFd>()) as u32) as usize }
+}
+
+/// Sends `bytes` (at least one) with `fds` attached to their first byte.
+/// The bytes may go out in more than one write; the descriptors go with the
+/// first.
+pub fn send_with_fds(socket: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    if fds.len() > MAX_FDS || bytes.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} descriptors, {} bytes", fds.len(), bytes.len()),
+        ));
+    }
+    // u64 words keep the buffer aligned for cmsghdr.
+    let mut control = vec![0u64; space(fds.len()).div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    // SAFETY: zeroed msghdr is valid; every pointer set below outlives the call.
+    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space(fds.len()) as _;
+        // SAFETY: the buffer holds one header and `fds.len()` descriptors
+        // (CMSG_SPACE), so the first header and its data are in bounds.
+        unsafe {
+            let header = libc::CMSG_FIRSTHDR(&msg);
+            (*header).cmsg_level = libc::SOL_SOCKET;
+            (*header).cmsg_type = libc::SCM_RIGHTS;
+            (*header).cmsg_len = libc::CMSG_LEN(mem::size_of_val(fds) as u32) as _;
+            std::ptr::copy_nonoverlapping(
+                fds.as_ptr().cast::<u8>(),
+                libc::CMSG_DATA(header),
+                mem::size_of_val(fds),
+            );
+        }
+    }
+    // SAFETY: msg points at live buffers of the lengths it states.
+    let sent = unsafe { libc::sendmsg(socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let rest = bytes.get(sent as usize..).unwrap_or_default();
+    io::Write::write_all(&mut &*socket, rest)
+}
+
+/// Receives into `buf`, and the descriptors that came with those bytes
+/// into `fds` (close-on-exec); the bytes received, 0 at the end of the
+/// stream. A message with more than [`MAX_FDS`] descriptors is an error
+/// (the kernel closes those it cannot hand over).
+pub fn recv_with_fds(
+    socket: &UnixStream,
+    buf: &mut [u8],
+    fds: &mut Vec<OwnedFd>,
+) -> io::Result<usize> {
+    let mut control = vec![0u64; space(MAX_FDS).div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: zeroed msghdr is valid; every pointer set below outlives the call.
+    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space(MAX_FDS) as _;
+    // SAFETY: msg points at live buffers of the lengths it states.
+    let received = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if received < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel filled the control buffer; the CMSG macros walk it
+    // within msg_controllen, and each SCM_RIGHTS payload is whole descriptors
+    // that are now ours.
+    unsafe {
+        let mut header = libc::CMSG_FIRSTHDR(&msg);
+        while !header.is_null() {
+            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
+                let data_len = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                let data = libc::CMSG_DATA(header);
+                for i in 0..data_len / mem::size_of::<RawFd>() {
+                    let fd = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
+                    fds.push(OwnedFd::from_raw_fd(fd));
+                }
+            }
+            header = libc::CMSG_NXTHDR(&msg, header);
+        }
+    }
+    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+        return Err(io::Error::other(
+            "more descriptors than one message may carry",
+        ));
+    }
+    Ok(received as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+
+    #[test]
+    fn a_passed_socket_is_the_same_socket() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = udp.local_addr().unwrap();
+        let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+        send_with_fds(&a, b"udp", &[udp.as_raw_fd(), other.as_raw_fd()]).unwrap();
+        // A datagram queued before the sender lets go of its socket...
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.send_to(b"queued", addr).unwrap();
+        drop(udp);
+        let mut buf = [0u8; 16];
+        let mut fds = Vec::new();
+        assert_eq!(recv_with_fds(&b, &mut buf, &mut fds).unwrap(), 3);
+        assert_eq!(&buf[..3], b"udp");
+        assert_eq!(fds.len(), 2);
+        // ...is read through the receiver's descriptor.
+        let taken = UdpSocket::from(fds.remove(0));
+        assert_eq!(taken.local_addr().unwrap(), addr);
+        let (n, from) = taken.recv_from(&mut buf).unwrap();
+        assert_eq!(
+            (&buf[..n], from),
+            (&b"queued"[..], client.local_addr().unwrap())
+        );
+    }
+
+    #[test]
+    fn bytes_alone_and_too_many_descriptors() {
+        let (a, b) = UnixStream::pair().unwrap();
+        send_with_fds(&a, b"plain", &[]).unwrap();
+        let mut buf = [0u8; 16];
+        let mut fds = Vec::new();
+        assert_eq!(recv_with_fds(&b, &mut buf, &mut fds).unwrap(), 5);
+        assert!(fds.is_empty());
+        let many = vec![a.as_raw_fd(); MAX_FDS + 1];
+        assert!(send_with_fds(&a, b"x", &many).is_err());
+        assert!(send_with_fds(&a, b"", &[]).is_err());
+    }
+}
