@@ -70,6 +70,11 @@ pub struct Cli {
     /// Serve as root when started as root with no --user.
     #[arg(long)]
     allow_root: bool,
+    /// Take the sockets and swarms of the tracker running with this config
+    /// (through runtime.control_socket), which then exits: an upgrade
+    /// without a gap. The same addresses and worker count are needed.
+    #[arg(long)]
+    pub take_over: bool,
     /// Serve Prometheus metrics (GET /metrics) on this address (repeatable;
     /// replaces metrics.listen). Default: off. Keep it off the public network.
     #[arg(long = "metrics", value_name = "ADDR")]

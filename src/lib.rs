@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod config;
+mod handover;
 mod reload;
 mod signals;
 pub mod start;

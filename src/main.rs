@@ -35,7 +35,7 @@ fn main() -> ExitCode {
     };
     // Before any worker starts: contained panics are logged sparingly.
     tracker_runtime::contain::install_panic_hook();
-    match start::run(config, access) {
+    match start::run(config, access, cli.take_over) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Once, plainly, whatever the log level: the reason it stopped.

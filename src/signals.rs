@@ -23,7 +23,7 @@ use tracker_runtime::shutdown::Shutdown;
 use crate::config::Config;
 use crate::reload::{Reloader, TimeLimit};
 
-pub use libc::{SIGHUP, SIGINT, SIGTERM};
+pub use libc::{SIGHUP, SIGINT, SIGTERM, SIGUSR2};
 
 /// A set of signals blocked in the thread that built it (and so in every thread
 /// it starts afterwards), to be taken by [`BlockedSignals::spawn_handler`].
@@ -106,11 +106,12 @@ pub struct Reloaded {
     pub access: Option<Arc<Reloadable<AccessList>>>,
 }
 
-/// Starts the thread that takes SIGHUP, SIGTERM and SIGINT. SIGTERM or
+/// Starts the thread that takes SIGHUP, SIGTERM, SIGINT and SIGUSR2. SIGTERM or
 /// SIGINT asks the workers to stop (and save); a second one, while they
 /// stop, exits at once without saving, as a process killed by it would.
 /// SIGHUP asks the reload thread to reread the files (see `reload`) and
-/// returns at once: whatever a reload waits for, a stop is taken.
+/// returns at once: whatever a reload waits for, a stop is taken. SIGUSR2
+/// starts an upgrade (see `upgrade`).
 pub fn spawn_signal_handler(
     signals: BlockedSignals,
     config: &Config,
@@ -125,6 +126,7 @@ pub fn spawn_signal_handler(
         None => "then exiting (no state file)".to_string(),
     };
     let drain = config.state.drain_timeout_secs;
+    let upgrades = config.runtime.control_socket().is_some();
     signals
         .spawn_handler(move |signal| {
             if signal == SIGTERM || signal == SIGINT {
@@ -144,11 +146,31 @@ pub fn spawn_signal_handler(
                 }
             } else if signal == SIGHUP && !reloader.request() {
                 info!("SIGHUP: a reload is under way and another waits; this one joins it");
+            } else if signal == SIGUSR2 {
+                upgrade(upgrades, &shutdown);
             }
             ControlFlow::Continue(())
         })
         .map(drop)
         .map_err(|e| format!("cannot start the signal thread: {e}"))
+}
+
+/// SIGUSR2: starts the binary at this tracker's path to take over from it
+/// (see `crate::handover`); this one serves until it has.
+fn upgrade(upgrades: bool, shutdown: &Shutdown) {
+    if !upgrades {
+        warn!("SIGUSR2: no upgrade without runtime.control_socket");
+    } else if shutdown.is_requested() {
+        warn!("SIGUSR2: the tracker is stopping; no upgrade");
+    } else {
+        match crate::handover::start_successor() {
+            Ok(pid) => info!(
+                "SIGUSR2: started pid {pid} to take over; this tracker serves until it has \
+                 (a second SIGUSR2 meanwhile starts a second, which waits its turn)"
+            ),
+            Err(e) => warn!("SIGUSR2: cannot start the new tracker: {e}; this one serves on"),
+        }
+    }
 }
 
 /// What a SIGHUP reloads, run on the reload thread: the access list (parsed

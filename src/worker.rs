@@ -37,11 +37,24 @@ pub struct WorkerState {
 }
 
 /// The workers' restores added up, logged by the last to finish.
-#[derive(Default)]
 pub struct RestoreProgress {
     restored: Restored,
     workers_done: usize,
     started: Option<Instant>,
+    /// Where the swarms came from, for the log: the state file, or the
+    /// tracker this one took over from.
+    source: String,
+}
+
+impl RestoreProgress {
+    pub fn new(source: String) -> RestoreProgress {
+        RestoreProgress {
+            restored: Restored::default(),
+            workers_done: 0,
+            started: None,
+            source,
+        }
+    }
 }
 
 /// One worker: what it is handed before its executor starts.
@@ -88,7 +101,6 @@ impl Worker {
                 &state.restore,
                 &owners,
                 access.as_deref(),
-                &config,
             );
         }
         let shard = Shard::join(
@@ -179,7 +191,7 @@ impl Worker {
                 http.open_connections()
             );
         }
-        if config.state.path().is_none() {
+        if config.state.path().is_none() && !shutdown.is_hand_over() {
             return Ok(None);
         }
         let mut section = Section::with_capacity(64 << 10);
@@ -198,7 +210,6 @@ fn restore_shard(
     progress: &Mutex<RestoreProgress>,
     owners: &Owners,
     access: Option<&AccessList>,
-    config: &Config,
 ) {
     let started = Instant::now();
     let keep = |hash: &tracker_proto::InfoHash| {
@@ -226,7 +237,7 @@ fn restore_shard(
              single host's address)",
             r.torrents,
             r.peers,
-            config.state.file,
+            progress.source,
             first_start.elapsed().as_millis(),
             r.expired,
             r.refused,

@@ -26,6 +26,16 @@ pub struct InstanceLock {
 }
 
 impl InstanceLock {
+    /// The locks held, for a hand-over to pass on.
+    pub fn fds(&self) -> &[OwnedFd] {
+        &self.held
+    }
+
+    /// Holds a lock a predecessor passed on (see `crate::handover`).
+    pub fn adopt(&mut self, fd: OwnedFd) {
+        self.held.push(fd);
+    }
+
     /// Takes the lock of `addr` for `transport` ("udp" or "tcp"), or says
     /// which tracker holds an overlapping one, naming the address as
     /// `served` (such as "HTTPS"). An address with port 0 needs none (it is

@@ -24,7 +24,10 @@ use tracker_runtime::workers::{self, WorkerPlacement};
 use tracker_runtime::{snapshot, state_file};
 
 use crate::config::Config;
-use crate::signals::{spawn_signal_handler, BlockedSignals, Reloaded, SIGHUP, SIGINT, SIGTERM};
+use crate::handover::{self, TakeOver};
+use crate::signals::{
+    spawn_signal_handler, BlockedSignals, Reloaded, SIGHUP, SIGINT, SIGTERM, SIGUSR2,
+};
 use crate::worker::{RestoreProgress, Worker, WorkerState};
 use bind::{bind_all, steer_udp, WorkerSockets};
 use instance::InstanceLock;
@@ -47,7 +50,13 @@ pub fn load_access_list(
     Ok(Some(Arc::new(Reloadable::new(Arc::new(list)))))
 }
 
-pub fn run(mut config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> Result<(), String> {
+/// Runs the tracker until it stops; `take_over`: with the sockets and
+/// swarms of the tracker running on the same control socket.
+pub fn run(
+    mut config: Config,
+    access: Option<Arc<Reloadable<AccessList>>>,
+    take_over: bool,
+) -> Result<(), String> {
     let allowed = workers::allowed_cpus()?;
     let requested = match config.runtime.cpus.trim() {
         "" => None,
@@ -74,17 +83,38 @@ pub fn run(mut config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> R
     fit_connections_to_nofile(&mut config, workers)?;
     // Before any other thread starts, so that every thread inherits the mask
     // and only the signal thread ever takes these signals.
-    let signals = BlockedSignals::block(&[SIGHUP, SIGTERM, SIGINT])
+    let signals = BlockedSignals::block(&[SIGHUP, SIGTERM, SIGINT, SIGUSR2])
         .map_err(|e| format!("cannot block SIGHUP, SIGTERM and SIGINT: {e}"))?;
     // Certificate problems first: they are the user's to fix, and a clear
     // message beats a bound port.
     let tls = tls_config(&config)?;
     // Held until the process ends: the ports are this tracker's alone.
     let mut lock = InstanceLock::default();
-    let sockets = bind_all(&config, workers, &mut lock)?;
-    let secret = match config.udp_secret() {
-        Some(secret) => secret,
-        None => random_bytes()?,
+    let control_path = config.runtime.control_socket().map(PathBuf::from);
+    let owner = match &privilege_plan {
+        PrivilegePlan::Drop { identity, .. } => Some((identity.uid, identity.gid)),
+        PrivilegePlan::Keep => None,
+    };
+    let (mut taking_over, sockets, control) = if take_over {
+        let path = control_path.as_deref().ok_or(
+            "--take-over needs runtime.control_socket, the running tracker's control socket",
+        )?;
+        let mut taken = TakeOver::connect(path)?;
+        let (sockets, control) = taken.sockets(&config, workers, &mut lock)?;
+        (Some(taken), sockets, Some(control))
+    } else {
+        let sockets = bind_all(&config, workers, &mut lock)?;
+        let control = match &control_path {
+            Some(path) => handover::bind_control(path, owner)?,
+            None => None,
+        };
+        (None, sockets, control)
+    };
+    let secret = match (config.udp_secret(), &taking_over) {
+        (Some(secret), _) => secret,
+        // Clients keep the ids the predecessor gave them.
+        (None, Some(taken)) => taken.secret(),
+        (None, None) => random_bytes()?,
     };
     let owner_key = match config.runtime.owner_key() {
         Some(key) => key,
@@ -116,22 +146,60 @@ pub fn run(mut config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> R
     // Read, and its writability checked, as the user that writes it at the
     // stop (inside the chroot, if any, where the same path names it): the
     // directory is that user's, and root must not follow what it planted.
-    let loaded = state_path
-        .as_deref()
-        .and_then(state_file::load)
-        .map(Arc::new);
+    // Everything that can fail at the start has: now the predecessor, if
+    // any, stops and hands over its swarms.
+    let mut predecessor = None;
+    let mut predecessor_name = None;
+    let loaded = match taking_over.take() {
+        Some(taken) => {
+            let started = std::time::Instant::now();
+            predecessor_name = Some(format!("the tracker at {}", taken.path().display()));
+            let (bytes, old) = taken.swarms()?;
+            info!(
+                "took over: {} bytes of swarms received in {} ms; restoring",
+                bytes.len(),
+                started.elapsed().as_millis()
+            );
+            predecessor = Some(old);
+            Some(Arc::new(bytes))
+        }
+        None => state_path
+            .as_deref()
+            .and_then(state_file::load)
+            .map(Arc::new),
+    };
     // Stopped (and any write of it finished) when it drops: before the
     // stop's own save below, which it must never overwrite.
     let snapshots = match (&state_path, config.state.snapshot_interval()) {
         (Some(path), Some(interval)) => {
-            let (writer, snapshots) = snapshot::Writer::start(path.clone(), workers, interval)
-                .map_err(|e| format!("cannot start the snapshot thread: {e}"))?;
+            // The predecessor of a hand-over saves to the same file as it
+            // exits: no snapshot before it is gone.
+            let first = predecessor
+                .take()
+                .map(|old| Box::new(move || old.wait_gone()) as Box<dyn FnOnce() + Send>);
+            let (writer, snapshots) =
+                snapshot::Writer::start(path.clone(), workers, interval, first)
+                    .map_err(|e| format!("cannot start the snapshot thread: {e}"))?;
             Some((writer, snapshots))
         }
         _ => None,
     };
     let (snapshot_writer, snapshots) = snapshots.unzip();
     let shutdown = Shutdown::new(workers);
+    let hand_over = Arc::new(handover::Pending::default());
+    if let Some(control) = control {
+        let handed = handover::copies(&sockets, &lock, &control)
+            .map_err(|e| format!("cannot copy the sockets for a hand-over: {e}"))?;
+        let manifest = handover::Manifest { workers, secret };
+        handover::serve_control(
+            control,
+            handed,
+            manifest,
+            shutdown.clone(),
+            hand_over.clone(),
+        )
+        .map_err(|e| format!("cannot start the control thread: {e}"))?;
+    }
     spawn_signal_handler(
         signals,
         &config,
@@ -141,7 +209,9 @@ pub fn run(mut config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> R
     )?;
     // Each worker takes its own handle on the file's bytes and drops it once
     // it has restored its torrents, so the bytes go as soon as all have.
-    let restore = Arc::new(Mutex::new(RestoreProgress::default()));
+    let restore = Arc::new(Mutex::new(RestoreProgress::new(
+        predecessor_name.unwrap_or_else(|| config.state.file.clone()),
+    )));
     let state_bytes: Vec<Option<Arc<Vec<u8>>>> = (0..workers).map(|_| loaded.clone()).collect();
     drop(loaded);
     let state_bytes = Arc::new(Mutex::new(state_bytes));
@@ -178,8 +248,34 @@ pub fn run(mut config: Config, access: Option<Arc<Reloadable<AccessList>>>) -> R
     })?;
     // Every worker stopped on request and has handed over its swarms.
     drop(snapshot_writer);
+    let sections: Vec<_> = sections.into_iter().flatten().collect();
+    if let Some(stream) = hand_over.take() {
+        let started = std::time::Instant::now();
+        match handover::send_swarms(stream, &sections, tracker_runtime::clock::unix_secs()) {
+            Ok(pid) => {
+                info!(
+                    "handed over {} torrents and {} peers to pid {pid} in {} ms",
+                    sections.iter().map(|s| s.torrents()).sum::<u64>(),
+                    sections.iter().map(|s| s.peers()).sum::<u64>(),
+                    started.elapsed().as_millis()
+                );
+                // The state file is written below for a crash of the new one
+                // before its first snapshot: with a CPU no one else wants,
+                // as the new one restores the swarms on the same CPUs.
+                handover::yield_cpus();
+            }
+            Err(e) => {
+                // Saved below, for the restart that serves them.
+                warn!("hand-over failed after the stop: {e}");
+                if let Some(path) = &state_path {
+                    state_file::save(path, &sections)?;
+                }
+                return Err(format!("the hand-over failed after the stop: {e}"));
+            }
+        }
+    }
     match state_path {
-        Some(path) => state_file::save(&path, &sections.into_iter().flatten().collect::<Vec<_>>()),
+        Some(path) => state_file::save(&path, &sections),
         None => {
             info!("stopped (no state file configured: the swarms are not saved)");
             Ok(())

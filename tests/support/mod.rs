@@ -513,6 +513,11 @@ fn test_config<const N: usize>(text: &str, off: [(&str, &str, bool); N]) -> Stri
         runtime
             .entry("owner_key")
             .or_insert_with(|| toml::Value::String(hex));
+        // Tests run side by side in one working directory: a hand-over test
+        // names its own control socket.
+        runtime
+            .entry("control_socket")
+            .or_insert_with(|| toml::Value::String(String::new()));
     }
     for (table, key, turn_off) in off {
         if !turn_off {

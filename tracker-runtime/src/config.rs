@@ -167,6 +167,12 @@ pub struct RuntimeConfig {
     /// (a hung network file system, say) the old one is kept. A stop is taken
     /// at any time.
     pub reload_timeout_secs: u32,
+    /// The Unix socket through which a new tracker started with
+    /// --take-over takes this one's sockets and swarms (an upgrade without
+    /// a gap). Created at start, private to the user the tracker serves as
+    /// (mode 0600, and a peer of any other user is refused); a relative
+    /// path is taken from the working directory. Empty: no hand-over.
+    pub control_socket: String,
 }
 
 impl Default for RuntimeConfig {
@@ -180,12 +186,19 @@ impl Default for RuntimeConfig {
             owner_key: String::new(),
             busy_poll_us: 0,
             reload_timeout_secs: 30,
+            control_socket: "tracker.control".into(),
         }
     }
 }
 
 impl RuntimeConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.control_socket.ends_with('/') || self.control_socket.contains('\0') {
+            return Err(ConfigError::key(
+                "runtime.control_socket",
+                format!("`{}` is not a file path", self.control_socket),
+            ));
+        }
         if !self.cpus.trim().is_empty() {
             crate::workers::parse_cpu_list(&self.cpus)
                 .map_err(|e| ConfigError::key("runtime.cpus", e))?;
@@ -205,6 +218,11 @@ impl RuntimeConfig {
     }
 
     /// The key of the owner function, if one is set (validated already).
+    /// The control socket, when hand-overs are on.
+    pub fn control_socket(&self) -> Option<&Path> {
+        Some(Path::new(&self.control_socket)).filter(|_| !self.control_socket.is_empty())
+    }
+
     pub fn owner_key(&self) -> Option<[u8; KEY_BYTES]> {
         hex_secret("runtime.owner_key", &self.owner_key)
             .ok()

@@ -36,6 +36,9 @@ pub struct Shutdown {
     requested: AtomicBool,
     /// Workers still answering requests they took before the stop.
     busy: AtomicUsize,
+    /// The swarms go to a new tracker: the workers hand them in at the stop
+    /// even without a state file.
+    handing_over: AtomicBool,
 }
 
 impl Shutdown {
@@ -43,12 +46,28 @@ impl Shutdown {
         Arc::new(Shutdown {
             requested: AtomicBool::new(false),
             busy: AtomicUsize::new(workers),
+            handing_over: AtomicBool::new(false),
         })
     }
 
     /// Asks every worker to stop; true the first time.
     pub fn request(&self) -> bool {
         !self.requested.swap(true, Ordering::AcqRel)
+    }
+
+    /// Asks every worker to stop for a hand-over; true when no stop was
+    /// asked for before (a stop under way is not turned into a hand-over).
+    pub fn hand_over(&self) -> bool {
+        if self.is_requested() {
+            return false;
+        }
+        self.handing_over.store(true, Ordering::Release);
+        self.request()
+    }
+
+    /// Whether the stop is a hand-over.
+    pub fn is_hand_over(&self) -> bool {
+        self.handing_over.load(Ordering::Acquire)
     }
 
     pub fn is_requested(&self) -> bool {

@@ -144,10 +144,13 @@ pub struct Writer {
 impl Writer {
     /// Starts the writer of `path` for `workers`, a round every `interval`,
     /// and the handle each worker takes.
+    /// `first`, run on the writer's thread before the first round: waits
+    /// for a predecessor that still writes the same file to be done.
     pub fn start(
         path: PathBuf,
         workers: usize,
         interval: Duration,
+        first: Option<Box<dyn FnOnce() + Send>>,
     ) -> std::io::Result<(Writer, Snapshots)> {
         let (parts, received) = mpsc::channel();
         let requested = Arc::new(AtomicU64::new(0));
@@ -162,7 +165,12 @@ impl Writer {
         };
         let thread = std::thread::Builder::new()
             .name("snapshots".into())
-            .spawn(move || rounds.run())?;
+            .spawn(move || {
+                if let Some(first) = first {
+                    first();
+                }
+                rounds.run()
+            })?;
         let snapshots = Snapshots {
             requested,
             parts: parts.clone(),

@@ -1,0 +1,209 @@
+//! Upgrades without a gap: a tracker started with --take-over takes the
+//! running one's sockets and swarms; the old one answers what it took and
+//! exits. Under load, no request goes unanswered and no swarm is lost; a
+//! hand-over that fails midway leaves the old tracker serving.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use support::tempfile_path::TempPath;
+use support::udp_client::Client;
+use support::wire::hash_owned_by;
+use support::{small_load, TestCert, Tracker};
+use tracker_proto::{AnnounceEvent, InfoHash, ScrapeStats};
+
+fn control_config(control: &Path) -> String {
+    format!("[runtime]\ncontrol_socket = \"{}\"\n", control.display())
+}
+
+/// Swarms on both workers' torrents: a seeder that completed and a leecher
+/// on each; their scrape.
+fn fill(target: SocketAddr) -> ([InfoHash; 2], Vec<ScrapeStats>) {
+    let hashes = [hash_owned_by(0, 2, 7), hash_owned_by(1, 2, 8)];
+    let mut seeder = Client::new("127.0.0.2:0", target);
+    let mut leecher = Client::new("127.0.0.3:0", target);
+    for hash in hashes {
+        seeder.announce(hash, 7001, AnnounceEvent::Completed, 0, -1);
+        leecher.announce(hash, 7002, AnnounceEvent::Started, 100, -1);
+    }
+    let stats = seeder.scrape(&hashes);
+    (hashes, stats)
+}
+
+#[test]
+fn a_hand_over_under_load_loses_no_request_and_no_swarm() {
+    let control = TempPath::new("tracker-test-control", "sock");
+    let state = TempPath::new("tracker-test-handover", "state");
+    let config = control_config(&control.0);
+    let cert = TestCert::new();
+    let old = Tracker::builder()
+        .udp(None)
+        .https(None)
+        .tls_cert(cert.clone())
+        .config(&config)
+        .state_file(&state.0)
+        .start();
+    let (hashes, before) = fill(old.udp[0]);
+    assert_eq!(
+        before
+            .iter()
+            .map(|s| [s.seeders, s.completed, s.leechers])
+            .collect::<Vec<_>>(),
+        [[1, 1, 1], [1, 1, 1]]
+    );
+
+    // A few thousand requests a second over UDP and HTTPS, from before the
+    // hand-over until after it.
+    let mut udp_load = small_load(old.udp[0].to_string());
+    udp_load.duration_secs = 6.0;
+    udp_load.rate = Some(2000.0);
+    let mut https_load = small_load(format!("https://{}/announce", old.https[0]));
+    https_load.duration_secs = 6.0;
+    https_load.rate = Some(1000.0);
+    https_load.http.ca = Some(old.tls.as_ref().unwrap().cert_file.0.clone());
+    let udp = std::thread::spawn(move || load_test::udp::run(&udp_load));
+    let https = std::thread::spawn(move || load_test::http::run(&https_load));
+    std::thread::sleep(Duration::from_millis(1500));
+
+    let new = Tracker::builder()
+        .udp(Some(old.udp[0]))
+        .https(Some(old.https[0]))
+        .tls_cert(cert)
+        .config(&config)
+        .state_file(&state.0)
+        .arg("--take-over")
+        .spawn();
+    let (code, log) = old.wait_exit(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("handed over"), "{log}");
+
+    for (name, summary) in [
+        ("udp", udp.join().unwrap().expect("load-test udp")),
+        ("https", https.join().unwrap().expect("load-test https")),
+    ] {
+        let text = summary.to_text();
+        assert_eq!(summary.timeouts, 0, "{name}: {text}");
+        assert_eq!(summary.invalid, 0, "{name}: {text}");
+        assert_eq!(summary.errors, 0, "{name}: {text}");
+        assert!(summary.responses > 1000, "{name}: {text}");
+    }
+    // The swarms came along: the same counts from the new tracker.
+    let mut client = Client::new("127.0.0.4:0", new.udp[0]);
+    assert_eq!(client.scrape(&hashes), before);
+    let log = new.stop();
+    assert!(log.contains("took over"), "{log}");
+}
+
+#[test]
+fn a_hand_over_that_fails_midway_leaves_the_old_tracker_serving() {
+    let control = TempPath::new("tracker-test-control", "sock");
+    let config = control_config(&control.0);
+    let old = Tracker::builder().udp(None).config(&config).start();
+    let (hashes, before) = fill(old.udp[0]);
+    let mut client = Client::new("127.0.0.5:0", old.udp[0]);
+
+    // It took the sockets, then found it has a worker too many: it gives up
+    // before the old tracker stops.
+    let (code, err) = Tracker::builder()
+        .udp(Some(old.udp[0]))
+        .config(&config)
+        .runtime_args(&["--workers", "3", "--no-pin", "--take-over"])
+        .spawn()
+        .wait_exit(Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("has 2 workers and this one would have 3"),
+        "{err}"
+    );
+    // Another config's addresses: refused too.
+    let (code, err) = Tracker::builder()
+        .udp(None)
+        .config(&config)
+        .arg("--take-over")
+        .spawn()
+        .wait_exit(Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("a hand-over keeps the addresses"), "{err}");
+
+    // The old one serves on, with its swarms, and can still hand over.
+    assert_eq!(client.scrape(&hashes), before);
+    client.announce(hashes[0], 7003, AnnounceEvent::Started, 5, -1);
+    let new = Tracker::builder()
+        .udp(Some(old.udp[0]))
+        .config(&config)
+        .arg("--take-over")
+        .start();
+    let (code, log) = old.wait_exit(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("abandoned by it: still serving"), "{log}");
+    let mut client = Client::new("127.0.0.6:0", new.udp[0]);
+    assert_eq!(client.scrape(&hashes)[0].leechers, 2);
+}
+
+/// The pid of the process whose command line is `cmdline` (NUL-separated).
+fn pid_running(cmdline: &[u8]) -> Option<i32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let line = std::fs::read(entry.path().join("cmdline")).ok()?;
+            (line == cmdline && !gone(pid)).then_some(pid)
+        })
+}
+
+/// True once `pid` has exited (a zombie counts: its parent is gone).
+fn gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
+#[test]
+fn sigusr2_starts_the_binary_at_the_same_path_which_takes_over() {
+    let control = TempPath::new("tracker-test-control", "sock");
+    let config = control_config(&control.0);
+    let mut old = Tracker::builder().udp(None).config(&config).start();
+    let old_pid = old.pid() as i32;
+    let (hashes, before) = fill(old.udp[0]);
+    let mut cmdline = std::fs::read(format!("/proc/{old_pid}/cmdline")).unwrap();
+    cmdline.extend_from_slice(b"--take-over\0");
+    old.signal(libc::SIGUSR2);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while old.is_running() {
+        assert!(std::time::Instant::now() < deadline, "no hand-over");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let new_pid = pid_running(&cmdline).expect("the successor, running");
+    let mut client = Client::new("127.0.0.7:0", old.udp[0]);
+    assert_eq!(client.scrape(&hashes), before);
+    // SAFETY: a signal to the successor, which this test started.
+    unsafe { libc::kill(new_pid, libc::SIGTERM) };
+    while !gone(new_pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the successor did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Both wrote to the same stderr; it ends once both have exited.
+    let (code, log) = old.wait_exit(Duration::from_secs(5));
+    assert_eq!(code, Some(0), "{log}");
+    assert!(
+        log.contains(&format!("SIGUSR2: started pid {new_pid}")),
+        "{log}"
+    );
+    assert!(log.contains("took over"), "{log}");
+    assert!(
+        log.contains(&format!(
+            "handed over 2 torrents and 4 peers to pid {new_pid}"
+        )),
+        "{log}"
+    );
+}
