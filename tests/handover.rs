@@ -104,6 +104,10 @@ fn a_hand_over_that_fails_midway_leaves_the_old_tracker_serving() {
     let old = Tracker::builder().udp(None).config(&config).start();
     let (hashes, before) = fill(old.udp[0]);
     let mut client = Client::new("127.0.0.5:0", old.udp[0]);
+    // Private to the tracker's user: no one else may even connect.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&control.0).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
 
     // It took the sockets, then found it has a worker too many: it gives up
     // before the old tracker stops.
