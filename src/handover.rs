@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tracing::{info, warn};
-use tracker_net::fd_pass::{recv_with_fds, send_with_fds, MAX_FDS};
+use tracker_net::fd_pass::{peer_credentials, recv_with_fds, send_with_fds, MAX_FDS};
 use tracker_runtime::shutdown::Shutdown;
 use tracker_swarm::state::{header, trailer, Section, StateFile};
 
@@ -598,7 +598,7 @@ fn read_line(reader: &mut impl BufRead) -> io::Result<String> {
 
 /// The peer's credentials; refuses any user but ours and root.
 fn check_peer(stream: &UnixStream) -> io::Result<()> {
-    let cred = peer_cred(stream)?;
+    let cred = peer_credentials(stream)?;
     // SAFETY: geteuid cannot fail.
     let euid = unsafe { libc::geteuid() };
     if cred.uid != euid && cred.uid != 0 {
@@ -611,30 +611,7 @@ fn check_peer(stream: &UnixStream) -> io::Result<()> {
 }
 
 fn peer_pid(stream: &UnixStream) -> i32 {
-    peer_cred(stream).map_or(0, |c| c.pid)
-}
-
-fn peer_cred(stream: &UnixStream) -> io::Result<libc::ucred> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: cred and len are valid for the kernel to fill.
-    let r = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(cred)
+    peer_credentials(stream).map_or(0, |c| c.pid)
 }
 
 #[cfg(test)]

@@ -183,23 +183,8 @@ fn holder_pid(name: &str) -> Option<libc::pid_t> {
     if rc != 0 {
         return None;
     }
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut size = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `size` bytes to `cred`.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut size,
-        )
-    };
-    (rc == 0 && cred.pid > 0).then_some(cred.pid)
+    let cred = tracker_net::fd_pass::peer_credentials(&fd).ok()?;
+    (cred.pid > 0).then_some(cred.pid)
 }
 
 #[cfg(test)]

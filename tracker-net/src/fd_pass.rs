@@ -114,6 +114,31 @@ pub fn recv_with_fds(
     Ok(received as usize)
 }
 
+/// The credentials of the peer of a connected Unix socket (`SO_PEERCRED`):
+/// the process that connected, or for a client, the one that listened.
+pub fn peer_credentials(socket: &impl AsRawFd) -> io::Result<libc::ucred> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes to `cred`.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cred)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
