@@ -29,6 +29,40 @@ enum Command {
     /// unpinned, and other trackers at the same counts, run the same load
     /// against each, and write a Markdown table and an SVG plot.
     Compare(CompareArgs),
+    /// Print the info-hashes of the traffic model's torrents, one in hex per
+    /// line: the whitelist a tracker that takes only listed torrents
+    /// (Debian's opentracker) needs to serve the load.
+    InfoHashes(InfoHashesArgs),
+}
+
+#[derive(Args, Debug)]
+struct InfoHashesArgs {
+    /// Distinct torrents, as given to `udp` (default 1000000).
+    #[arg(long, value_name = "N")]
+    torrents: Option<u64>,
+    /// Seed of the traffic model, as given to `udp` (default 1).
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+/// Writes the model's info-hashes, hex, a line each.
+fn info_hashes(args: &InfoHashesArgs) -> Result<(), String> {
+    use std::io::Write;
+    let defaults = Config::default();
+    let seed = args.seed.unwrap_or(defaults.seed);
+    let torrents = args.torrents.unwrap_or(defaults.traffic.torrents);
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut line = String::with_capacity(41);
+    for t in 0..torrents {
+        line.clear();
+        for byte in load_test::model::info_hash_of(seed, t).0 {
+            line.push_str(&format!("{byte:02x}"));
+        }
+        line.push('\n');
+        out.write_all(line.as_bytes())
+            .map_err(|e| format!("cannot write: {e}"))?;
+    }
+    out.flush().map_err(|e| format!("cannot write: {e}"))
 }
 
 /// Every flag has a key of the same meaning under `[compare]` in the
@@ -265,6 +299,7 @@ fn main() -> ExitCode {
         Command::Udp(args) => args.config(true).and_then(|c| report(&c, udp::run(&c))),
         Command::Http(args) => args.config(false).and_then(|c| report(&c, http::run(&c))),
         Command::Compare(args) => compare(args),
+        Command::InfoHashes(args) => info_hashes(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -301,6 +336,7 @@ mod tests {
         match Cli::try_parse_from(argv).unwrap().command {
             Command::Udp(args) | Command::Http(args) => args,
             Command::Compare(args) => args.run,
+            Command::InfoHashes(_) => unreachable!("parsed as udp"),
         }
     }
 

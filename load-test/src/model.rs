@@ -262,6 +262,18 @@ impl EventWeights {
     }
 }
 
+/// The info-hash of torrent `t` of the model seeded with `seed`: what the
+/// load announces, and what `load-test info-hashes` lists.
+pub fn info_hash_of(seed: u64, t: u64) -> InfoHash {
+    let mut out = [0u8; 20];
+    let base = mix64(seed ^ t.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    for (i, chunk) in out.chunks_mut(8).enumerate() {
+        let word = mix64(base.wrapping_add(i as u64)).to_le_bytes();
+        chunk.copy_from_slice(&word[..chunk.len()]);
+    }
+    InfoHash(out)
+}
+
 impl TrafficModel {
     /// The model for `config`, with peers spread over `sources` source
     /// addresses (at least [`min_sources`] of the peers).
@@ -330,13 +342,7 @@ impl TrafficModel {
 
     /// The info-hash of torrent `t`: 20 bytes of a keyed hash of `t`.
     pub fn info_hash(&self, t: u64) -> InfoHash {
-        let mut out = [0u8; 20];
-        let base = mix64(self.seed ^ t.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        for (i, chunk) in out.chunks_mut(8).enumerate() {
-            let word = mix64(base.wrapping_add(i as u64)).to_le_bytes();
-            chunk.copy_from_slice(&word[..chunk.len()]);
-        }
-        InfoHash(out)
+        info_hash_of(self.seed, t)
     }
 
     /// How many peers send from `source`.

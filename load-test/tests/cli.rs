@@ -160,3 +160,24 @@ fn bad_options_are_refused() {
     }
     let _ = std::fs::remove_file(&config);
 }
+
+#[test]
+fn info_hashes_lists_the_torrents_the_load_announces() {
+    let out = Command::new(env!("CARGO_BIN_EXE_load-test"))
+        .args(["info-hashes", "--torrents", "3", "--seed", "7"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let expected: String = (0..3)
+        .map(|t| {
+            let hex: String = load_test::model::info_hash_of(7, t)
+                .0
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            hex + "\n"
+        })
+        .collect();
+    assert_eq!(text, expected);
+}
