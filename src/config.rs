@@ -332,6 +332,24 @@ mod tests {
                 |c: &mut Config| c.swarm.max_peers_per_worker = 0,
                 "swarm.max_peers_per_worker",
             ),
+            // A peer's expiry is 16 bits: these bound how far it may be
+            // from the clock.
+            (
+                |c: &mut Config| c.swarm.peer_timeout_secs = 14_401,
+                "swarm.peer_timeout_secs",
+            ),
+            (
+                |c: &mut Config| c.swarm.cleanup_interval_secs = 3601,
+                "swarm.cleanup_interval_secs",
+            ),
+            (
+                |c: &mut Config| c.state.snapshot_interval_secs = 86_401,
+                "state.snapshot_interval_secs",
+            ),
+            (
+                |c: &mut Config| c.runtime.control_socket = "/run/tracker/".into(),
+                "runtime.control_socket",
+            ),
             (
                 |c: &mut Config| c.swarm.max_peers_per_torrent = (1 << 31) + 1,
                 "swarm.max_peers_per_torrent",

@@ -293,12 +293,25 @@ fn addr(text: &str) -> SocketAddr {
 
 #[test]
 fn announces_compact_and_not_over_http_and_https_on_every_shard() {
-    let tracker = Tracker::builder().http(None).https(None).start();
+    // By default no peer ids are kept, and non-compact answers go without
+    // them; `swarm.store_peer_ids` keeps them for answers that ask.
+    for ids_kept in [false, true] {
+        let config = format!("[swarm]\nstore_peer_ids = {ids_kept}\n");
+        let tracker = Tracker::builder()
+            .http(None)
+            .https(None)
+            .config(&config)
+            .start();
+        announces_on_every_shard(&tracker, ids_kept);
+    }
+}
+
+fn announces_on_every_shard(tracker: &Tracker, ids_kept: bool) {
     for (p, proto) in BOTH.into_iter().enumerate() {
         for owner in 0..2 {
             let hash = hash_owned_by(owner, 2, 1 + p as u32);
-            let mut seeder = Client::connect(&tracker, proto, 0);
-            let mut leecher = Client::connect(&tracker, proto, 0);
+            let mut seeder = Client::connect(tracker, proto, 0);
+            let mut leecher = Client::connect(tracker, proto, 0);
             let first = seeder.get(&announce(hash, 5001, 0));
             assert_eq!(first.status, 200, "{proto:?}");
             assert_eq!(first.header("content-type"), Some("text/plain"));
@@ -326,7 +339,7 @@ fn announces_compact_and_not_over_http_and_https_on_every_shard() {
             id[..2].copy_from_slice(&5002u16.to_be_bytes());
             assert_eq!(
                 list[0].get(b"peer id").and_then(Value::as_bytes),
-                Some(&id[..])
+                ids_kept.then_some(&id[..])
             );
             req.no_peer_id = true;
             let no_ids = seeder.get(&target(&req));

@@ -13,6 +13,7 @@
 //! `PER_ADDRESS=N` turns on the cap of N peers per address per torrent (off
 //! by default: the model's peers share a few dozen addresses; a cap above
 //! what any torrent reaches shows what keeping the counts costs).
+//! `PEER_IDS=1` keeps peer ids, as `swarm.store_peer_ids` does.
 //!
 //!     taskset -c 0 cargo run --release -p load-test --example store_announce -- [ANNOUNCES] [TORRENTS] [PEERS]
 
@@ -69,6 +70,7 @@ fn main() {
             .ok()
             .and_then(|v| v.parse().ok()),
         new_torrents_per_address_per_minute: 0,
+        peer_ids: std::env::var_os("PEER_IDS").is_some(),
     };
     let mut store = SwarmStore::new(limits, 1);
     let mut rng = Rng::new(1);

@@ -237,11 +237,12 @@ impl RuntimeConfig {
 pub struct SwarmConfig {
     /// Seconds between announces that the tracker asks clients for.
     pub announce_interval_secs: u32,
-    /// Seconds after its last announce that a peer is dropped.
+    /// Seconds after its last announce that a peer is dropped (at most
+    /// 14400: a stored peer keeps its expiry in 16 bits).
     pub peer_timeout_secs: u32,
-    /// Seconds for one clean-up pass over every torrent of a worker; it cleans
-    /// a small segment at a time, spread over this period, so requests never
-    /// stall.
+    /// Seconds for one clean-up pass over every torrent of a worker (at most
+    /// 3600); it cleans a small segment at a time, spread over this period,
+    /// so requests never stall.
     pub cleanup_interval_secs: u32,
     /// Peers returned when a client does not say how many it wants.
     pub default_numwant: u32,
@@ -255,8 +256,9 @@ pub struct SwarmConfig {
     /// are answered, not stored.
     pub max_peers_per_torrent: usize,
     /// Peers each worker holds at most, over all its torrents; new peers past
-    /// it are answered, not stored, and create no torrent. About 50 bytes per
-    /// IPv4 peer.
+    /// it are answered, not stored, and create no torrent. About 30-50 bytes
+    /// per IPv4 peer, torrents and indexes included (about twice that with
+    /// `store_peer_ids`).
     pub max_peers_per_worker: usize,
     /// Peers each torrent holds at most from one IP address, on different
     /// ports; new ones past it are answered, not stored, so that one host
@@ -273,6 +275,11 @@ pub struct SwarmConfig {
     /// one carrier-grade NAT) is held back only while it creates them. 0 turns
     /// the budget off.
     pub new_torrents_per_address_per_minute: u32,
+    /// Keep each peer's peer id, for HTTP clients that ask for non-compact
+    /// answers with them: 20 bytes more per peer (an IPv4 peer takes 8
+    /// without). Off, non-compact answers leave `peer id` out, as BEP 23's
+    /// no_peer_id does, which every client we know takes.
+    pub store_peer_ids: bool,
 }
 
 impl Default for SwarmConfig {
@@ -288,6 +295,7 @@ impl Default for SwarmConfig {
             max_peers_per_worker: 20_000_000,
             max_peers_per_address_per_torrent: 32,
             new_torrents_per_address_per_minute: 600,
+            store_peer_ids: false,
         }
     }
 }
@@ -299,9 +307,19 @@ impl SwarmConfig {
             self.announce_interval_secs as usize,
         )?;
         positive("swarm.peer_timeout_secs", self.peer_timeout_secs as usize)?;
+        at_most(
+            "swarm.peer_timeout_secs",
+            self.peer_timeout_secs as usize,
+            tracker_swarm::MAX_PEER_TIMEOUT_SECS as usize,
+        )?;
         positive(
             "swarm.cleanup_interval_secs",
             self.cleanup_interval_secs as usize,
+        )?;
+        at_most(
+            "swarm.cleanup_interval_secs",
+            self.cleanup_interval_secs as usize,
+            tracker_swarm::MAX_CLEANUP_INTERVAL_SECS as usize,
         )?;
         positive(
             "swarm.max_torrents_per_worker",
@@ -351,6 +369,7 @@ impl SwarmConfig {
             max_peers_per_address: Some(self.max_peers_per_address_per_torrent)
                 .filter(|&max| max > 0),
             new_torrents_per_address_per_minute: self.new_torrents_per_address_per_minute,
+            peer_ids: self.store_peer_ids,
         }
     }
 }

@@ -29,6 +29,7 @@ fn main() {
         max_peers: usize::MAX,
         max_peers_per_address: None,
         new_torrents_per_address_per_minute: 0,
+        peer_ids: false,
     };
     let mut store = SwarmStore::new(limits, 1);
     let mut answer = AnswerPeers::default();

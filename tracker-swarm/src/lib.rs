@@ -5,6 +5,7 @@
 //! records are the store's torrents.
 
 mod counts;
+mod expiry;
 mod index;
 mod ip_counts;
 mod peers;
@@ -21,5 +22,6 @@ mod tests;
 mod torrent;
 
 pub use counts::*;
+pub use expiry::{MAX_CLEANUP_INTERVAL_SECS, MAX_PEER_TIMEOUT_SECS};
 pub use persist::Restored;
 pub use store::*;

@@ -7,10 +7,11 @@ use std::mem;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::counts::MemoryUse;
+use crate::expiry::Expiry;
 use crate::index::AddressIndex;
 use crate::ip_counts::IpCounts;
 use crate::rng::{scale, WyRand};
-use tracker_proto::{CompactIp, PeerId};
+use tracker_proto::CompactIp;
 
 /// A swarm half is indexed once it grows past this many peers (a linear scan of 32
 /// entries is a few cache lines and beats hashing)...
@@ -28,15 +29,15 @@ pub(super) trait PeerIp: CompactIp + Eq + Hash + Into<IpAddr> {}
 impl PeerIp for Ipv4Addr {}
 impl PeerIp for Ipv6Addr {}
 
-/// A stored peer: 32 bytes with an IPv4 address, 44 with an IPv6 one. Whether it
-/// seeds is not stored here but given by its position (see `Half`).
+/// A stored peer: 8 bytes with an IPv4 address, 20 with an IPv6 one. Whether
+/// it seeds is not stored here but given by its position, and its peer id,
+/// when the store keeps them, beside it (see `Half`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Peer<I> {
     pub ip: I,
     pub port: u16,
     /// When it expires: `now` of its last announce plus the peer time-out.
-    pub expiry: u32,
-    pub peer_id: PeerId,
+    pub expiry: Expiry,
 }
 
 impl<I: PeerIp> Peer<I> {
@@ -255,12 +256,11 @@ impl<I: PeerIp> Peers<I> {
     }
 
     /// Records a re-announce of the peer at `i` (its address, the key, stays).
-    pub fn refresh(&mut self, i: usize, peer_id: PeerId, expiry: u32) {
+    pub fn refresh(&mut self, i: usize, expiry: Expiry) {
         let peer = match self {
             Peers::Small(peers) => &mut peers[i],
             Peers::Large(large) => &mut large.peers[i],
         };
-        peer.peer_id = peer_id;
         peer.expiry = expiry;
     }
 
@@ -390,8 +390,7 @@ mod tests {
         Peer {
             ip: Ipv4Addr::new(10, 0, 0, 1),
             port: n,
-            expiry: u32::from(n),
-            peer_id: PeerId([n as u8; 20]),
+            expiry: Expiry::at(u32::from(n)),
         }
     }
 
@@ -414,8 +413,7 @@ mod tests {
         let v6 = Peer {
             ip: Ipv6Addr::LOCALHOST,
             port: 7,
-            expiry: 0,
-            peer_id: PeerId::default(),
+            expiry: Expiry::at(0),
         };
         let addr = SocketAddr::new(v6.ip.into(), v6.port);
         assert_eq!(key_hash(addr), AddressIndex::hash(&v6.key()));
@@ -462,8 +460,8 @@ mod tests {
 
     #[test]
     fn sizes_stay_small() {
-        assert_eq!(mem::size_of::<Peer<Ipv4Addr>>(), 32);
-        assert_eq!(mem::size_of::<Peer<Ipv6Addr>>(), 44);
+        assert_eq!(mem::size_of::<Peer<Ipv4Addr>>(), 8);
+        assert_eq!(mem::size_of::<Peer<Ipv6Addr>>(), 20);
         assert_eq!(mem::size_of::<Peers<Ipv4Addr>>(), 24);
         assert_eq!(mem::size_of::<Indexed<Ipv4Addr>>(), 128);
         // The index's own first 32 bytes are what a lookup reads.
@@ -512,10 +510,10 @@ mod tests {
             peers.push(peer(n), true);
         }
         peers.swap(3, 30);
-        peers.refresh(3, PeerId([9; 20]), 99);
+        peers.refresh(3, Expiry::at(99));
         assert_consistent(&peers);
         assert_eq!(peers.as_slice()[3].port, 30);
-        assert_eq!(peers.as_slice()[3].expiry, 99);
+        assert_eq!(peers.as_slice()[3].expiry, Expiry::at(99));
         assert_eq!(peers.find(Ipv4Addr::new(10, 0, 0, 1), 40), None);
     }
 

@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 
-use tracker_proto::{is_peer_address, InfoHash};
+use tracker_proto::{is_peer_address, InfoHash, PeerId};
 
 use crate::peers::Peer;
 use crate::state::{SavedPeer, SavedTorrent, Section, StateError, StateFile, TorrentRecord};
@@ -141,6 +141,7 @@ impl SwarmStore {
             per_torrent: self.limits.max_peers_per_torrent,
             in_worker: worker_room,
             per_address: self.limits.max_peers_per_address,
+            peer_ids: self.limits.peer_ids,
         };
         restore_half(
             torrent,
@@ -173,6 +174,8 @@ struct Room {
     in_worker: usize,
     /// `max_peers_per_address`.
     per_address: Option<usize>,
+    /// Keep the saved peer ids (`StoreLimits::peer_ids`).
+    peer_ids: bool,
 }
 
 /// Whether a saved peer could have been stored by an announce.
@@ -197,6 +200,11 @@ fn count_live<I: Copy + Into<std::net::IpAddr>>(
     })
 }
 
+/// How a torrent stores a restored peer of one family: `Torrent::restore_v4`
+/// or `restore_v6` (the peer, its id if kept, whether it seeds, the cap per
+/// address).
+type StorePeer<I> = fn(&mut Torrent, Peer<I>, Option<PeerId>, bool, Option<usize>) -> Restore;
+
 /// Stores one address family's saved peers in `torrent` with `store`, the
 /// expired and invalid ones left out, within `room`; counts into `done`.
 fn restore_half<I: Copy + Into<std::net::IpAddr>>(
@@ -205,7 +213,7 @@ fn restore_half<I: Copy + Into<std::net::IpAddr>>(
     clocks: &Clocks,
     room: Room,
     done: &mut Restored,
-    store: fn(&mut Torrent, Peer<I>, bool, Option<usize>) -> Restore,
+    store: StorePeer<I>,
 ) {
     for (seeder, p) in saved {
         if !is_valid(&p) {
@@ -225,9 +233,9 @@ fn restore_half<I: Copy + Into<std::net::IpAddr>>(
             ip: p.ip,
             port: p.port,
             expiry,
-            peer_id: p.peer_id,
         };
-        match store(torrent, peer, seeder, room.per_address) {
+        let id = room.peer_ids.then_some(p.peer_id);
+        match store(torrent, peer, id, seeder, room.per_address) {
             Restore::Stored => done.peers += 1,
             Restore::Present => {}
             Restore::AddressLimit => done.refused += 1,

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use ahash::RandomState;
 
 use crate::counts::{CleanReport, MemoryUse, PeerTotals, SwarmCounts};
+use crate::expiry::{Expiry, MAX_PEER_TIMEOUT_SECS};
 use crate::peers;
 use crate::ratelimit::RateLimit;
 use crate::rng::WyRand;
@@ -53,6 +54,9 @@ pub struct StoreLimits {
     /// Torrents one address (an IPv6 client by its /64) may create per
     /// minute; announces that would create more are refused. 0: no limit.
     pub new_torrents_per_address_per_minute: u32,
+    /// Keep each peer's id, for non-compact HTTP answers that ask for them
+    /// (20 bytes a peer more); without, those answers leave `peer id` out.
+    pub peer_ids: bool,
 }
 
 /// Slots of the table that keeps the per-address budget for new torrents
@@ -110,16 +114,19 @@ type Segment = Table<Torrent>;
 ///   to 149 bytes per torrent, depending on where the count sits between
 ///   doublings (the segments are of a size, so they double at about the same
 ///   count).
-/// - Peers live in one `Vec` per swarm and family, 32 bytes per IPv4 peer and 44
-///   per IPv6 peer, grown 1, 2, 4, ...: with malloc's overhead one IPv4 peer takes
-///   48 bytes, two take 80. The first IPv6 peer of a swarm adds its boxed half, 48
-///   bytes.
+/// - Peers live in one `Vec` per swarm and family, 8 bytes per IPv4 peer and 20
+///   per IPv6 peer (address, port, a 16-bit expiry), grown 1, 2, 4, ...: with
+///   malloc's overhead one IPv4 peer takes 24 bytes, two take 32. The first
+///   IPv6 peer of a swarm adds the torrent's box, 96 bytes. A store that keeps
+///   peer ids (`StoreLimits::peer_ids`) keeps them in that box too, 20 bytes a
+///   peer in a `Vec` of their own, and every torrent with a peer has the box.
 /// - A swarm above 32 peers of a family also indexes them: 8 bytes per index
 ///   slot (position and hash), 3/8 to 3/4 of the slots used, and a boxed
 ///   header of 128 bytes.
 ///
 /// Measured with `load-test/examples/store_announce.rs`: its default 4M
-/// announces leave 491,177 torrents and 3,691,564 peers in 226 MB resident.
+/// announces leave 491,177 torrents and 3,691,564 peers in 128 MB resident
+/// (287 MB keeping peer ids; 226 MB when every peer held its id inline).
 pub struct SwarmStore {
     pub(crate) segments: Box<[Segment]>,
     /// Random odd multipliers choosing segments (see `segment_of`).
@@ -150,6 +157,8 @@ impl SwarmStore {
     /// randomness, not from the seed, so they cannot be predicted from the config.
     pub fn new(mut limits: StoreLimits, rng_seed: u64) -> Self {
         limits.max_peers_per_torrent = limits.max_peers_per_torrent.min(u32::MAX as usize);
+        // A peer's expiry is 16 bits (see `expiry`).
+        limits.peer_timeout_secs = limits.peer_timeout_secs.min(MAX_PEER_TIMEOUT_SECS);
         let keys = RandomState::new();
         SwarmStore {
             segments: (0..Self::SEGMENTS).map(|_| Segment::default()).collect(),
@@ -248,7 +257,8 @@ impl SwarmStore {
         let visit = Visit {
             req,
             now,
-            expiry: now.saturating_add(self.limits.peer_timeout_secs),
+            expiry: Expiry::at(now.wrapping_add(self.limits.peer_timeout_secs)),
+            keep_ids: self.limits.peer_ids,
             room: ((before.seeders + before.leechers) as usize) < self.limits.max_peers_per_torrent
                 && self.peers.seeders + self.peers.leechers < self.limits.max_peers,
             max_per_address: self.limits.max_peers_per_address,

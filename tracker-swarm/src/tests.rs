@@ -26,6 +26,7 @@ fn limits(max_torrents: usize, max_peers_per_torrent: usize) -> StoreLimits {
         max_peers: usize::MAX,
         max_peers_per_address: None,
         new_torrents_per_address_per_minute: 0,
+        peer_ids: true,
     }
 }
 
@@ -565,25 +566,31 @@ fn limits_are_counted() {
 
 #[test]
 fn memory_use_counts_each_structure_where_it_is() {
-    let mut store = store();
+    let mut store = SwarmStore::new(
+        StoreLimits {
+            peer_ids: false,
+            ..limits(1000, 1000)
+        },
+        42,
+    );
     assert_eq!(store.memory_use(), MemoryUse::default());
 
     go(&mut store, ann(v4(1)), 1);
     let one = store.memory_use();
-    assert_eq!(one.peers, 32, "one IPv4 peer, its vector grown to one");
+    assert_eq!(one.peers, 8, "one IPv4 peer, its vector grown to one");
     assert_eq!(one.indexes, 0, "a small swarm has no index");
     assert!(one.torrents >= 64, "a torrent's entry is a cache line");
 
-    // An IPv6 peer brings its boxed half.
+    // An IPv6 peer brings the torrent's box.
     go(&mut store, ann(v6(1)), 1);
-    assert!(store.memory_use().peers >= 32 + 44);
+    assert!(store.memory_use().peers >= 8 + 20 + 32);
 
     // Past 32 IPv4 peers the swarm is indexed; torrents hold still.
     for n in 0..40 {
         go(&mut store, ann(many(n, false)), 1);
     }
     let large = store.memory_use();
-    assert!(large.peers >= 41 * 32);
+    assert!(large.peers >= 41 * 8);
     assert!(large.indexes >= 41 * 8, "a slot per peer at least");
     assert_eq!(large.torrents, one.torrents);
 
@@ -596,6 +603,55 @@ fn memory_use_counts_each_structure_where_it_is() {
         );
     }
     assert_eq!(store.memory_use().indexes, 0);
+
+    // A store that keeps peer ids: 20 bytes more a peer, in the box.
+    let mut with_ids = store_with_ids();
+    go(&mut with_ids, ann(v4(1)), 1);
+    let kept = with_ids.memory_use();
+    assert!(kept.peers >= 8 + 20, "{kept:?}");
+    assert_eq!(kept.torrents, one.torrents, "the entry is the same");
+}
+
+fn store_with_ids() -> SwarmStore {
+    SwarmStore::new(limits(1000, 1000), 42)
+}
+
+#[test]
+fn without_peer_ids_answers_have_none_and_all_else_is_the_same() {
+    let mut without = SwarmStore::new(
+        StoreLimits {
+            peer_ids: false,
+            ..limits(1000, 1000)
+        },
+        42,
+    );
+    let mut with = store_with_ids();
+    for s in [&mut without, &mut with] {
+        go(s, seeder(v4(1)), 0);
+        go(s, ann(v4(2)), 0);
+        go(s, seeder(v6(3)), 0);
+    }
+    // `ann` asks for peer ids (a non-compact HTTP answer would).
+    let answer = |s: &mut SwarmStore, req: Announce| {
+        let mut peers = AnswerPeers::default();
+        let counts = s.announce(&req, 1, &mut peers).unwrap();
+        (counts, peers)
+    };
+    let (counts, peers) = answer(&mut without, ann(v4(4)));
+    let (counts_kept, peers_kept) = answer(&mut with, ann(v4(4)));
+    assert_eq!(counts, counts_kept);
+    assert_eq!(peers.len(), 2);
+    assert!(peers.peer_ids().is_empty());
+    assert_eq!(peers_kept.peer_ids().len(), 2);
+    assert_eq!(without.scrape(&hash(1)), with.scrape(&hash(1)));
+    // Saved without ids, their bytes are zero; restored, the same swarm.
+    let saved = saved(&without, 1, UNIX);
+    assert!(saved[&hash(1)]
+        .v4
+        .seeders
+        .iter()
+        .chain(&saved[&hash(1)].v4.leechers)
+        .all(|p| p.peer_id == PeerId::default()));
 }
 
 #[test]
@@ -832,7 +888,8 @@ fn check_against_model(limits: StoreLimits, hashes: u8, ops: Vec<Op>) -> Result<
                 let addrs: BTreeSet<SocketAddr> = peers.addrs().collect();
                 prop_assert_eq!(addrs.len(), peers.len(), "duplicates");
                 let ids = peers.peer_ids();
-                prop_assert_eq!(ids.len(), if req.peer_ids { peers.len() } else { 0 });
+                let kept = req.peer_ids && model.limits.peer_ids;
+                prop_assert_eq!(ids.len(), if kept { peers.len() } else { 0 });
                 let Some(t) = model.torrents.get(&req.info_hash) else {
                     prop_assert!(peers.is_empty());
                     continue;
@@ -904,7 +961,11 @@ fn check_against_model(limits: StoreLimits, hashes: u8, ops: Vec<Op>) -> Result<
 proptest! {
     /// Small swarms, a few torrents, every limit reached.
     #[test]
-    fn small_swarms_match_the_model(ops in ops(3, 8, 2), max_peers in 3..12usize) {
+    fn small_swarms_match_the_model(
+        ops in ops(3, 8, 2),
+        max_peers in 3..12usize,
+        peer_ids in any::<bool>(),
+    ) {
         let limits = StoreLimits {
             peer_timeout_secs: 60,
             max_torrents: 2,
@@ -912,6 +973,7 @@ proptest! {
             max_peers,
             max_peers_per_address: Some(3),
             new_torrents_per_address_per_minute: 0,
+            peer_ids,
         };
         check_against_model(limits, 3, ops)?;
     }
@@ -929,6 +991,7 @@ proptest! {
             max_peers: usize::MAX,
             max_peers_per_address: None,
             new_torrents_per_address_per_minute: 0,
+            peer_ids: true,
         };
         check_against_model(limits, 1, ops)?;
     }
@@ -944,6 +1007,8 @@ proptest! {
             max_peers: usize::MAX,
             max_peers_per_address: Some(3),
             new_torrents_per_address_per_minute: 0,
+            // Without ids here: the other large test keeps them.
+            peer_ids: false,
         };
         check_against_model(limits, 1, ops)?;
     }
@@ -1186,6 +1251,7 @@ proptest! {
             max_peers: 1_000_000,
             max_peers_per_address: Some(40),
             new_torrents_per_address_per_minute: 0,
+            peer_ids: true,
         };
         let mut s = SwarmStore::new(limits, 5);
         let mut now = 0;

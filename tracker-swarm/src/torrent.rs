@@ -4,10 +4,11 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::counts::{MemoryUse, SwarmCounts};
+use crate::expiry::Expiry;
 use crate::peers::{Peer, PeerIp, Peers};
 use crate::rng::{scale, WyRand};
 use crate::state::{SavedHalf, SavedPeer, SavedTorrent};
-use tracker_proto::{Announce, AnnounceEvent, AnswerPeers, IpFamily, ScrapeStats};
+use tracker_proto::{Announce, AnnounceEvent, AnswerPeers, IpFamily, PeerId, ScrapeStats};
 
 /// The clocks of a save or a restore: the store's monotonic seconds and the
 /// wall clock's Unix seconds at the same moment, and the peer time-out that
@@ -24,19 +25,20 @@ impl Clocks {
     /// `expiry`. Counted back from the time it has left, not forward from a
     /// monotonic time of its announce: a peer restored at a process's start
     /// was last seen before that clock began.
-    fn last_seen(&self, expiry: u32) -> u64 {
-        let age = self.timeout.saturating_sub(expiry.saturating_sub(self.now));
+    fn last_seen(&self, expiry: Expiry) -> u64 {
+        let left = expiry.left(self.now).max(0) as u32;
+        let age = self.timeout.saturating_sub(left);
         self.now_unix.saturating_sub(age.into())
     }
 
     /// The expiry of a peer last seen at Unix time `last_seen`, or None if it
     /// has expired. A time in the future (the clock went back) counts as now.
-    pub fn expiry(&self, last_seen: u64) -> Option<u32> {
+    pub fn expiry(&self, last_seen: u64) -> Option<Expiry> {
         let age = self.now_unix.saturating_sub(last_seen);
         let left = u64::from(self.timeout)
             .checked_sub(age)
             .filter(|&l| l > 0)?;
-        Some(self.now.saturating_add(left as u32))
+        Some(Expiry::at(self.now.wrapping_add(left as u32)))
     }
 }
 
@@ -45,7 +47,9 @@ pub(super) struct Visit<'a> {
     pub req: &'a Announce,
     pub now: u32,
     /// The expiry to store for the announcing peer.
-    pub expiry: u32,
+    pub expiry: Expiry,
+    /// Whether the store keeps peer ids (`StoreLimits::peer_ids`).
+    pub keep_ids: bool,
     /// Whether the swarm may take a peer it does not hold yet.
     pub room: bool,
     /// The most peers the swarm holds from one IP address (on as many
@@ -92,6 +96,11 @@ pub(super) const CLEAN_WINDOW: usize = 256;
 /// leecher count is also the boundary, and a seeder's answer is a run of
 /// leechers. New peers are appended, where the seeders are: most peers seed,
 /// and a new seeder is then stored without moving another peer.
+///
+/// Its peers' ids, when the store keeps them, are not here but in the
+/// torrent's box (`More`), position for position with the peers, and handed
+/// to each method that moves peers: a field here would make the torrent's
+/// entry two cache lines.
 struct Half<I> {
     peers: Peers<I>,
     leechers: u32,
@@ -127,39 +136,74 @@ impl<I: PeerIp> Half<I> {
 
     /// Stores a new peer; returns its position. `count_ips`: the peers are
     /// counted per address once the half is large (see `Peers::count_ip`).
-    fn insert(&mut self, peer: Peer<I>, seeder: bool, count_ips: bool) -> usize {
+    fn insert(
+        &mut self,
+        ids: &mut Ids,
+        peer: Peer<I>,
+        id: Option<PeerId>,
+        seeder: bool,
+        count_ips: bool,
+    ) -> usize {
+        let at = if seeder {
+            self.peers.len()
+        } else {
+            // The first seeder, if any, makes room at the boundary.
+            self.leechers as usize
+        };
+        if id.is_some() || ids.is_some() {
+            let id = id.unwrap_or_default();
+            // As the peers below: the one at `at` moves to the end.
+            let len = self.peers.len();
+            let ids = ids.get_or_insert_with(|| vec![PeerId::default(); len]);
+            match ids.get(at).copied() {
+                Some(moved) => {
+                    ids[at] = id;
+                    ids.push(moved);
+                }
+                None => ids.push(id),
+            }
+        }
         if seeder {
             self.peers.push(peer, count_ips);
-            return self.peers.len() - 1;
+        } else {
+            self.peers.push_at(at, peer, count_ips);
+            self.leechers += 1;
         }
-        // The first seeder, if any, makes room at the boundary.
-        let at = self.leechers as usize;
-        self.peers.push_at(at, peer, count_ips);
-        self.leechers += 1;
         at
     }
 
-    fn remove(&mut self, mut i: usize) {
+    fn remove(&mut self, ids: &mut Ids, mut i: usize) {
         if !self.is_seeder(i) {
             // Move it to the end of the leechers, where it becomes the first seeder.
-            i = self.set_seeder(i, true);
+            i = self.set_seeder(ids, i, true);
         }
         self.peers.swap_remove(i);
+        if let Some(ids) = ids {
+            ids.swap_remove(i);
+        }
+    }
+
+    /// Swaps the peers at `a` and `b`, and their ids.
+    fn swap(&mut self, ids: &mut Ids, a: usize, b: usize) {
+        self.peers.swap(a, b);
+        if let Some(ids) = ids {
+            ids.swap(a, b);
+        }
     }
 
     /// Moves the peer at `i` across the seeder/leecher boundary if `seeder` says it
     /// is on the wrong side; returns its position.
-    fn set_seeder(&mut self, i: usize, seeder: bool) -> usize {
+    fn set_seeder(&mut self, ids: &mut Ids, i: usize, seeder: bool) -> usize {
         let boundary = self.leechers as usize;
         match (self.is_seeder(i), seeder) {
             (true, false) => {
-                self.peers.swap(i, boundary);
+                self.swap(ids, i, boundary);
                 self.leechers += 1;
                 boundary
             }
             (false, true) => {
                 self.leechers -= 1;
-                self.peers.swap(i, boundary - 1);
+                self.swap(ids, i, boundary - 1);
                 boundary - 1
             }
             _ => i,
@@ -170,6 +214,7 @@ impl<I: PeerIp> Half<I> {
     /// stopped, writes the answer's peers to `out`.
     fn announce(
         &mut self,
+        ids: &mut Ids,
         ip: I,
         visit: &Visit,
         rng: &mut WyRand,
@@ -179,7 +224,7 @@ impl<I: PeerIp> Half<I> {
         let found = self.peers.find(ip, req.peer_addr.port());
         if req.event == AnnounceEvent::Stopped {
             if let Some(i) = found {
-                self.remove(i);
+                self.remove(ids, i);
             }
             return Outcome::default();
         }
@@ -189,8 +234,11 @@ impl<I: PeerIp> Half<I> {
         let mut unstored = None;
         let requester = match found {
             Some(i) => {
-                let i = self.set_seeder(i, seeder);
-                self.peers.refresh(i, req.peer_id, visit.expiry);
+                let i = self.set_seeder(ids, i, seeder);
+                self.peers.refresh(i, visit.expiry);
+                if let Some(id) = ids.as_mut().and_then(|ids| ids.get_mut(i)) {
+                    *id = req.peer_id;
+                }
                 Some(i)
             }
             // Counted only for a new peer: a scan of at most 32 peers, or of
@@ -208,16 +256,16 @@ impl<I: PeerIp> Half<I> {
                     ip,
                     port: req.peer_addr.port(),
                     expiry: visit.expiry,
-                    peer_id: req.peer_id,
                 };
-                Some(self.insert(peer, seeder, visit.max_per_address.is_some()))
+                let id = visit.keep_ids.then_some(req.peer_id);
+                Some(self.insert(ids, peer, id, seeder, visit.max_per_address.is_some()))
             }
             None => {
                 unstored = Some(Unstored::NoRoom);
                 None
             }
         };
-        self.select(requester, seeder, visit, rng, out);
+        self.select(ids.as_deref(), requester, seeder, visit, rng, out);
         self.peers.draw_next_start(rng);
         Outcome {
             completes,
@@ -230,6 +278,7 @@ impl<I: PeerIp> Half<I> {
     /// memory in order. A seeder gets only leechers; it has no use for seeders.
     fn select(
         &self,
+        kept: Option<&[PeerId]>,
         requester: Option<usize>,
         for_seeder: bool,
         visit: &Visit,
@@ -252,7 +301,10 @@ impl<I: PeerIp> Half<I> {
         };
         // The requester's position (within `pool`, if there), or one no peer has.
         let skip = requester.unwrap_or(usize::MAX);
-        let (now, with_ids) = (visit.now, visit.req.peer_ids);
+        let now = visit.now;
+        // Ids go out only when asked for and kept; otherwise the answer's
+        // dictionaries go without them (BEP 23's no_peer_id form).
+        let ids_kept = kept.filter(|_| visit.req.peer_ids);
         let wanted = (visit.req.numwant as usize).min(pool.len());
         out.append_with(wanted, |room, ids| {
             let mut entries = room.chunks_exact_mut(I::COMPACT_LEN);
@@ -260,13 +312,13 @@ impl<I: PeerIp> Half<I> {
             // iterator chain; the run ends when the room is full.
             for (offset, part) in [(start, &pool[start..]), (0, &pool[..start])] {
                 for (i, peer) in part.iter().enumerate() {
-                    if peer.expiry > now && offset + i != skip {
+                    if peer.expiry.is_live(now) && offset + i != skip {
                         let Some(entry) = entries.next() else {
                             return wanted;
                         };
                         peer.ip.write_compact(peer.port, entry);
-                        if with_ids {
-                            ids.push(peer.peer_id);
+                        if let Some(kept) = ids_kept {
+                            ids.extend(kept.get(offset + i));
                         }
                     }
                 }
@@ -290,28 +342,35 @@ impl<I: PeerIp> Half<I> {
 
     /// Stores a peer from a state file unless one with its address is here
     /// already, or `max_per_address` from its IP.
-    fn restore(&mut self, peer: Peer<I>, seeder: bool, max_per_address: Option<usize>) -> Restore {
+    fn restore(
+        &mut self,
+        ids: &mut Ids,
+        peer: Peer<I>,
+        id: Option<PeerId>,
+        seeder: bool,
+        max_per_address: Option<usize>,
+    ) -> Restore {
         if self.peers.find(peer.ip, peer.port).is_some() {
             return Restore::Present;
         }
         if max_per_address.is_some_and(|max| self.peers.count_ip(peer.ip) >= max) {
             return Restore::AddressLimit;
         }
-        self.insert(peer, seeder, max_per_address.is_some());
+        self.insert(ids, peer, id, seeder, max_per_address.is_some());
         Restore::Stored
     }
 
     /// Writes the live peers to `out` (cleared first), seeders apart.
-    fn save(&self, clocks: &Clocks, out: &mut SavedHalf<I>) {
+    fn save(&self, ids: Option<&[PeerId]>, clocks: &Clocks, out: &mut SavedHalf<I>) {
         out.clear();
         for (i, peer) in self.peers.as_slice().iter().enumerate() {
-            if peer.expiry <= clocks.now {
+            if !peer.expiry.is_live(clocks.now) {
                 continue;
             }
             let saved = SavedPeer {
                 ip: peer.ip,
                 port: peer.port,
-                peer_id: peer.peer_id,
+                peer_id: ids.and_then(|ids| ids.get(i).copied()).unwrap_or_default(),
                 last_seen: clocks.last_seen(peer.expiry),
             };
             if self.is_seeder(i) {
@@ -326,7 +385,7 @@ impl<I: PeerIp> Half<I> {
     /// positions from where the pass under way stopped; returns whether the
     /// pass is done. Between steps, announces may move a peer not yet looked
     /// at behind the pass: the next pass takes it.
-    fn drop_expired(&mut self, now: u32) -> bool {
+    fn drop_expired(&mut self, ids: &mut Ids, now: u32) -> bool {
         let mut i = (self.peers.clean_from() as usize).saturating_sub(1);
         let mut looked = 0;
         // `remove` fills position `i` from behind it, so `i` only advances past a
@@ -335,8 +394,8 @@ impl<I: PeerIp> Half<I> {
             let Some(peer) = self.peers.as_slice().get(i) else {
                 break;
             };
-            if peer.expiry <= now {
-                self.remove(i);
+            if !peer.expiry.is_live(now) {
+                self.remove(ids, i);
             } else {
                 i += 1;
             }
@@ -348,9 +407,18 @@ impl<I: PeerIp> Half<I> {
         }
         self.peers.set_clean_from(0);
         self.peers.compact();
+        if let Some(ids) = ids {
+            if ids.len() <= ids.capacity() / 4 {
+                ids.shrink_to_fit();
+            }
+        }
         true
     }
 }
+
+/// A half's peer ids, position for position with its peers, when the store
+/// keeps them (`StoreLimits::peer_ids`).
+type Ids = Option<Vec<PeerId>>;
 
 /// One torrent's state: 40 bytes, plus its peers on the heap (see `SwarmStore`).
 /// Its `completed` count is kept in its halves, where it fills what would be
@@ -358,9 +426,18 @@ impl<I: PeerIp> Half<I> {
 #[derive(Default)]
 pub(super) struct Torrent {
     v4: Half<Ipv4Addr>,
-    /// Created on the first IPv6 peer and dropped when the half empties: most
-    /// swarms never hold one.
-    v6: Option<Box<Half<Ipv6Addr>>>,
+    /// Made on the first IPv6 peer or kept peer id, and dropped when it
+    /// holds neither: most swarms never have an IPv6 peer, and most stores
+    /// keep no ids.
+    more: Option<Box<More>>,
+}
+
+/// What a torrent boxes: its IPv6 half, and both halves' peer ids.
+#[derive(Default)]
+struct More {
+    v6: Half<Ipv6Addr>,
+    v4_ids: Ids,
+    v6_ids: Ids,
 }
 
 impl Torrent {
@@ -375,28 +452,35 @@ impl Torrent {
     /// its own entry. The IPv6 half, boxed, takes a step more to reach, so its
     /// last step is left out.
     pub fn prefetch(&self, step: usize, family: IpFamily, key_hash: u32) {
-        match (family, &self.v6) {
+        match (family, &self.more) {
             (IpFamily::V4, _) => self.v4.prefetch(step, key_hash),
-            (IpFamily::V6, Some(v6)) if step == 0 => crate::prefetch::prefetch_all(&**v6, 1),
-            (IpFamily::V6, Some(v6)) => v6.prefetch(step - 1, key_hash),
+            (IpFamily::V6, Some(more)) if step == 0 => crate::prefetch::prefetch_all(&**more, 1),
+            (IpFamily::V6, Some(more)) => more.v6.prefetch(step - 1, key_hash),
             (IpFamily::V6, None) => {}
         }
     }
 
-    /// Adds the bytes its peers hold to `memory` (a boxed IPv6 half counts
-    /// with its peers).
+    /// Adds the bytes its peers hold to `memory` (the box counts with its
+    /// peers, and so do the ids).
     pub fn add_memory(&self, memory: &mut MemoryUse) {
         self.v4.peers.add_memory(memory);
-        if let Some(v6) = &self.v6 {
-            memory.peers += std::mem::size_of_val(&**v6);
-            v6.peers.add_memory(memory);
+        if let Some(more) = &self.more {
+            memory.peers += std::mem::size_of_val(&**more);
+            more.v6.peers.add_memory(memory);
+            for ids in [&more.v4_ids, &more.v6_ids].into_iter().flatten() {
+                memory.peers += ids.capacity() * std::mem::size_of::<PeerId>();
+            }
         }
+    }
+
+    fn v6(&self) -> Option<&Half<Ipv6Addr>> {
+        self.more.as_ref().map(|more| &more.v6)
     }
 
     /// The counts of both halves together.
     pub fn counts(&self) -> SwarmCounts {
         let v4 = self.v4.counts();
-        let v6 = self.v6.as_ref().map(|h| h.counts()).unwrap_or_default();
+        let v6 = self.v6().map(|h| h.counts()).unwrap_or_default();
         SwarmCounts {
             seeders: v4.seeders + v6.seeders,
             leechers: v4.leechers + v6.leechers,
@@ -405,13 +489,13 @@ impl Torrent {
 
     /// The `completed` events counted: those of its IPv6 half, while it has
     /// one, and the rest in its IPv4 half, which takes the count of an IPv6
-    /// half that goes and of an IPv6 peer's completion that no half holds.
+    /// half that empties and of an IPv6 peer's completion that no half holds.
     fn completed(&self) -> u32 {
         self.v4.completed.saturating_add(self.v6_completed())
     }
 
     fn v6_completed(&self) -> u32 {
-        self.v6.as_ref().map_or(0, |h| h.completed)
+        self.v6().map_or(0, |h| h.completed)
     }
 
     pub fn scrape(&self) -> ScrapeStats {
@@ -435,13 +519,26 @@ impl Torrent {
         rng: &mut WyRand,
         out: &mut AnswerPeers,
     ) -> Option<Unstored> {
+        let mut no_ids = None;
         let outcome = match visit.req.peer_addr.ip() {
-            IpAddr::V4(ip) => self.v4.announce(ip, visit, rng, out),
-            IpAddr::V6(ip) => match &mut self.v6 {
-                Some(v6) => v6.announce(ip, visit, rng, out),
+            IpAddr::V4(ip) => {
+                let ids = match &mut self.more {
+                    Some(more) => &mut more.v4_ids,
+                    None if visit.keep_ids && visit.room => {
+                        &mut self.more.insert(Box::default()).v4_ids
+                    }
+                    None => &mut no_ids,
+                };
+                self.v4.announce(ids, ip, visit, rng, out)
+            }
+            IpAddr::V6(ip) => match &mut self.more {
+                Some(more) => {
+                    let More { v6, v6_ids, .. } = &mut **more;
+                    v6.announce(v6_ids, ip, visit, rng, out)
+                }
                 None if visit.room && visit.req.event != AnnounceEvent::Stopped => {
-                    let v6 = self.v6.insert(Box::default());
-                    v6.announce(ip, visit, rng, out)
+                    let More { v6, v6_ids, .. } = &mut **self.more.insert(Box::default());
+                    v6.announce(v6_ids, ip, visit, rng, out)
                 }
                 // No IPv6 peer to update or hand out, and none to store.
                 None => Outcome {
@@ -451,8 +548,8 @@ impl Torrent {
                 },
             },
         };
-        let half = match (visit.req.peer_addr, &mut self.v6) {
-            (SocketAddr::V6(_), Some(v6)) => &mut v6.completed,
+        let half = match (visit.req.peer_addr, &mut self.more) {
+            (SocketAddr::V6(_), Some(more)) => &mut more.v6.completed,
             _ => &mut self.v4.completed,
         };
         *half = half.saturating_add(u32::from(outcome.completes));
@@ -463,9 +560,10 @@ impl Torrent {
     /// the info-hash, which the store knows).
     pub fn save(&self, clocks: &Clocks, out: &mut SavedTorrent) {
         out.completed = self.completed();
-        self.v4.save(clocks, &mut out.v4);
-        match &self.v6 {
-            Some(v6) => v6.save(clocks, &mut out.v6),
+        let v4_ids = self.more.as_ref().and_then(|m| m.v4_ids.as_deref());
+        self.v4.save(v4_ids, clocks, &mut out.v4);
+        match &self.more {
+            Some(more) => more.v6.save(more.v6_ids.as_deref(), clocks, &mut out.v6),
             None => out.v6.clear(),
         }
     }
@@ -476,50 +574,70 @@ impl Torrent {
         self.v4.completed = self.completed().max(completed) - self.v6_completed();
     }
 
-    /// Stores an IPv4 peer from a state file (see `Half::restore`).
+    /// Stores an IPv4 peer from a state file (see `Half::restore`), with its
+    /// id when the store keeps them.
     pub fn restore_v4(
         &mut self,
         peer: Peer<Ipv4Addr>,
+        id: Option<PeerId>,
         seeder: bool,
         max: Option<usize>,
     ) -> Restore {
-        self.v4.restore(peer, seeder, max)
+        let mut no_ids = None;
+        let ids = match (&mut self.more, id) {
+            (Some(more), _) => &mut more.v4_ids,
+            (None, Some(_)) => &mut self.more.insert(Box::default()).v4_ids,
+            (None, None) => &mut no_ids,
+        };
+        self.v4.restore(ids, peer, id, seeder, max)
     }
 
-    /// Stores an IPv6 peer from a state file, making the IPv6 half if needed.
+    /// Stores an IPv6 peer from a state file, making the box if needed.
     pub fn restore_v6(
         &mut self,
         peer: Peer<Ipv6Addr>,
+        id: Option<PeerId>,
         seeder: bool,
         max: Option<usize>,
     ) -> Restore {
-        self.v6
-            .get_or_insert_with(Box::default)
-            .restore(peer, seeder, max)
+        let More { v6, v6_ids, .. } = &mut **self.more.get_or_insert_with(Box::default);
+        v6.restore(v6_ids, peer, id, seeder, max)
     }
 
     /// Peers stored, of both families.
     pub fn len(&self) -> usize {
-        self.v4.peers.len() + self.v6.as_ref().map_or(0, |h| h.peers.len())
+        self.v4.peers.len() + self.v6().map_or(0, |h| h.peers.len())
     }
 
     /// One step of a clean pass (see `Half::drop_expired`): drops expired
-    /// peers, and the IPv6 half if that empties it. Returns whether the pass
-    /// is done; it always is for a torrent of up to `CLEAN_WINDOW` peers.
+    /// peers, and the box once it holds no peer and no id. Returns whether
+    /// the pass is done; it always is for a torrent of up to `CLEAN_WINDOW`
+    /// peers.
     pub fn drop_expired(&mut self, now: u32) -> bool {
         // The IPv4 half first, then the IPv6 one: once the IPv6 half is under
         // way, the IPv4 half waits for the next pass.
-        let v6_under_way = self.v6.as_ref().is_some_and(|h| h.peers.clean_from() != 0);
-        if !v6_under_way && !self.v4.drop_expired(now) {
-            return false;
+        let v6_under_way = self.v6().is_some_and(|h| h.peers.clean_from() != 0);
+        if !v6_under_way {
+            let mut no_ids = None;
+            let ids = match &mut self.more {
+                Some(more) => &mut more.v4_ids,
+                None => &mut no_ids,
+            };
+            if !self.v4.drop_expired(ids, now) {
+                return false;
+            }
         }
-        let Some(v6) = &mut self.v6 else {
+        let Some(more) = &mut self.more else {
             return true;
         };
-        let done = v6.drop_expired(now);
+        let More { v6, v6_ids, v4_ids } = &mut **more;
+        let done = v6.drop_expired(v6_ids, now);
         if v6.is_empty() {
             self.v4.completed = self.v4.completed.saturating_add(v6.completed);
-            self.v6 = None;
+            v6.completed = 0;
+            if v4_ids.as_ref().is_none_or(Vec::is_empty) {
+                self.more = None;
+            }
         }
         done
     }
