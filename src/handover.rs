@@ -301,7 +301,7 @@ pub fn serve_control(
 /// One request on the control socket: the sockets sent, then whether the
 /// new tracker said `go`.
 fn offer(stream: &UnixStream, handed: &[Handed], manifest: &Manifest) -> io::Result<bool> {
-    check_peer(stream)?;
+    check_peer(stream, None)?;
     stream.set_read_timeout(Some(STEP_TIMEOUT))?;
     stream.set_write_timeout(Some(STEP_TIMEOUT))?;
     let mut reader = BufReader::new(stream);
@@ -364,8 +364,9 @@ pub struct TakeOver {
 }
 
 impl TakeOver {
-    /// Asks the tracker at `path` for its sockets.
-    pub fn connect(path: &Path) -> Result<TakeOver, String> {
+    /// Asks the tracker at `path` for its sockets; `serves_as`: the user
+    /// this one will serve as, when it drops root (the old one's, then).
+    pub fn connect(path: &Path, serves_as: Option<libc::uid_t>) -> Result<TakeOver, String> {
         let fail = |e: io::Error| {
             format!(
                 "cannot take over from the tracker at control socket {}: {e}",
@@ -375,7 +376,7 @@ impl TakeOver {
         let stream = UnixStream::connect(path).map_err(fail)?;
         stream.set_read_timeout(Some(STEP_TIMEOUT)).map_err(fail)?;
         stream.set_write_timeout(Some(STEP_TIMEOUT)).map_err(fail)?;
-        check_peer(&stream).map_err(fail)?;
+        check_peer(&stream, serves_as).map_err(fail)?;
         (&stream)
             .write_all(format!("take-over {VERSION}\n").as_bytes())
             .map_err(fail)?;
@@ -597,11 +598,14 @@ fn read_line(reader: &mut impl BufRead) -> io::Result<String> {
 }
 
 /// The peer's credentials; refuses any user but ours and root.
-fn check_peer(stream: &UnixStream) -> io::Result<()> {
+/// Refuses a peer that runs as another user than ours, root, or `also`
+/// (the user a new tracker started as root will become: the old one runs
+/// as it).
+fn check_peer(stream: &UnixStream, also: Option<libc::uid_t>) -> io::Result<()> {
     let cred = peer_credentials(stream)?;
     // SAFETY: geteuid cannot fail.
     let euid = unsafe { libc::geteuid() };
-    if cred.uid != euid && cred.uid != 0 {
+    if cred.uid != euid && cred.uid != 0 && Some(cred.uid) != also {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!("its peer runs as uid {}, not {euid} or root", cred.uid),

@@ -211,3 +211,42 @@ fn sigusr2_starts_the_binary_at_the_same_path_which_takes_over() {
         "{log}"
     );
 }
+
+/// A tracker that dropped root to nobody (its control socket then belongs
+/// to nobody), and a successor started as root that drops to nobody too:
+/// each takes the other as a peer.
+#[test]
+fn a_successor_started_as_root_takes_over_from_one_that_dropped_root() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let control = TempPath::new("tracker-test-control", "sock");
+    let config = control_config(&control.0);
+    let old = Tracker::builder()
+        .udp(None)
+        .config(&config)
+        .arg("--user")
+        .arg("nobody")
+        .without_allow_root()
+        .start();
+    // Its control socket belongs to the user it serves as.
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: getpwnam's entry is read at once, before any other lookup.
+    let nobody = unsafe { (*libc::getpwnam(c"nobody".as_ptr())).pw_uid };
+    assert_eq!(std::fs::metadata(&control.0).unwrap().uid(), nobody);
+    let (hashes, before) = fill(old.udp[0]);
+    let new = Tracker::builder()
+        .udp(Some(old.udp[0]))
+        .config(&config)
+        .arg("--user")
+        .arg("nobody")
+        .without_allow_root()
+        .arg("--take-over")
+        .start();
+    let (code, log) = old.wait_exit(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{log}");
+    let mut client = Client::new("127.0.0.8:0", new.udp[0]);
+    assert_eq!(client.scrape(&hashes), before);
+}

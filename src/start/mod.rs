@@ -99,7 +99,7 @@ pub fn run(
         let path = control_path.as_deref().ok_or(
             "--take-over needs runtime.control_socket, the running tracker's control socket",
         )?;
-        let mut taken = TakeOver::connect(path)?;
+        let mut taken = TakeOver::connect(path, owner.map(|(uid, _)| uid))?;
         let (sockets, control) = taken.sockets(&config, workers, &mut lock)?;
         (Some(taken), sockets, Some(control))
     } else {
