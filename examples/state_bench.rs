@@ -69,11 +69,11 @@ fn main() {
     let mut section = Section::with_capacity(64 << 10);
     store.save(clock::now_secs(), clock::unix_secs(), &mut section);
     let sections = [section];
-    let header = state::header(&sections, clock::unix_secs());
-    let trailer = state::trailer(&header, &sections);
+    let framed = state::Framed::new(&sections, clock::unix_secs());
+    let parts: Vec<&[u8]> = framed.parts().collect();
     let save_ms = t.elapsed().as_millis();
     let t = Instant::now();
-    file::write_atomic(&path, &[&header, sections[0].as_bytes(), &trailer]).expect("written");
+    file::write_atomic(&path, &parts).expect("written");
     let write_ms = t.elapsed().as_millis();
     drop(store);
 

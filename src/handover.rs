@@ -37,7 +37,7 @@ use std::time::Duration;
 use tracing::{info, warn};
 use tracker_net::fd_pass::{peer_credentials, recv_with_fds, send_with_fds, MAX_FDS};
 use tracker_runtime::shutdown::Shutdown;
-use tracker_swarm::state::{header, trailer, Section, StateFile};
+use tracker_swarm::state::{Framed, Section, StateFile};
 
 use crate::config::Config;
 use crate::start::bind::WorkerSockets;
@@ -335,16 +335,12 @@ fn offer(stream: &UnixStream, handed: &[Handed], manifest: &Manifest) -> io::Res
 pub fn send_swarms(stream: UnixStream, sections: &[Section], now_unix: u64) -> io::Result<u64> {
     stream.set_write_timeout(Some(STEP_TIMEOUT))?;
     stream.set_read_timeout(Some(STEP_TIMEOUT))?;
-    let header = header(sections, now_unix);
-    let trailer = trailer(&header, sections);
-    let len = header.len() + sections.iter().map(|s| s.as_bytes().len()).sum::<usize>() + 4;
+    let file = Framed::new(sections, now_unix);
     let mut out = io::BufWriter::with_capacity(1 << 20, &stream);
-    writeln!(out, "state {len}")?;
-    out.write_all(&header)?;
-    for section in sections {
-        out.write_all(section.as_bytes())?;
+    writeln!(out, "state {}", file.byte_len())?;
+    for part in file.parts() {
+        out.write_all(part)?;
     }
-    out.write_all(&trailer)?;
     out.flush()?;
     drop(out);
     let answer = read_line(&mut BufReader::new(&stream))?;

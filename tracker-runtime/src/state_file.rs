@@ -19,7 +19,7 @@ use std::time::Instant;
 use tracing::{info, warn};
 
 use crate::clock;
-use tracker_swarm::state::{header, trailer, Section, StateFile, MAGIC};
+use tracker_swarm::state::{Framed, Section, StateFile, MAGIC};
 
 /// Reads and checks the state file: its bytes when it can be loaded, None
 /// (and a message saying why) when the tracker must start empty. A damaged
@@ -88,14 +88,11 @@ pub fn save(path: &Path, sections: &[Section]) -> Result<(), String> {
 /// Writes the sections as a state file saved now, replacing `path`
 /// atomically: the bytes written.
 pub fn write(path: &Path, sections: &[Section]) -> Result<usize, String> {
-    let header = header(sections, clock::unix_secs());
-    let trailer = trailer(&header, sections);
-    let mut parts: Vec<&[u8]> = vec![&header];
-    parts.extend(sections.iter().map(Section::as_bytes));
-    parts.push(&trailer);
+    let file = Framed::new(sections, clock::unix_secs());
+    let parts: Vec<&[u8]> = file.parts().collect();
     write_atomic(path, &parts)
         .map_err(|e| format!("cannot save the swarms to {}: {e}", path.display()))?;
-    Ok(parts.iter().map(|p| p.len()).sum())
+    Ok(file.byte_len())
 }
 
 /// The whole file, or `None` when there is none. It must be a regular file

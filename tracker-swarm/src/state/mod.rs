@@ -216,7 +216,7 @@ fn write_peers<I: SavedIp>(out: &mut Vec<u8>, half: &SavedHalf<I>) {
 }
 
 /// The header of a file whose body is `sections`, in order.
-pub fn header(sections: &[Section], saved_at: u64) -> [u8; HEADER_LEN] {
+fn header(sections: &[Section], saved_at: u64) -> [u8; HEADER_LEN] {
     let torrents: u64 = sections.iter().map(|s| s.torrents).sum();
     let body_len: u64 = sections.iter().map(|s| s.bytes.len() as u64).sum();
     let mut h = [0u8; HEADER_LEN];
@@ -229,7 +229,7 @@ pub fn header(sections: &[Section], saved_at: u64) -> [u8; HEADER_LEN] {
 }
 
 /// The trailer after `header` and the `sections` it describes.
-pub fn trailer(header: &[u8; HEADER_LEN], sections: &[Section]) -> [u8; TRAILER_LEN] {
+fn trailer(header: &[u8; HEADER_LEN], sections: &[Section]) -> [u8; TRAILER_LEN] {
     let mut crc = crc32fast::Hasher::new();
     crc.update(header);
     for section in sections {
@@ -238,16 +238,46 @@ pub fn trailer(header: &[u8; HEADER_LEN], sections: &[Section]) -> [u8; TRAILER_
     crc.finalize().to_le_bytes()
 }
 
+/// A whole file as its parts, in order, without joining them: the header,
+/// the workers' sections, the trailer.
+pub struct Framed<'a> {
+    header: [u8; HEADER_LEN],
+    sections: &'a [Section],
+    trailer: [u8; TRAILER_LEN],
+}
+
+impl<'a> Framed<'a> {
+    /// The file of `sections`, saved at Unix time `saved_at`.
+    pub fn new(sections: &'a [Section], saved_at: u64) -> Self {
+        let header = header(sections, saved_at);
+        let trailer = trailer(&header, sections);
+        Framed {
+            header,
+            sections,
+            trailer,
+        }
+    }
+
+    pub fn parts(&self) -> impl Iterator<Item = &[u8]> {
+        std::iter::once(&self.header[..])
+            .chain(self.sections.iter().map(Section::as_bytes))
+            .chain(std::iter::once(&self.trailer[..]))
+    }
+
+    /// Its bytes in all.
+    pub fn byte_len(&self) -> usize {
+        self.parts().map(<[u8]>::len).sum()
+    }
+}
+
 /// A whole file in one buffer (for tests and tools; the tracker writes the
 /// parts without joining them).
 pub fn encode(sections: &[Section], saved_at: u64) -> Vec<u8> {
-    let head = header(sections, saved_at);
-    let mut out = head.to_vec();
-    for section in sections {
-        out.extend_from_slice(&section.bytes);
-    }
-    out.extend_from_slice(&trailer(&head, sections));
-    out
+    Framed::new(sections, saved_at)
+        .parts()
+        .flatten()
+        .copied()
+        .collect()
 }
 
 /// Why a state file cannot be loaded.
