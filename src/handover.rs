@@ -36,6 +36,7 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 use tracker_net::fd_pass::{peer_credentials, recv_with_fds, send_with_fds, MAX_FDS};
+use tracker_proto::{decode_hex, Hex};
 use tracker_runtime::shutdown::Shutdown;
 use tracker_swarm::state::{Framed, Section, StateFile};
 
@@ -315,8 +316,11 @@ fn offer(stream: &UnixStream, handed: &[Handed], manifest: &Manifest) -> io::Res
             handed.len()
         )));
     }
-    let secret: String = manifest.secret.iter().map(|b| format!("{b:02x}")).collect();
-    let mut manifest = format!("workers {}\nsecret {secret}\n", manifest.workers);
+    let mut manifest = format!(
+        "workers {}\nsecret {}\n",
+        manifest.workers,
+        Hex(&manifest.secret)
+    );
     for h in handed {
         manifest.push_str(&format!("{} {} {}\n", h.kind.name(), h.worker, h.addr));
     }
@@ -550,13 +554,8 @@ fn parse_manifest(text: &str, fds: Vec<OwnedFd>) -> Result<(Manifest, Vec<Handed
     let hex = lines
         .next()
         .and_then(|l| l.strip_prefix("secret "))
-        .filter(|hex| hex.len() == 32)
         .ok_or("a manifest without its secret")?;
-    let mut secret = [0u8; 16];
-    for (byte, pair) in secret.iter_mut().zip(hex.as_bytes().chunks(2)) {
-        let pair = std::str::from_utf8(pair).map_err(|_| "a secret that is not hex")?;
-        *byte = u8::from_str_radix(pair, 16).map_err(|_| "a secret that is not hex")?;
-    }
+    let secret = decode_hex(hex.as_bytes()).ok_or("a secret that is not hex")?;
     let mut fds = fds.into_iter();
     let mut handed = Vec::new();
     for line in lines.take_while(|l| *l != "end") {

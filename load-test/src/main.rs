@@ -10,6 +10,7 @@ use load_test::config::{
     parse_weights, parse_worker_counts, Config, EventWeights, HttpMix, UdpMix,
 };
 use load_test::{compare, http, stats, udp};
+use tracker_proto::Hex;
 
 /// Load generator for BEP 15 (UDP) and HTTP(S) BitTorrent trackers, on loopback.
 #[derive(Parser, Debug)]
@@ -52,15 +53,9 @@ fn info_hashes(args: &InfoHashesArgs) -> Result<(), String> {
     let seed = args.seed.unwrap_or(defaults.seed);
     let torrents = args.torrents.unwrap_or(defaults.traffic.torrents);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let mut line = String::with_capacity(41);
     for t in 0..torrents {
-        line.clear();
-        for byte in load_test::model::info_hash_of(seed, t).0 {
-            line.push_str(&format!("{byte:02x}"));
-        }
-        line.push('\n');
-        out.write_all(line.as_bytes())
-            .map_err(|e| format!("cannot write: {e}"))?;
+        let hash = load_test::model::info_hash_of(seed, t);
+        writeln!(out, "{}", Hex(&hash.0)).map_err(|e| format!("cannot write: {e}"))?;
     }
     out.flush().map_err(|e| format!("cannot write: {e}"))
 }
