@@ -220,14 +220,6 @@ pub fn start_successor() -> io::Result<u32> {
     Ok(pid)
 }
 
-/// Lowers the calling thread to `SCHED_IDLE`: after a hand-over the old
-/// tracker's last work must not slow the new one's start.
-pub fn yield_cpus() {
-    let lowest = libc::sched_param { sched_priority: 0 };
-    // SAFETY: plain syscall on the calling thread (0) with a valid param.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &lowest) };
-}
-
 /// Tells the service manager that started the tracker (systemd, through
 /// `$NOTIFY_SOCKET`, with `NotifyAccess=all`) that this process is now the
 /// service's main one, before the old one exits.

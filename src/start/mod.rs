@@ -262,7 +262,7 @@ pub fn run(
                 // The state file is written below for a crash of the new one
                 // before its first snapshot: with a CPU no one else wants,
                 // as the new one restores the swarms on the same CPUs.
-                handover::yield_cpus();
+                let _ = workers::run_when_idle();
             }
             Err(e) => {
                 // Saved below, for the restart that serves them.

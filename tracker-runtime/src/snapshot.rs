@@ -214,16 +214,11 @@ enum Waited {
 
 impl Rounds {
     fn run(self) {
-        // The file's checksum and copy take a CPU for a while: only one that
-        // no worker wants, so that no request waits behind a snapshot's
-        // write. A CPU kept busy by a flood still gives the thread a little.
-        let lowest = libc::sched_param { sched_priority: 0 };
-        // SAFETY: plain syscall on the calling thread (0) with a valid param.
-        if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &lowest) } != 0 {
+        // The file's checksum and copy take a CPU for a while.
+        if let Err(e) = crate::workers::run_when_idle() {
             warn!(
-                "snapshots: cannot lower the writer thread's priority ({}); its writes may \
-                 delay requests",
-                std::io::Error::last_os_error()
+                "snapshots: cannot lower the writer thread's priority ({e}); its writes may \
+                 delay requests"
             );
         }
         let mut round = 0;

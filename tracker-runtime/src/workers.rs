@@ -25,6 +25,19 @@ pub enum WorkerPlacement {
 }
 
 /// Parses a CPU list such as `0-3,6` (the format of /sys and taskset).
+/// Puts the calling thread under `SCHED_IDLE`: it runs only on a CPU that
+/// nothing else wants, so that its work (a snapshot's write, an old
+/// tracker's last save) never delays a worker's requests. A CPU kept busy
+/// by a flood still gives it a little.
+pub fn run_when_idle() -> std::io::Result<()> {
+    let lowest = libc::sched_param { sched_priority: 0 };
+    // SAFETY: plain syscall on the calling thread (0) with a valid param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &lowest) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
     let mut cpus = BTreeSet::new();
     for part in text.split(',').map(str::trim) {
