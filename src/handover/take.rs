@@ -1,0 +1,231 @@
+//! The new tracker's side of a hand-over: the sockets taken, checked
+//! against its config, then the swarms.
+
+use std::io::{self, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+
+use tracing::warn;
+use tracker_net::fd_pass::recv_with_fds;
+use tracker_swarm::state::StateFile;
+
+use crate::config::Config;
+use crate::start::bind::WorkerSockets;
+use crate::start::instance::InstanceLock;
+
+use super::{
+    check_peer, parse_manifest, read_line, Handed, Kind, Manifest, MAX_MANIFEST, STEP_TIMEOUT,
+    VERSION,
+};
+
+/// The new tracker's side: connected, with the old one's sockets.
+pub struct TakeOver {
+    stream: UnixStream,
+    reader: BufReader<UnixStream>,
+    manifest: Manifest,
+    handed: Vec<Handed>,
+    path: PathBuf,
+}
+impl TakeOver {
+    /// Asks the tracker at `path` for its sockets; `serves_as`: the user
+    /// this one will serve as, when it drops root (the old one's, then).
+    pub fn connect(path: &Path, serves_as: Option<libc::uid_t>) -> Result<TakeOver, String> {
+        let fail = |e: io::Error| {
+            format!(
+                "cannot take over from the tracker at control socket {}: {e}",
+                path.display()
+            )
+        };
+        let stream = UnixStream::connect(path).map_err(fail)?;
+        stream.set_read_timeout(Some(STEP_TIMEOUT)).map_err(fail)?;
+        stream.set_write_timeout(Some(STEP_TIMEOUT)).map_err(fail)?;
+        check_peer(&stream, serves_as).map_err(fail)?;
+        (&stream)
+            .write_all(format!("take-over {VERSION}\n").as_bytes())
+            .map_err(fail)?;
+        let mut bytes = vec![0u8; MAX_MANIFEST];
+        let mut fds = Vec::new();
+        let mut len = 0;
+        // The descriptors come with the first bytes; the rest may follow.
+        while !bytes[..len].ends_with(b"end\n") {
+            if len == bytes.len() {
+                return Err(fail(io::Error::other("a manifest past its bound")));
+            }
+            let n = recv_with_fds(&stream, &mut bytes[len..], &mut fds).map_err(fail)?;
+            if n == 0 {
+                return Err(fail(io::Error::other(
+                    "it closed the connection (see its log for why)",
+                )));
+            }
+            len += n;
+        }
+        let text = std::str::from_utf8(&bytes[..len])
+            .map_err(|_| fail(io::Error::other("a manifest that is not text")))?;
+        let (manifest, handed) =
+            parse_manifest(text, fds).map_err(|e| fail(io::Error::other(e)))?;
+        let reader = BufReader::new(stream.try_clone().map_err(fail)?);
+        Ok(TakeOver {
+            stream,
+            reader,
+            manifest,
+            handed,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The old tracker's sockets as this one's workers take them, after
+    /// checking that they serve what `config` asks for, `workers` workers
+    /// alike; its locks go to `lock`. And its control socket.
+    pub fn sockets(
+        &mut self,
+        config: &Config,
+        workers: usize,
+        lock: &mut InstanceLock,
+    ) -> Result<(Vec<WorkerSockets>, UnixListener), String> {
+        if workers != self.manifest.workers {
+            return Err(format!(
+                "cannot take over: the running tracker has {} workers and this one would have \
+                 {workers}; each worker takes its predecessor's sockets, so start this one with \
+                 --workers {} (it keeps serving)",
+                self.manifest.workers, self.manifest.workers
+            ));
+        }
+        for (kind, wanted) in [
+            (Kind::Udp, &config.udp.listen),
+            (Kind::Http, &config.http.listen),
+            (Kind::Https, &config.http.https_listen),
+            (Kind::Metrics, &config.metrics.listen),
+        ] {
+            let served: Vec<&str> = self
+                .handed
+                .iter()
+                .filter(|h| h.kind == kind && h.worker == 0)
+                .map(|h| h.addr.as_str())
+                .collect();
+            let same = served.len() == wanted.len()
+                && served.iter().zip(wanted.iter()).all(|(served, wanted)| {
+                    served.parse::<SocketAddr>().is_ok_and(|s| {
+                        s == *wanted || (wanted.port() == 0 && s.ip() == wanted.ip())
+                    })
+                });
+            if !same {
+                return Err(format!(
+                    "cannot take over: the running tracker serves {} on [{}], this config on \
+                     [{}]; a hand-over keeps the addresses (it keeps serving)",
+                    kind.name(),
+                    served.join(", "),
+                    wanted
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        let mut per_worker: Vec<WorkerSockets> =
+            (0..workers).map(|_| WorkerSockets::default()).collect();
+        let mut control = None;
+        for h in self.handed.drain(..) {
+            match h.kind {
+                Kind::Lock => lock.adopt(h.fd),
+                Kind::Control => control = Some(UnixListener::from(h.fd)),
+                kind => {
+                    let sockets = per_worker.get_mut(h.worker).ok_or_else(|| {
+                        format!("cannot take over: a socket of worker {}", h.worker)
+                    })?;
+                    match kind {
+                        Kind::Udp => sockets.udp.push(UdpSocket::from(h.fd)),
+                        Kind::Http => sockets.http.push(TcpListener::from(h.fd)),
+                        Kind::Https => sockets.https.push(TcpListener::from(h.fd)),
+                        _ => sockets.metrics.push(TcpListener::from(h.fd)),
+                    }
+                }
+            }
+        }
+        let control =
+            control.ok_or_else(|| "cannot take over: no control socket came".to_string())?;
+        Ok((per_worker, control))
+    }
+
+    /// The control socket it came through.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The running tracker's connection-id key.
+    pub fn secret(&self) -> [u8; 16] {
+        self.manifest.secret
+    }
+
+    /// Tells the old tracker to stop and takes its swarms: a state file's
+    /// bytes, checked; and what waits for the old tracker to be gone.
+    pub fn swarms(mut self) -> Result<(Vec<u8>, Predecessor), String> {
+        let fail = |e: io::Error| {
+            format!(
+                "taking over from the tracker at {}: {e}; it has saved its swarms to its state \
+                 file, if it has one",
+                self.path.display()
+            )
+        };
+        (&self.stream).write_all(b"go\n").map_err(fail)?;
+        // It answers once its requests in flight are answered and its
+        // workers have handed in their swarms.
+        let line = read_line(&mut self.reader).map_err(fail)?;
+        let len: usize = line
+            .strip_prefix("state ")
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| fail(io::Error::other(format!("it said `{line}`"))))?;
+        let mut bytes = Vec::new();
+        bytes
+            .try_reserve_exact(len)
+            .map_err(|e| fail(io::Error::other(e)))?;
+        (&mut self.reader)
+            .take(len as u64)
+            .read_to_end(&mut bytes)
+            .map_err(fail)?;
+        if bytes.len() != len {
+            return Err(fail(io::ErrorKind::UnexpectedEof.into()));
+        }
+        StateFile::parse(&bytes).map_err(|e| fail(io::Error::other(e.to_string())))?;
+        // Before the old one exits on our `ok`: the service is ours now.
+        notify_main_pid();
+        (&self.stream).write_all(b"ok\n").map_err(fail)?;
+        Ok((bytes, Predecessor(self.stream)))
+    }
+}
+
+/// Tells the service manager that started the tracker (systemd, through
+/// `$NOTIFY_SOCKET`, with `NotifyAccess=all`) that this process is now the
+/// service's main one, before the old one exits.
+fn notify_main_pid() {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr as UnixAddr, UnixDatagram};
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let path = path.as_encoded_bytes();
+    let addr = match path.strip_prefix(b"@") {
+        Some(name) => UnixAddr::from_abstract_name(name),
+        None => UnixAddr::from_pathname(Path::new(std::ffi::OsStr::from_bytes(path))),
+    };
+    let message = format!("MAINPID={}\n", std::process::id());
+    let sent = UnixDatagram::unbound()
+        .and_then(|socket| addr.and_then(|addr| socket.send_to_addr(message.as_bytes(), &addr)));
+    if let Err(e) = sent {
+        warn!("cannot tell the service manager this is the main process now: {e}");
+    }
+}
+
+/// The old tracker after a hand-over: it writes its swarms to its state
+/// file, then exits.
+pub struct Predecessor(UnixStream);
+impl Predecessor {
+    /// Waits (a minute at most) until the old tracker has exited, and so is
+    /// done with the state file, which this one then writes alone.
+    pub fn wait_gone(self) {
+        let _ = self.0.set_read_timeout(Some(STEP_TIMEOUT));
+        let _ = (&self.0).read(&mut [0u8; 1]);
+    }
+}
