@@ -7,19 +7,17 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::io::Read;
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use support::tempfile_path::TempPath;
-use support::wire::{
-    announce_request, hash_owned_by, http_get_ok, target, udp_announce, udp_connect_packet,
-};
+use support::udp_client::Client;
+use support::wire::{announce_request, hash_owned_by, http_get_ok, target};
 use support::Tracker;
 use tracker_proto::http::bencode::{decode, Value};
 use tracker_proto::http::write_scrape_target;
-use tracker_proto::udp::{write_scrape_request, ConnectionId, IpFamily, Response, TransactionId};
-use tracker_proto::{AnnounceEvent, InfoHash, ScrapeStats};
+use tracker_proto::{AnnounceEvent, InfoHash};
 use tracker_swarm::state::StateFile;
 
 /// An HTTP announce from 127.0.0.1:`port`; the peers handed back.
@@ -64,53 +62,6 @@ fn http_scrape(addr: SocketAddr, hashes: &[InfoHash]) -> Vec<[i64; 3]> {
         .collect()
 }
 
-/// A BEP 15 client: connect, announce, scrape.
-struct Udp {
-    sock: UdpSocket,
-    target: SocketAddr,
-    id: ConnectionId,
-}
-
-impl Udp {
-    fn connect(target: SocketAddr) -> Udp {
-        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-        sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-        let mut udp = Udp {
-            sock,
-            target,
-            id: ConnectionId(0),
-        };
-        udp.id = match udp.exchange(&udp_connect_packet(TransactionId(1))) {
-            Response::Connect { connection_id, .. } => connection_id,
-            other => panic!("{other:?}"),
-        };
-        udp
-    }
-
-    fn exchange(&self, packet: &[u8]) -> Response<'static> {
-        self.sock.send_to(packet, self.target).unwrap();
-        let mut buf = vec![0u8; 2048];
-        let n = self.sock.recv(&mut buf).expect("an answer");
-        buf.truncate(n);
-        let answer: &'static [u8] = Box::leak(buf.into_boxed_slice());
-        Response::parse(answer, IpFamily::V4).unwrap()
-    }
-
-    fn announce(&self, hash: InfoHash, port: u16, left: u64, event: AnnounceEvent) {
-        let out = udp_announce(self.id, 2, hash, port, event, left);
-        assert!(matches!(self.exchange(&out), Response::Announce { .. }));
-    }
-
-    fn scrape(&self, hashes: &[InfoHash]) -> Vec<ScrapeStats> {
-        let mut out = Vec::new();
-        write_scrape_request(&mut out, self.id, TransactionId(3), hashes);
-        match self.exchange(&out) {
-            Response::Scrape { stats, .. } => stats.iter().collect(),
-            other => panic!("{other:?}"),
-        }
-    }
-}
-
 fn start(workers: usize, state: &Path) -> Tracker {
     Tracker::builder()
         .runtime_args(&["--workers", &workers.to_string(), "--no-pin"])
@@ -134,13 +85,13 @@ fn swarms_survive_sigterm_and_sigint_and_restarts_on_other_worker_counts() {
     // One torrent on each worker; peers over HTTP and UDP, seeders that
     // completed, leechers.
     let hashes = [hash_owned_by(0, 2, 1), hash_owned_by(1, 2, 2)];
-    let udp = Udp::connect(tracker.udp[0]);
+    let mut udp = Client::new("127.0.0.1:0", tracker.udp[0]);
     for (n, hash) in hashes.iter().enumerate() {
         let base = 1000 * (n as u16 + 1);
         http_announce(http, *hash, base + 1, 0, AnnounceEvent::Completed);
         http_announce(http, *hash, base + 2, 5, AnnounceEvent::Started);
-        udp.announce(*hash, base + 3, 0, AnnounceEvent::Completed);
-        udp.announce(*hash, base + 4, 0, AnnounceEvent::Started);
+        udp.announce(*hash, base + 3, AnnounceEvent::Completed, 0, -1);
+        udp.announce(*hash, base + 4, AnnounceEvent::Started, 0, -1);
     }
     let before = http_scrape(http, &hashes);
     assert_eq!(before, [[3, 2, 1], [3, 2, 1]]);
@@ -162,7 +113,7 @@ fn swarms_survive_sigterm_and_sigint_and_restarts_on_other_worker_counts() {
         let tracker = start(workers, &state.0);
         let http = tracker.http[0];
         assert_eq!(http_scrape(http, &hashes), before, "{workers} workers");
-        let udp = Udp::connect(tracker.udp[0]);
+        let mut udp = Client::new("127.0.0.1:0", tracker.udp[0]);
         let stats = udp.scrape(&hashes);
         assert_eq!(
             stats
@@ -315,11 +266,11 @@ fn a_sigkill_after_a_snapshot_loses_no_swarm() {
         .start();
     let http = tracker.http[0];
     let hashes = [hash_owned_by(0, 2, 1), hash_owned_by(1, 2, 2)];
-    let udp = Udp::connect(tracker.udp[0]);
+    let mut udp = Client::new("127.0.0.1:0", tracker.udp[0]);
     for (n, hash) in hashes.iter().enumerate() {
         let base = 1000 * (n as u16 + 1);
         http_announce(http, *hash, base + 1, 0, AnnounceEvent::Completed);
-        udp.announce(*hash, base + 2, 5, AnnounceEvent::Started);
+        udp.announce(*hash, base + 2, AnnounceEvent::Started, 5, -1);
     }
     let before = http_scrape(http, &hashes);
     assert_eq!(before, [[1, 1, 1], [1, 1, 1]]);
