@@ -36,7 +36,11 @@ use crate::state_file;
 const POLL: Duration = Duration::from_millis(200);
 /// The least time the workers get to hand in their parts (more when the
 /// interval is longer: a round may take up to an interval).
+#[cfg(not(test))]
 const MIN_ROUND_TIME: Duration = Duration::from_secs(60);
+/// Tests give up on a round sooner.
+#[cfg(test)]
+const MIN_ROUND_TIME: Duration = Duration::from_millis(300);
 
 /// A worker's part of one round.
 struct Part {
@@ -314,5 +318,93 @@ impl Rounds {
                 Ok(ToWriter::Stop) | Err(RecvTimeoutError::Disconnected) => return Err(()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracker_proto::InfoHash;
+    use tracker_swarm::state::{SavedTorrent, StateFile};
+
+    /// Stands in for worker `worker`: hands in a section of one torrent
+    /// for each round the writer asks for, `rounds` times.
+    fn worker(snapshots: Snapshots, worker: usize, rounds: u64) -> std::thread::JoinHandle<()> {
+        std::thread::spawn(move || {
+            for round in 1..=rounds {
+                while snapshots.requested.load(Ordering::Acquire) < round {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let mut section = Section::default();
+                let torrent = SavedTorrent {
+                    info_hash: InfoHash([worker as u8; 20]),
+                    ..SavedTorrent::default()
+                };
+                section.push(&torrent);
+                let part = Part {
+                    worker,
+                    round,
+                    section,
+                    slowest_step: Duration::from_micros(7),
+                };
+                let _ = snapshots.parts.send(ToWriter::Part(part));
+            }
+        })
+    }
+
+    fn wait_for(what: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !what() {
+            assert!(Instant::now() < deadline, "not in 10 s");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn temp(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("snapshot-{name}-{}", std::process::id()))
+    }
+
+    #[test]
+    fn a_round_with_every_part_is_written_and_counted() {
+        let path = temp("written");
+        let (writer, snapshots) =
+            Writer::start(path.clone(), 2, Duration::from_millis(20), None).unwrap();
+        let stats = snapshots.stats.clone();
+        let workers = [worker(snapshots.clone(), 0, 1), worker(snapshots, 1, 1)];
+        wait_for(|| stats.saved.load(Ordering::Relaxed) == 1);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(StateFile::parse(&bytes).unwrap().torrents, 2);
+        assert_eq!(stats.slowest_step_us.load(Ordering::Relaxed), 7);
+        assert!(stats.last_saved_unix.load(Ordering::Relaxed) > 0);
+        drop(writer);
+        workers.into_iter().for_each(|w| w.join().unwrap());
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn a_round_a_worker_misses_is_given_up_and_the_file_kept() {
+        let path = temp("missed");
+        let (writer, snapshots) =
+            Writer::start(path.clone(), 2, Duration::from_millis(20), None).unwrap();
+        let stats = snapshots.stats.clone();
+        // Worker 1 never hands in its part.
+        let only = worker(snapshots, 0, 1);
+        wait_for(|| stats.failed.load(Ordering::Relaxed) >= 1);
+        assert_eq!(stats.saved.load(Ordering::Relaxed), 0);
+        assert!(!path.exists());
+        drop(writer);
+        only.join().unwrap();
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_written_is_counted_as_failed() {
+        let path = temp("no-such-dir").join("state");
+        let (writer, snapshots) = Writer::start(path, 1, Duration::from_millis(20), None).unwrap();
+        let stats = snapshots.stats.clone();
+        let only = worker(snapshots, 0, 1);
+        wait_for(|| stats.failed.load(Ordering::Relaxed) == 1);
+        assert_eq!(stats.saved.load(Ordering::Relaxed), 0);
+        drop(writer);
+        only.join().unwrap();
     }
 }
