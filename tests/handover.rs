@@ -250,3 +250,42 @@ fn a_successor_started_as_root_takes_over_from_one_that_dropped_root() {
     let mut client = Client::new("127.0.0.8:0", new.udp[0]);
     assert_eq!(client.scrape(&hashes), before);
 }
+
+/// A successor that goes away after `go` (once the old tracker has
+/// stopped): the old one saves its swarms to its state file and exits 1,
+/// and the restart it then gets serves them.
+#[test]
+fn a_successor_lost_after_go_costs_a_restart_not_a_swarm() {
+    use std::io::{BufRead, BufReader, Write};
+    let control = TempPath::new("tracker-test-control", "sock");
+    let state = TempPath::new("tracker-test-handover", "state");
+    let config = control_config(&control.0);
+    let old = Tracker::builder()
+        .udp(None)
+        .config(&config)
+        .state_file(&state.0)
+        .start();
+    let (hashes, before) = fill(old.udp[0]);
+    // A successor of our own that reads the manifest (its descriptors are
+    // closed unread), says go and hangs up.
+    let stream = std::os::unix::net::UnixStream::connect(&control.0).unwrap();
+    (&stream).write_all(b"take-over 1\n").unwrap();
+    let mut reader = BufReader::new(&stream);
+    let mut line = String::new();
+    while line != "end\n" {
+        line.clear();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "manifest cut short"
+        );
+    }
+    (&stream).write_all(b"go\n").unwrap();
+    drop(reader);
+    drop(stream);
+    let (code, log) = old.wait_exit(Duration::from_secs(30));
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("hand-over failed after the stop"), "{log}");
+    let restarted = Tracker::builder().udp(None).state_file(&state.0).start();
+    let mut client = Client::new("127.0.0.9:0", restarted.udp[0]);
+    assert_eq!(client.scrape(&hashes), before);
+}
