@@ -13,7 +13,9 @@
 //! `PER_ADDRESS=N` turns on the cap of N peers per address per torrent (off
 //! by default: the model's peers share a few dozen addresses; a cap above
 //! what any torrent reaches shows what keeping the counts costs).
-//! `PEER_IDS=1` keeps peer ids, as `swarm.store_peer_ids` does.
+//! `PEER_IDS=1` keeps peer ids, as `swarm.store_peer_ids` does. `SIZES=1`
+//! also prints how many torrents, and peers in them, each swarm size holds
+//! (in powers of two).
 //!
 //!     taskset -c 0 cargo run --release -p load-test --example store_announce -- [ANNOUNCES] [TORRENTS] [PEERS]
 
@@ -72,6 +74,7 @@ fn main() {
         new_torrents_per_address_per_minute: 0,
         peer_ids: std::env::var_os("PEER_IDS").is_some(),
     };
+    let resident_before = resident();
     let mut store = SwarmStore::new(limits, 1);
     let mut rng = Rng::new(1);
     let mut peers = AnswerPeers::default();
@@ -130,11 +133,15 @@ fn main() {
     );
     let held = store.peer_count();
     println!(
-        "held {} torrents, {} peers; resident {}",
+        "held {} torrents, {} peers; resident {} ({} before the store)",
         store.torrent_count(),
         held.seeders + held.leechers,
         resident().unwrap_or_else(|| "unknown".into()),
+        resident_before.unwrap_or_else(|| "unknown".into()),
     );
+    if std::env::var_os("SIZES").is_some() {
+        print_sizes(&store);
+    }
     let memory = store.memory_use();
     let mb = |bytes: usize| bytes as f64 / 1e6;
     println!(
@@ -150,4 +157,25 @@ fn resident() -> Option<String> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     Some(line.trim_start_matches("VmRSS:").trim().to_string())
+}
+
+/// Torrents and their peers by swarm size, in powers of two.
+fn print_sizes(store: &SwarmStore) {
+    let mut all = Vec::new();
+    store.scrape_some(usize::MAX, &mut all);
+    // Bucket b: swarms of 2^(b-1) to 2^b - 1 peers.
+    let mut buckets = [(0usize, 0usize); 33];
+    for (_, stats) in &all {
+        let n = stats.seeders + stats.leechers;
+        let bucket = &mut buckets[(u32::BITS - n.leading_zeros()) as usize];
+        bucket.0 += 1;
+        bucket.1 += n as usize;
+    }
+    for (b, (torrents, peers)) in buckets.iter().enumerate().filter(|(_, t)| t.0 > 0) {
+        let least = (1u64 << b) / 2;
+        println!(
+            "swarms of {least} to {}: {torrents} torrents, {peers} peers",
+            (1u64 << b) - 1
+        );
+    }
 }

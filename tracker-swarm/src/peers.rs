@@ -19,6 +19,11 @@ const LARGE: usize = 32;
 /// ...and goes back to a plain `Vec` below this many, so a swarm hovering around
 /// `LARGE` does not build and drop its index over and over.
 const SMALL: usize = 16;
+/// The capacities a small half's `Vec` grows through: with the 8 bytes of
+/// glibc malloc's header, an odd count of IPv4 peers fills its block (blocks
+/// are multiples of 16 bytes, the smallest 32), where doubling left a quarter
+/// of each block unused on average. A lone peer is held in place (`Peers::One`).
+const SMALL_CAPACITIES: [usize; 6] = [3, 5, 7, 11, 17, 25];
 /// A shrunk swarm's index is rebuilt, to give memory back, only up to this many
 /// peers (some 0.1 ms), so that a clean step stays short.
 const REINDEX_MAX: usize = 4096;
@@ -62,8 +67,14 @@ pub(super) fn key_hash(addr: SocketAddr) -> u32 {
     }
 }
 
-/// 24 bytes inline (the `Box` fits beside the `Vec`'s niche).
+/// 24 bytes inline with IPv4 peers (the lone peer and the `Box` fit beside
+/// the `Vec`'s niche).
 pub(super) enum Peers<I> {
+    /// A swarm half of one peer, the most common: 6 in 10 torrents under the
+    /// load generator's model. Held in place, it saves the 32-byte heap block
+    /// that a `Vec` of one takes with malloc's overhead.
+    One(Peer<I>),
+    /// Empty, or two peers and more.
     Small(Vec<Peer<I>>),
     Large(Box<Indexed<I>>),
 }
@@ -134,6 +145,7 @@ impl<I> Default for Peers<I> {
 impl<I: PeerIp> Peers<I> {
     pub fn as_slice(&self) -> &[Peer<I>] {
         match self {
+            Peers::One(peer) => std::slice::from_ref(peer),
             Peers::Small(peers) => peers,
             Peers::Large(large) => &large.peers,
         }
@@ -146,6 +158,7 @@ impl<I: PeerIp> Peers<I> {
     /// Adds the bytes it holds to `memory`.
     pub fn add_memory(&self, memory: &mut MemoryUse) {
         let peers = match self {
+            Peers::One(_) => return,
             Peers::Small(peers) => peers,
             Peers::Large(large) => {
                 memory.indexes += mem::size_of::<Indexed<I>>() + large.index.heap_bytes();
@@ -163,7 +176,7 @@ impl<I: PeerIp> Peers<I> {
     /// prefetched whole).
     pub fn next_start(&self) -> Option<u32> {
         match self {
-            Peers::Small(_) => None,
+            Peers::One(_) | Peers::Small(_) => None,
             Peers::Large(large) => Some(large.next_start),
         }
     }
@@ -171,7 +184,7 @@ impl<I: PeerIp> Peers<I> {
     /// 1 + where the clean pass under way goes on; 0: none under way.
     pub fn clean_from(&self) -> u32 {
         match self {
-            Peers::Small(_) => 0,
+            Peers::One(_) | Peers::Small(_) => 0,
             Peers::Large(large) => large.clean_from,
         }
     }
@@ -180,7 +193,7 @@ impl<I: PeerIp> Peers<I> {
     /// small half is cleaned in one step, so it has none to record.
     pub fn set_clean_from(&mut self, clean_from: u32) {
         match self {
-            Peers::Small(_) => debug_assert_eq!(clean_from, 0),
+            Peers::One(_) | Peers::Small(_) => debug_assert_eq!(clean_from, 0),
             Peers::Large(large) => large.clean_from = clean_from,
         }
     }
@@ -194,9 +207,11 @@ impl<I: PeerIp> Peers<I> {
 
     /// Prefetch, step 1 of 3 (see `SwarmStore::prefetch`): starts loading
     /// the peers of a small half, all that an answer from it reads, or the
-    /// header of a large one (its peers and index are behind it).
+    /// header of a large one (its peers and index are behind it). A lone
+    /// peer is in the torrent's entry, loaded already.
     pub fn prefetch(&self) {
         match self {
+            Peers::One(_) => {}
             Peers::Small(peers) => crate::prefetch::prefetch_all(peers.as_ptr(), peers.len()),
             Peers::Large(large) => crate::prefetch::prefetch(&**large),
         }
@@ -233,7 +248,9 @@ impl<I: PeerIp> Peers<I> {
     /// The position of the peer at (`ip`, `port`).
     pub fn find(&self, ip: I, port: u16) -> Option<usize> {
         match self {
-            Peers::Small(peers) => peers.iter().position(|p| p.key() == (ip, port)),
+            Peers::One(_) | Peers::Small(_) => {
+                self.as_slice().iter().position(|p| p.key() == (ip, port))
+            }
             Peers::Large(large) => {
                 let hash = AddressIndex::hash(&(ip, port));
                 let peers = &large.peers;
@@ -251,13 +268,16 @@ impl<I: PeerIp> Peers<I> {
                 Some(counts) => counts.get(AddressIndex::hash(&ip)),
                 None => large.peers.iter().filter(|p| p.ip == ip).count(),
             },
-            Peers::Small(peers) => peers.iter().filter(|p| p.ip == ip).count(),
+            Peers::One(_) | Peers::Small(_) => {
+                self.as_slice().iter().filter(|p| p.ip == ip).count()
+            }
         }
     }
 
     /// Records a re-announce of the peer at `i` (its address, the key, stays).
     pub fn refresh(&mut self, i: usize, expiry: Expiry) {
         let peer = match self {
+            Peers::One(peer) => peer,
             Peers::Small(peers) => &mut peers[i],
             Peers::Large(large) => &mut large.peers[i],
         };
@@ -266,7 +286,9 @@ impl<I: PeerIp> Peers<I> {
 
     pub fn swap(&mut self, a: usize, b: usize) {
         match self {
+            // A lone peer has no other to swap with.
             _ if a == b => {}
+            Peers::One(_) => {}
             Peers::Small(peers) => peers.swap(a, b),
             Peers::Large(large) => {
                 let (Some(hash_a), Some(hash_b)) = (large.hash_at(a), large.hash_at(b)) else {
@@ -282,11 +304,17 @@ impl<I: PeerIp> Peers<I> {
     /// here counts its peers per address (see `count_ip`).
     pub fn push(&mut self, peer: Peer<I>, count_ips: bool) {
         match self {
+            Peers::Small(peers) if peers.is_empty() => *self = Peers::One(peer),
+            Peers::One(first) => {
+                let mut peers = Vec::with_capacity(SMALL_CAPACITIES[0]);
+                peers.extend([*first, peer]);
+                *self = Peers::Small(peers);
+            }
             Peers::Small(peers) if peers.len() < LARGE => {
-                // Grow 1, 2, 4, ... rather than from Vec's first step of 4: most
-                // swarms hold one or two peers.
                 if peers.len() == peers.capacity() {
-                    peers.reserve_exact(peers.len().max(1));
+                    let next = SMALL_CAPACITIES.iter().find(|&&c| c > peers.len());
+                    let next = next.copied().unwrap_or(LARGE + 1);
+                    peers.reserve_exact(next - peers.len());
                 }
                 peers.push(peer);
             }
@@ -330,6 +358,14 @@ impl<I: PeerIp> Peers<I> {
     /// Removes the peer at `i`, moving the last one into its place.
     pub fn swap_remove(&mut self, i: usize) {
         match self {
+            Peers::One(_) => {
+                debug_assert_eq!(i, 0);
+                *self = Peers::Small(Vec::new());
+            }
+            Peers::Small(peers) if peers.len() == 2 => {
+                let kept = peers[1 - i];
+                *self = Peers::One(kept);
+            }
             Peers::Small(peers) => {
                 peers.swap_remove(i);
             }
@@ -362,6 +398,7 @@ impl<I: PeerIp> Peers<I> {
             shrink
         }
         match self {
+            Peers::One(_) => {}
             Peers::Small(peers) => {
                 shrink(peers);
             }
@@ -469,14 +506,43 @@ mod tests {
     }
 
     #[test]
-    fn small_grows_one_step_at_a_time() {
+    fn a_lone_peer_is_held_in_place_and_more_grow_through_the_small_capacities() {
         let mut peers = Peers::default();
         peers.push(peer(1), true);
-        let Peers::Small(v) = &peers else { panic!() };
-        assert_eq!(v.capacity(), 1);
-        peers.push(peer(2), true);
-        let Peers::Small(v) = &peers else { panic!() };
-        assert_eq!(v.capacity(), 2);
+        assert!(matches!(peers, Peers::One(_)));
+        assert_consistent(&peers);
+        let mut memory = MemoryUse::default();
+        peers.add_memory(&mut memory);
+        assert_eq!(memory, MemoryUse::default());
+        let mut capacities = Vec::new();
+        for n in 2..=LARGE as u16 {
+            peers.push(peer(n), true);
+            let Peers::Small(v) = &peers else { panic!() };
+            capacities.push(v.capacity());
+        }
+        capacities.dedup();
+        assert_eq!(capacities, [3, 5, 7, 11, 17, 25, LARGE + 1]);
+        assert_consistent(&peers);
+    }
+
+    #[test]
+    fn two_peers_less_one_is_a_lone_peer_and_one_less_is_empty() {
+        for gone in [0, 1] {
+            let mut peers = Peers::default();
+            peers.push(peer(1), true);
+            peers.push_at(0, peer(2), true);
+            peers.swap_remove(gone);
+            let Peers::One(kept) = &peers else { panic!() };
+            assert_eq!(kept.port, [1, 2][gone]);
+            assert_consistent(&peers);
+            peers.refresh(0, Expiry::at(77));
+            assert_eq!(peers.as_slice()[0].expiry, Expiry::at(77));
+            peers.swap(0, 0);
+            peers.compact();
+            peers.swap_remove(0);
+            assert!(peers.as_slice().is_empty());
+            assert!(matches!(&peers, Peers::Small(v) if v.capacity() == 0));
+        }
     }
 
     #[test]
