@@ -4,6 +4,7 @@
 //! keeps expiry testable. The state file's codec is here too, since its
 //! records are the store's torrents.
 
+mod blocks;
 mod counts;
 mod expiry;
 mod index;

@@ -1,11 +1,12 @@
 //! The torrents of one segment: a hash table whose memory a batch of requests
 //! can start loading before it is read.
 //!
-//! Entries (info-hash, hash, value) are kept dense in a `Vec` and found through
+//! Entries (info-hash, hash, value) are kept dense in `Blocks` and found through
 //! `Slots` by their hash, so both the slot a lookup reads first and the entry
 //! can be prefetched a step ahead of their use (see `SwarmStore::prefetch`).
 //! Removal moves the last entry into the hole.
 
+use crate::blocks::Blocks;
 use crate::slots::Slots;
 use tracker_proto::InfoHash;
 
@@ -21,14 +22,14 @@ struct Entry<V> {
 
 pub(super) struct Table<V> {
     slots: Slots,
-    entries: Vec<Entry<V>>,
+    entries: Blocks<Entry<V>>,
 }
 
 impl<V> Default for Table<V> {
     fn default() -> Self {
         Table {
             slots: Slots::default(),
-            entries: Vec::new(),
+            entries: Blocks::default(),
         }
     }
 }
@@ -47,11 +48,19 @@ impl<V> Table<V> {
     }
 
     pub fn get(&self, hash: u32, key: &InfoHash) -> Option<&V> {
-        self.find(hash, key).map(|pos| &self.entries[pos].value)
+        let pos = self.find(hash, key)?;
+        self.entries.get(pos).map(|e| &e.value)
     }
 
+    /// The value of the entry at `pos`, a position `find` gave.
     pub fn value_mut(&mut self, pos: usize) -> &mut V {
-        &mut self.entries[pos].value
+        &mut self.entry_mut(pos).value
+    }
+
+    fn entry_mut(&mut self, pos: usize) -> &mut Entry<V> {
+        let len = self.entries.len();
+        let entry = self.entries.get_mut(pos);
+        entry.unwrap_or_else(|| panic!("entry {pos} of {len}"))
     }
 
     /// Stores `value` for `key`, which the table does not hold.
@@ -60,15 +69,17 @@ impl<V> Table<V> {
         let pos = self.entries.len();
         self.slots.insert(hash, pos);
         self.entries.push(Entry { key, hash, value });
-        &mut self.entries[pos].value
+        self.value_mut(pos)
     }
 
     /// Removes the entry at `pos`, moving the last entry into its place.
     pub fn remove_at(&mut self, pos: usize) -> V {
-        self.slots.remove(self.entries[pos].hash, pos);
+        let hash = self.entry_mut(pos).hash;
+        self.slots.remove(hash, pos);
         let last = self.entries.len() - 1;
         if pos != last {
-            self.slots.relocate(self.entries[last].hash, last, pos);
+            let moved = self.entry_mut(last).hash;
+            self.slots.relocate(moved, last, pos);
         }
         self.entries.swap_remove(pos).value
     }
@@ -93,14 +104,14 @@ impl<V> Table<V> {
     /// Bytes of entries and slots held, used or not (not the values' own
     /// allocations).
     pub fn bytes(&self) -> usize {
-        self.entries.capacity() * std::mem::size_of::<Entry<V>>() + self.slots.bytes()
+        self.entries.bytes() + self.slots.bytes()
     }
 
-    /// Gives memory back once few of the slots are used (see `Slots::shrink`).
+    /// Gives memory back once few of the slots or entries are used (see
+    /// `Slots::shrink` and `Blocks::shrink`).
     pub fn shrink(&mut self) {
-        if self.slots.shrink() {
-            self.entries.shrink_to_fit();
-        }
+        self.slots.shrink();
+        self.entries.shrink();
     }
 
     /// Starts loading the first slot a lookup of `hash` reads.
@@ -113,7 +124,9 @@ impl<V> Table<V> {
     /// have brought in by now.
     pub fn prefetch_entry(&self, hash: u32) {
         if let Some(pos) = self.slots.likely(hash) {
-            crate::prefetch::prefetch_all(self.entries.as_ptr().wrapping_add(pos), 1);
+            if let Some(entry) = self.entries.address(pos) {
+                crate::prefetch::prefetch_all(entry, 1);
+            }
         }
     }
 }
@@ -221,9 +234,9 @@ mod tests {
         table.shrink();
         assert_eq!((table.len(), table.slots.capacity()), (1, 8));
         // A table as small as it gets is left as it is.
-        let slots = table.entries.as_ptr();
+        let slots = table.entries.address(0);
         table.shrink();
-        assert_eq!(table.entries.as_ptr(), slots);
+        assert_eq!(table.entries.address(0), slots);
         table.retain(|_, _| false);
         table.shrink();
         assert_eq!(table.slots.capacity(), 0);
