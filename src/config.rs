@@ -351,7 +351,7 @@ mod tests {
                 "runtime.control_socket",
             ),
             (
-                |c: &mut Config| c.swarm.max_peers_per_torrent = (1 << 31) + 1,
+                |c: &mut Config| c.swarm.max_peers_per_torrent = (1 << 24) - 1,
                 "swarm.max_peers_per_torrent",
             ),
             (

@@ -120,8 +120,8 @@ pub fn write_comment(out: &mut String, text: &str) {
 /// gains nothing more by polling.
 const MAX_BUSY_POLL_US: u32 = 10_000;
 
-/// The most torrents a worker, or peers a torrent, may be set to hold: the
-/// store keeps their positions in 32 bits.
+/// The most torrents a worker may be set to hold: the store counts them in 32
+/// bits. (A torrent's peers: `tracker_swarm::MAX_PEERS_PER_TORRENT`.)
 const MAX_HELD: usize = 1 << 31;
 
 /// The most `state.drain_timeout_secs`: a stop that waits longer than this
@@ -252,7 +252,7 @@ pub struct SwarmConfig {
     /// Torrents each worker holds at most (up to 2147483648); announces for
     /// new torrents past it get an error.
     pub max_torrents_per_worker: usize,
-    /// Peers each torrent holds at most (up to 2147483648); new peers past it
+    /// Peers each torrent holds at most (up to 16777214); new peers past it
     /// are answered, not stored.
     pub max_peers_per_torrent: usize,
     /// Peers each worker holds at most, over all its torrents; new peers past
@@ -334,7 +334,7 @@ impl SwarmConfig {
         at_most(
             "swarm.max_peers_per_torrent",
             self.max_peers_per_torrent,
-            MAX_HELD,
+            tracker_swarm::MAX_PEERS_PER_TORRENT,
         )?;
         positive("swarm.max_peers_per_worker", self.max_peers_per_worker)?;
         if self.default_numwant > self.max_numwant {

@@ -2,52 +2,49 @@
 //! peers per address per torrent reads, kept beside the address index (which
 //! finds a peer by address and port, and so cannot count an address's ports).
 //!
-//! A table of 8-byte slots (`Slots`), keyed by 32 bits of the address's hash
-//! and holding its count where the index holds a position. Two addresses
-//! whose 32-bit hashes collide share a count (about one pair in a swarm of
-//! 100,000 addresses; the hash is keyed per process, so clients cannot aim
-//! at it), which errs towards not storing a peer. Kept only while the cap is
-//! on, at about 11 bytes per address of a large half.
+//! Keyed by 32 bits of the address's hash. Two addresses whose 32-bit hashes
+//! collide share a count (about one pair in a swarm of 100,000 addresses; the
+//! hash is keyed per process, so clients cannot aim at it), which errs
+//! towards not storing a peer. Kept only while the cap is on, at about 13
+//! bytes per address of a large half.
 
-use super::slots::Slots;
+use std::collections::hash_map::{Entry, HashMap};
 
 #[derive(Default)]
-pub(super) struct IpCounts(Slots);
+pub(super) struct IpCounts(HashMap<u32, u32, ahash::RandomState>);
 
 impl IpCounts {
-    /// Peers counted for the address whose hash is `hash`.
     pub fn get(&self, hash: u32) -> usize {
-        self.0.find(hash, |_| true).unwrap_or(0)
+        self.0.get(&hash).map_or(0, |&count| count as usize)
     }
 
     pub fn add(&mut self, hash: u32) {
-        match self.0.first_mut(hash) {
-            Some(count) => *count += 1,
-            None => self.0.insert(hash, 1),
-        }
+        *self.0.entry(hash).or_insert(0) += 1;
     }
 
     pub fn sub(&mut self, hash: u32) {
-        match self.0.first_mut(hash) {
-            Some(count) if *count > 1 => *count -= 1,
-            Some(_) => {
-                self.0.remove_first(hash);
+        if let Entry::Occupied(mut count) = self.0.entry(hash) {
+            if *count.get() > 1 {
+                *count.get_mut() -= 1;
+            } else {
+                count.remove();
             }
-            None => {}
         }
     }
 
-    /// Gives memory back after a large drop (see `Slots::shrink`).
+    /// Gives memory back once at most an eighth of it is used, so that a
+    /// half that shrinks and regrows a little does not reallocate each time.
     pub fn shrink(&mut self) {
-        self.0.shrink();
+        if self.0.len() <= self.0.capacity() / 8 {
+            self.0.shrink_to_fit();
+        }
     }
 
-    /// Bytes of slots held.
+    /// Bytes held: a key, a count and a control byte per bucket.
     pub fn bytes(&self) -> usize {
-        self.0.bytes()
+        self.0.capacity() * (std::mem::size_of::<(u32, u32)>() + 1)
     }
 
-    /// Addresses counted.
     #[cfg(test)]
     pub fn addresses(&self) -> usize {
         self.0.len()

@@ -102,8 +102,9 @@ impl<I: PeerIp> Indexed<I> {
     /// `count_ips`: keep `ip_counts`.
     fn new(peers: Vec<Peer<I>>, next_start: u32, count_ips: bool) -> Self {
         let mut index = AddressIndex::new();
-        for (i, peer) in peers.iter().enumerate() {
-            index.insert(AddressIndex::hash(&peer.key()), i);
+        let hash_at = |pos: usize| AddressIndex::hash(&peers[pos].key());
+        for i in 0..peers.len() {
+            index.insert(hash_at(i), i, hash_at);
         }
         let ip_counts = count_ips.then(|| {
             let mut counts = IpCounts::default();
@@ -128,6 +129,14 @@ impl<I: PeerIp> Indexed<I> {
                 counts.sub(peer.ip_hash());
             }
         }
+    }
+
+    /// Indexes the peer at `pos`, stored there already (a split of the
+    /// index hashes the peers it moves again, this one included).
+    fn index_new(&mut self, pos: usize) {
+        let peers = &self.peers;
+        let hash_at = |i: usize| peers.get(i).map_or(0, |p| AddressIndex::hash(&p.key()));
+        self.index.insert(hash_at(pos), pos, hash_at);
     }
 
     fn hash_at(&self, i: usize) -> Option<u32> {
@@ -324,10 +333,9 @@ impl<I: PeerIp> Peers<I> {
                 *self = Peers::Large(Box::new(Indexed::new(peers, 0, count_ips)));
             }
             Peers::Large(large) => {
-                let hash = AddressIndex::hash(&peer.key());
-                large.index.insert(hash, large.peers.len());
                 large.count(&peer, true);
                 large.peers.push(peer);
+                large.index_new(large.peers.len() - 1);
             }
         }
     }
@@ -340,13 +348,13 @@ impl<I: PeerIp> Peers<I> {
                 // Two index updates, where a push and a swap would take four.
                 let moved = large.peers[at];
                 let last = large.peers.len();
-                large
-                    .index
-                    .relocate(AddressIndex::hash(&moved.key()), at, last);
-                large.index.insert(AddressIndex::hash(&peer.key()), at);
                 large.count(&peer, true);
                 large.peers[at] = peer;
                 large.peers.push(moved);
+                large
+                    .index
+                    .relocate(AddressIndex::hash(&moved.key()), at, last);
+                large.index_new(at);
             }
             _ => {
                 self.push(peer, count_ips);

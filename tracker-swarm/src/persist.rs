@@ -125,7 +125,10 @@ impl SwarmStore {
         let table = &mut self.segments[segment];
         let torrent = match table.find(hash, &record.info_hash) {
             Some(pos) => table.value_mut(pos),
-            None if self.torrents >= self.limits.max_torrents || worker_room == 0 => {
+            None if self.torrents >= self.limits.max_torrents
+                || worker_room == 0
+                || table.is_full() =>
+            {
                 done.refused = live;
                 return done;
             }

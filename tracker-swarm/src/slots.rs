@@ -1,6 +1,11 @@
-//! Positions found by hash: an open-addressed, power-of-two array of 8-byte
-//! slots, each 32 bits of a key's hash and the key's position in a `Vec` its
-//! owner keeps (the torrents of a segment, the peers of a swarm half).
+//! Positions found by hash: an open-addressed, power-of-two array of 6-byte
+//! slots, each a key's position (24 bits) in a `Vec` its owner keeps (the
+//! torrents of a segment, the peers of a swarm half) and 24 bits of the key's
+//! hash: the low 16 (its tag), which pick the home slot and tell most other
+//! keys apart without reading them (one in 65,536 is compared in vain), and
+//! the top 8, which the address index splits its sub-tables by. 8-byte slots,
+//! with all 32 bits, made the large swarms' indexes a third of the store at
+//! the standard load.
 //!
 //! Lookups probe linearly from the slot the hash's low bits pick (its home),
 //! so the first slot a lookup reads is known from the hash alone and can be
@@ -9,21 +14,68 @@
 //! a closure given the position. Removal shifts later slots back (no
 //! tombstones), so the array never needs cleaning.
 
-/// No key: positions are below `u32::MAX`.
-const EMPTY: u32 = u32::MAX;
+/// Bits of a position.
+const POS_BITS: u32 = 24;
+const POS_MASK: u32 = (1 << POS_BITS) - 1;
+/// No key.
+const EMPTY: u32 = POS_MASK;
+/// Positions are below this; it is kept for the address index's peer on the
+/// move (see `index::MOVING`). The store's limits keep below it: a swarm half
+/// holds at most `MAX_PEERS_PER_TORRENT` peers, and a segment takes no more.
+pub(super) const POSITIONS: usize = EMPTY as usize - 1;
+/// Top bits of the hash a slot keeps, beside its tag.
+pub(super) const TOP_BITS: u32 = u32::BITS - POS_BITS;
 /// The fewest slots of an array that holds anything.
 const MIN_SLOTS: usize = 8;
+/// Bits of a tag.
+const TAG_BITS: u32 = u16::BITS;
 
+/// Packed to 6 bytes: its fields are copied out, never borrowed.
 #[derive(Clone, Copy)]
+#[repr(C, packed(2))]
 struct Slot {
-    hash: u32,
-    pos: u32,
+    tag: u16,
+    /// The position in the low `POS_BITS`, the hash's top bits above.
+    word: u32,
 }
 
 const EMPTY_SLOT: Slot = Slot {
-    hash: 0,
-    pos: EMPTY,
+    tag: 0,
+    word: EMPTY,
 };
+
+impl Slot {
+    fn new(hash: u32, pos: usize) -> Slot {
+        Slot {
+            tag: tag(hash),
+            word: (hash & !POS_MASK) | pos as u32,
+        }
+    }
+
+    fn pos(self) -> u32 {
+        self.word & POS_MASK
+    }
+
+    fn set_pos(&mut self, pos: usize) {
+        self.word = (self.word & !POS_MASK) | pos as u32;
+    }
+
+    fn is_empty(self) -> bool {
+        self.pos() == EMPTY
+    }
+
+    /// The bits of the hash it keeps (the top `TOP_BITS` and the tag's), the
+    /// others 0.
+    fn hash_bits(self) -> u32 {
+        (self.word & !POS_MASK) | u32::from(self.tag)
+    }
+}
+
+/// The 16 bits of `hash` that pick a home and tell keys apart: its low bits,
+/// as the address index picks its sub-tables by the top ones.
+fn tag(hash: u32) -> u16 {
+    hash as u16
+}
 
 #[derive(Default)]
 pub(super) struct Slots {
@@ -52,8 +104,14 @@ impl Slots {
         self.slots.len().wrapping_sub(1)
     }
 
-    fn home(&self, hash: u32) -> usize {
-        hash as usize & self.mask()
+    /// Where a lookup of a key with tag `tag` starts. Past 2^16 slots (a
+    /// segment of 50,000 torrents) the homes are spread over the whole array.
+    fn home(&self, tag: u16) -> usize {
+        let bits = self.slots.len().trailing_zeros();
+        match bits.checked_sub(TAG_BITS) {
+            Some(spread) if spread > 0 => usize::from(tag) << spread,
+            _ => usize::from(tag) & self.mask(),
+        }
     }
 
     /// The index of the first slot for which `hit` holds, looking from
@@ -63,10 +121,10 @@ impl Slots {
         if self.slots.is_empty() {
             return None;
         }
-        let mut i = self.home(hash);
+        let mut i = self.home(tag(hash));
         loop {
             let slot = *self.slots.get(i)?;
-            if slot.pos == EMPTY {
+            if slot.is_empty() {
                 return None;
             }
             if hit(slot) {
@@ -78,60 +136,40 @@ impl Slots {
 
     /// The position with hash `hash` for which `is_key` holds.
     pub fn find(&self, hash: u32, mut is_key: impl FnMut(usize) -> bool) -> Option<usize> {
-        let i = self.probe(hash, |s| s.hash == hash && is_key(s.pos as usize))?;
-        Some(self.slots[i].pos as usize)
+        let tag = tag(hash);
+        let i = self.probe(hash, |s| s.tag == tag && is_key(s.pos() as usize))?;
+        Some(self.slots[i].pos() as usize)
     }
 
-    /// The position (or, for a table that keeps a value per hash, the value)
-    /// of the first slot with hash `hash`, to change in place.
-    pub fn first_mut(&mut self, hash: u32) -> Option<&mut u32> {
-        let i = self.probe(hash, |s| s.hash == hash)?;
-        Some(&mut self.slots[i].pos)
-    }
-
-    /// Empties the first slot with hash `hash`; returns whether there was one.
-    pub fn remove_first(&mut self, hash: u32) -> bool {
-        let Some(i) = self.probe(hash, |s| s.hash == hash) else {
-            return false;
-        };
-        self.clear(i);
-        self.len -= 1;
-        true
-    }
-
-    /// The first position with hash `hash`: most likely the key's, for a
-    /// prefetch to start loading.
+    /// The first position with hash `hash`'s tag: most likely the key's, for
+    /// a prefetch to start loading.
     pub fn likely(&self, hash: u32) -> Option<usize> {
-        let i = self.probe(hash, |s| s.hash == hash)?;
-        Some(self.slots[i].pos as usize)
+        let tag = tag(hash);
+        let i = self.probe(hash, |s| s.tag == tag)?;
+        Some(self.slots[i].pos() as usize)
     }
 
     /// Starts loading the first slot a lookup of `hash` reads.
     pub fn prefetch(&self, hash: u32) {
-        if let Some(slot) = self.slots.get(self.home(hash)) {
-            crate::prefetch::prefetch(slot);
+        if let Some(slot) = self.slots.get(self.home(tag(hash))) {
+            crate::prefetch::prefetch_all(slot, 1);
         }
     }
 
     /// Records position `pos` (not recorded yet) with hash `hash`, growing
     /// first if it would be more than 3/4 full.
     pub fn insert(&mut self, hash: u32, pos: usize) {
-        // u32::MAX marks an empty slot, and the address index moves peers
-        // through u32::MAX - 1.
-        debug_assert!(pos < EMPTY as usize - 1);
+        assert!(pos < POSITIONS, "position {pos} past the slots' reach");
         if (self.len() + 1) * 4 > self.slots.len() * 3 {
             self.resize((self.slots.len() * 2).max(MIN_SLOTS));
         }
-        self.put(Slot {
-            hash,
-            pos: pos as u32,
-        });
+        self.put(Slot::new(hash, pos));
         self.len += 1;
     }
 
     fn put(&mut self, slot: Slot) {
-        let mut i = self.home(slot.hash);
-        while self.slots[i].pos != EMPTY {
+        let mut i = self.home(slot.tag);
+        while !self.slots[i].is_empty() {
             i = (i + 1) & self.mask();
         }
         self.slots[i] = slot;
@@ -140,7 +178,7 @@ impl Slots {
     /// Forgets position `pos`, whose hash is `hash`; returns whether it was
     /// recorded.
     pub fn remove(&mut self, hash: u32, pos: usize) -> bool {
-        let Some(i) = self.probe(hash, |s| s.pos as usize == pos) else {
+        let Some(i) = self.probe(hash, |s| s.pos() as usize == pos) else {
             return false;
         };
         self.clear(i);
@@ -150,8 +188,8 @@ impl Slots {
 
     /// Records that the key at `from`, whose hash is `hash`, is now at `to`.
     pub fn relocate(&mut self, hash: u32, from: usize, to: usize) {
-        if let Some(i) = self.probe(hash, |s| s.pos as usize == from) {
-            self.slots[i].pos = to as u32;
+        if let Some(i) = self.probe(hash, |s| s.pos() as usize == from) {
+            self.slots[i].set_pos(to);
         }
     }
 
@@ -163,12 +201,12 @@ impl Slots {
         loop {
             i = (i + 1) & mask;
             let slot = self.slots[i];
-            if slot.pos == EMPTY {
+            if slot.is_empty() {
                 break;
             }
             // The slot may fill the hole unless its home lies after the hole,
             // up to where it sits (cyclically).
-            let from_home = i.wrapping_sub(self.home(slot.hash)) & mask;
+            let from_home = i.wrapping_sub(self.home(slot.tag)) & mask;
             let from_hole = i.wrapping_sub(hole) & mask;
             if from_home >= from_hole {
                 self.slots[hole] = slot;
@@ -178,9 +216,10 @@ impl Slots {
         self.slots[hole] = EMPTY_SLOT;
     }
 
-    /// Moves the positions whose hash `take` picks into a new array of as many
-    /// slots (so that neither grows soon after).
-    pub fn split_off(&mut self, mut take: impl FnMut(u32) -> bool) -> Slots {
+    /// Moves the positions that `take` picks, given the bits of their hash
+    /// kept (see `Slot::hash_bits`) and the position, into a new array of as
+    /// many slots (so that neither grows soon after).
+    pub fn split_off(&mut self, mut take: impl FnMut(u32, usize) -> bool) -> Slots {
         let size = self.slots.len();
         let old = std::mem::replace(&mut self.slots, vec![EMPTY_SLOT; size].into_boxed_slice());
         let mut taken = Slots {
@@ -188,8 +227,8 @@ impl Slots {
             len: 0,
         };
         self.len = 0;
-        for &slot in old.iter().filter(|s| s.pos != EMPTY) {
-            let to = if take(slot.hash) {
+        for &slot in old.iter().filter(|s| !s.is_empty()) {
+            let to = if take(slot.hash_bits(), slot.pos() as usize) {
                 &mut taken
             } else {
                 &mut *self
@@ -222,7 +261,7 @@ impl Slots {
     /// Moves the recorded positions into `slots` new slots.
     fn resize(&mut self, slots: usize) {
         let old = std::mem::replace(&mut self.slots, vec![EMPTY_SLOT; slots].into_boxed_slice());
-        for &slot in old.iter().filter(|s| s.pos != EMPTY) {
+        for &slot in old.iter().filter(|s| !s.is_empty()) {
             self.put(slot);
         }
     }
@@ -293,10 +332,10 @@ mod tests {
                         }
                     }
                     Op::Split(mask) => {
-                        let taken = slots.split_off(|h| h & mask & 1 != 0 || h & mask & 2 != 0);
-                        let (go, stay): (HashMap<_, _>, HashMap<_, _>) = model
-                            .drain()
-                            .partition(|&(_, k)| { let h = hash(k); h & mask & 1 != 0 || h & mask & 2 != 0 });
+                        let pick = |k: u8| { let h = hash(k); h & mask & 1 != 0 || h & mask & 2 != 0 };
+                        let taken = slots.split_off(|_, p| pick(model[&p]));
+                        let (go, stay): (HashMap<_, _>, HashMap<_, _>) =
+                            model.drain().partition(|&(_, k)| pick(k));
                         model = stay;
                         moved = go;
                         split_off = taken;
@@ -317,6 +356,31 @@ mod tests {
                 prop_assert_eq!(split_off.len(), moved.len());
             }
         }
+    }
+
+    /// Past 2^16 slots the tags' homes are spread over the array: every
+    /// position is still found, and removals keep the rest found.
+    #[test]
+    fn an_array_larger_than_the_tags_reach_finds_every_position() {
+        let hash = |pos: usize| (pos as u32).wrapping_mul(0x9e37_79b9);
+        let mut slots = Slots::default();
+        let count = 100_000;
+        for pos in 0..count {
+            slots.insert(hash(pos), pos);
+        }
+        assert!(slots.capacity() > 1 << TAG_BITS);
+        for pos in (0..count).step_by(3) {
+            assert!(slots.remove(hash(pos), pos));
+        }
+        for pos in 0..count {
+            let want = (pos % 3 != 0).then_some(pos);
+            assert_eq!(slots.find(hash(pos), |p| p == pos), want, "{pos}");
+        }
+    }
+
+    #[test]
+    fn a_slot_is_six_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 6);
     }
 
     #[test]

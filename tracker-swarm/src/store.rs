@@ -8,6 +8,10 @@ use ahash::RandomState;
 
 use crate::counts::{CleanReport, MemoryUse, PeerTotals, SwarmCounts};
 use crate::expiry::{Expiry, MAX_PEER_TIMEOUT_SECS};
+
+/// The most peers a torrent may be allowed (`StoreLimits::max_peers_per_torrent`):
+/// the address index keeps a peer's position in 24 bits.
+pub const MAX_PEERS_PER_TORRENT: usize = crate::slots::POSITIONS;
 use crate::peers;
 use crate::ratelimit::RateLimit;
 use crate::rng::WyRand;
@@ -156,7 +160,7 @@ impl SwarmStore {
     /// `rng_seed` seeds peer selection. The hash keys come from ahash's runtime
     /// randomness, not from the seed, so they cannot be predicted from the config.
     pub fn new(mut limits: StoreLimits, rng_seed: u64) -> Self {
-        limits.max_peers_per_torrent = limits.max_peers_per_torrent.min(u32::MAX as usize);
+        limits.max_peers_per_torrent = limits.max_peers_per_torrent.min(MAX_PEERS_PER_TORRENT);
         // A peer's expiry is 16 bits (see `expiry`).
         limits.peer_timeout_secs = limits.peer_timeout_secs.min(MAX_PEER_TIMEOUT_SECS);
         let keys = RandomState::new();
@@ -230,7 +234,10 @@ impl SwarmStore {
             Some(pos) => table.value_mut(pos),
             // Nothing to remove, and no torrent to create for it.
             None if req.event == AnnounceEvent::Stopped => return Ok(SwarmCounts::default()),
-            None if self.torrents >= self.limits.max_torrents => {
+            // A segment full to its slots' reach (2^24 torrents) counts as
+            // the limit too: the keyed hash spreads torrents so evenly that
+            // none gets there before `max_torrents`, but nothing may rely on it.
+            None if self.torrents >= self.limits.max_torrents || table.is_full() => {
                 self.stats.refused_torrents += 1;
                 return Err(AnnounceRefused::TorrentLimit);
             }

@@ -40,6 +40,11 @@ impl<V> Table<V> {
         self.entries.len()
     }
 
+    /// Whether it holds as many entries as its slots can name.
+    pub fn is_full(&self) -> bool {
+        self.entries.len() >= crate::slots::POSITIONS
+    }
+
     /// The position of the entry for `key`, whose hash is `hash`.
     pub fn find(&self, hash: u32, key: &InfoHash) -> Option<usize> {
         let entries = &self.entries;
