@@ -256,8 +256,8 @@ pub struct SwarmConfig {
     /// are answered, not stored.
     pub max_peers_per_torrent: usize,
     /// Peers each worker holds at most, over all its torrents; new peers past
-    /// it are answered, not stored, and create no torrent. About 30-50 bytes
-    /// per IPv4 peer, torrents and indexes included (about twice that with
+    /// it are answered, not stored, and create no torrent. About 25-40 bytes
+    /// per IPv4 peer, torrents and indexes included (two and a half times that with
     /// `store_peer_ids`).
     pub max_peers_per_worker: usize,
     /// Peers each torrent holds at most from one IP address, on different

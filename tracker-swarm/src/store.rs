@@ -113,24 +113,24 @@ type Segment = Table<Torrent>;
 ///
 /// Memory, on 64-bit with glibc malloc:
 /// - A torrent takes a 64-byte entry, one cache line (20-byte info-hash, 32
-///   bits of its hash, 40-byte `Torrent`), in its segment's `Vec`, which
-///   doubles as it grows, and an 8-byte slot, the slots 3/8 to 3/4 full: 75
-///   to 149 bytes per torrent, depending on where the count sits between
-///   doublings (the segments are of a size, so they double at about the same
-///   count).
-/// - Peers live in one `Vec` per swarm and family, 8 bytes per IPv4 peer and 20
-///   per IPv6 peer (address, port, a 16-bit expiry), grown 1, 2, 4, ...: with
-///   malloc's overhead one IPv4 peer takes 24 bytes, two take 32. The first
-///   IPv6 peer of a swarm adds the torrent's box, 96 bytes. A store that keeps
-///   peer ids (`StoreLimits::peer_ids`) keeps them in that box too, 20 bytes a
-///   peer in a `Vec` of their own, and every torrent with a peer has the box.
-/// - A swarm above 32 peers of a family also indexes them: 8 bytes per index
-///   slot (position and hash), 3/8 to 3/4 of the slots used, and a boxed
-///   header of 128 bytes.
+///   bits of its hash, 40-byte `Torrent`), in its segment's 4 KB blocks (at
+///   most one of them partly used), and a 6-byte slot, the slots 3/8 to 3/4
+///   full: 72 to 80 bytes per torrent once a segment holds some blocks.
+/// - A lone IPv4 peer lives in the torrent's entry. More live in one `Vec`
+///   per swarm and family, 8 bytes per IPv4 peer and 20 per IPv6 peer
+///   (address, port, a 16-bit expiry), grown through odd counts (3, 5, 7, 11,
+///   ...) that fill malloc's blocks: 2 or 3 IPv4 peers take 32 bytes. The
+///   first IPv6 peer of a swarm adds the torrent's box, 96 bytes. A store
+///   that keeps peer ids (`StoreLimits::peer_ids`) keeps them in that box
+///   too, 20 bytes a peer in a `Vec` of their own, and every torrent with a
+///   peer has the box.
+/// - A swarm above 32 peers of a family also indexes them: 6 bytes per index
+///   slot (position and 24 bits of hash), 3/8 to 3/4 of the slots used, and
+///   a boxed header of 128 bytes.
 ///
 /// Measured with `load-test/examples/store_announce.rs`: its default 4M
-/// announces leave 491,177 torrents and 3,691,564 peers in 128 MB resident
-/// (287 MB keeping peer ids; 226 MB when every peer held its id inline).
+/// announces leave 491,177 torrents and 3,691,564 peers in 106 MB resident
+/// (266 MB keeping peer ids).
 pub struct SwarmStore {
     pub(crate) segments: Box<[Segment]>,
     /// Random odd multipliers choosing segments (see `segment_of`).
