@@ -58,6 +58,11 @@ impl<I: PeerIp> Peer<I> {
     }
 }
 
+/// The index hash of the peer at position `i` of `peers`.
+fn hash_at<I: PeerIp>(peers: &[Peer<I>], i: usize) -> Option<u32> {
+    peers.get(i).map(|peer| AddressIndex::hash(&peer.key()))
+}
+
 /// The hash by which a large half indexes the peer at `addr` (a plain IPv4
 /// address, not a mapped one, as the store keeps it).
 pub(super) fn key_hash(addr: SocketAddr) -> u32 {
@@ -101,23 +106,22 @@ pub(super) struct Indexed<I> {
 impl<I: PeerIp> Indexed<I> {
     /// `count_ips`: keep `ip_counts`.
     fn new(peers: Vec<Peer<I>>, next_start: u32, count_ips: bool) -> Self {
-        let mut index = AddressIndex::new();
-        let hash_at = |pos: usize| AddressIndex::hash(&peers[pos].key());
-        for i in 0..peers.len() {
-            index.insert(hash_at(i), i, hash_at);
-        }
         let ip_counts = count_ips.then(|| {
             let mut counts = IpCounts::default();
             peers.iter().for_each(|p| counts.add(p.ip_hash()));
             Box::new(counts)
         });
-        Indexed {
+        let mut indexed = Indexed {
             peers,
-            index,
+            index: AddressIndex::new(),
             next_start,
             clean_from: 0,
             ip_counts,
+        };
+        for i in 0..indexed.peers.len() {
+            indexed.index_new(i);
         }
+        indexed
     }
 
     /// Records a peer stored or gone in `ip_counts`.
@@ -135,13 +139,12 @@ impl<I: PeerIp> Indexed<I> {
     /// index hashes the peers it moves again, this one included).
     fn index_new(&mut self, pos: usize) {
         let peers = &self.peers;
-        let hash_at = |i: usize| peers.get(i).map_or(0, |p| AddressIndex::hash(&p.key()));
+        let hash_at = |i: usize| hash_at(peers, i).unwrap_or(0);
         self.index.insert(hash_at(pos), pos, hash_at);
     }
 
     fn hash_at(&self, i: usize) -> Option<u32> {
-        let peer = self.peers.get(i)?;
-        Some(AddressIndex::hash(&peer.key()))
+        hash_at(&self.peers, i)
     }
 }
 

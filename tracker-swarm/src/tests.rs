@@ -564,6 +564,14 @@ fn limits_are_counted() {
     assert_eq!((s.stats.refused_torrents, s.stats.unstored_peers), (1, 1));
 }
 
+/// The address index keeps positions in 24 bits: a larger limit is lowered
+/// to what it can name.
+#[test]
+fn peers_per_torrent_are_capped_at_what_the_index_can_name() {
+    let store = SwarmStore::new(limits(usize::MAX, usize::MAX), 1);
+    assert_eq!(store.limits.max_peers_per_torrent, MAX_PEERS_PER_TORRENT);
+}
+
 #[test]
 fn memory_use_counts_each_structure_where_it_is() {
     let mut store = SwarmStore::new(
