@@ -30,6 +30,73 @@ pub fn address_block(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// How wide a block of addresses a limit counts by. Every limit per client
+/// counts at each level, so that an attacker who controls many addresses
+/// of one network (a /48 holds 65,536 /64s) is bounded by the network's
+/// budget, not by a budget per /64 times the /64s it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BlockLevel {
+    /// One client: an IPv4 address alone, an IPv6 /64 (see [`address_block`]).
+    Address,
+    /// A site: an IPv4 /24, an IPv6 /56 (what a home or a small office is
+    /// usually given).
+    Subnet,
+    /// A network: an IPv4 /16, an IPv6 /48 (what an organisation or a
+    /// hosting customer is usually given).
+    Network,
+}
+
+impl BlockLevel {
+    /// Narrowest first.
+    pub const ALL: [BlockLevel; 3] = [BlockLevel::Address, BlockLevel::Subnet, BlockLevel::Network];
+
+    /// The prefix length of this level's block for an address of each family.
+    pub fn prefix(self, ipv4: bool) -> u8 {
+        match (self, ipv4) {
+            (BlockLevel::Address, true) => 32,
+            (BlockLevel::Subnet, true) => 24,
+            (BlockLevel::Network, true) => 16,
+            (BlockLevel::Address, false) => 64,
+            (BlockLevel::Subnet, false) => 56,
+            (BlockLevel::Network, false) => 48,
+        }
+    }
+
+    /// What the level is called in config keys and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlockLevel::Address => "address",
+            BlockLevel::Subnet => "subnet",
+            BlockLevel::Network => "network",
+        }
+    }
+}
+
+/// The block of `level` that `ip` (taken in its canonical form) falls in, as
+/// a key for counting: its family and its address with the bits past the
+/// prefix cleared. The families never share a key.
+pub fn block_key(ip: IpAddr, level: BlockLevel) -> u128 {
+    match canonical_ip(ip) {
+        IpAddr::V4(v4) => {
+            let bits = u32::from(v4) & (u32::MAX << (32 - u32::from(level.prefix(true))));
+            // Every IPv6 key's low 64 bits are zero (no level is narrower
+            // than a /64); bit 32 set keeps an IPv4 key's low bits nonzero,
+            // even for 0.0.0.0.
+            (1u128 << 32) | u128::from(bits)
+        }
+        IpAddr::V6(v6) => {
+            let prefix = u32::from(level.prefix(false));
+            u128::from(v6) & (u128::MAX << (128 - prefix))
+        }
+    }
+}
+
+/// The blocks of every level that `ip` falls in, narrowest first (see
+/// [`block_key`]).
+pub fn block_keys(ip: IpAddr) -> [(BlockLevel, u128); 3] {
+    BlockLevel::ALL.map(|level| (level, block_key(ip, level)))
+}
+
 /// Whether a peer may be stored and handed to others at `addr`: a port, and
 /// an address that names one host (not unspecified, broadcast or multicast).
 /// What the wire path and the state file's restore both check.
@@ -126,6 +193,54 @@ mod tests {
         assert_eq!(
             address_block(ip("2001:db8:a:b:c:d:e:f")),
             ip("2001:db8:a:b::")
+        );
+    }
+
+    #[test]
+    fn blocks_nest_by_level_and_never_mix_families() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let key = |s: &str, level| block_key(ip(s), level);
+        use BlockLevel::*;
+        // One /64: one key at every level.
+        assert_eq!(
+            key("2001:db8:1:2::1", Address),
+            key("2001:db8:1:2:ffff::9", Address)
+        );
+        // Another /64 of the same /56: apart at the narrowest level only.
+        assert_ne!(
+            key("2001:db8:1:2::1", Address),
+            key("2001:db8:1:3::1", Address)
+        );
+        assert_eq!(
+            key("2001:db8:1:2::1", Subnet),
+            key("2001:db8:1:3::1", Subnet)
+        );
+        // Another /56 of the same /48.
+        assert_ne!(
+            key("2001:db8:1:200::1", Subnet),
+            key("2001:db8:1:100::1", Subnet)
+        );
+        assert_eq!(
+            key("2001:db8:1:200::1", Network),
+            key("2001:db8:1:100::1", Network)
+        );
+        assert_ne!(key("2001:db8:1::1", Network), key("2001:db8:2::1", Network));
+        // IPv4: the address, its /24, its /16; mapped or not.
+        assert_ne!(key("192.0.2.1", Address), key("192.0.2.2", Address));
+        assert_eq!(key("192.0.2.1", Address), key("::ffff:192.0.2.1", Address));
+        assert_eq!(key("192.0.2.1", Subnet), key("192.0.2.200", Subnet));
+        assert_ne!(key("192.0.2.1", Subnet), key("192.0.3.1", Subnet));
+        assert_eq!(key("192.0.2.1", Network), key("192.0.3.1", Network));
+        assert_ne!(key("192.0.2.1", Network), key("192.1.2.1", Network));
+        // No IPv4 block has an IPv6 block's key, even ::/0-like ones.
+        for level in BlockLevel::ALL {
+            assert_ne!(key("0.0.0.0", level), key("::", level));
+            assert_ne!(key("0.0.0.0", level), key("::1:0:0", level));
+            assert_ne!(key("255.255.255.255", level), key("ffff:ffff::", level));
+        }
+        assert_eq!(
+            block_keys(ip("10.1.2.3"))[1],
+            (Subnet, key("10.1.2.0", Subnet))
         );
     }
 
