@@ -17,7 +17,7 @@ use tracker_swarm::StoreLimits;
 
 use crate::access::{AccessMode, ListSource};
 use crate::owner::KEY_BYTES;
-use tracker_proto::decode_hex;
+use tracker_proto::{decode_hex, IpNetwork};
 
 /// A configuration problem, naming the key (and file) at fault.
 #[derive(Debug)]
@@ -173,6 +173,16 @@ pub struct RuntimeConfig {
     /// (mode 0600, and a peer of any other user is refused); a relative
     /// path is taken from the working directory. Empty: no hand-over.
     pub control_socket: String,
+    /// Networks (such as "127.0.0.0/8" or "2001:db8::/48") whose clients no
+    /// limit per client counts: not the new-torrent budgets, the peers per
+    /// address in a torrent, the UDP connects per address, nor the HTTP
+    /// connections per address. For a load test from loopback, which sends
+    /// what thousands of clients would from a few addresses and would
+    /// otherwise be turned away as one greedy client:
+    /// `exempt_networks = ["127.0.0.0/8", "::1"]`. Never list a network
+    /// that the Internet reaches: its clients could fill the tracker. The
+    /// limits in total (torrents, peers, connections per worker) still hold.
+    pub exempt_networks: Vec<String>,
 }
 
 impl Default for RuntimeConfig {
@@ -187,6 +197,7 @@ impl Default for RuntimeConfig {
             busy_poll_us: 0,
             reload_timeout_secs: 30,
             control_socket: "tracker.control".into(),
+            exempt_networks: Vec::new(),
         }
     }
 }
@@ -198,6 +209,10 @@ impl RuntimeConfig {
                 "runtime.control_socket",
                 format!("`{}` is not a file path", self.control_socket),
             ));
+        }
+        for net in &self.exempt_networks {
+            net.parse::<IpNetwork>()
+                .map_err(|e| ConfigError::key("runtime.exempt_networks", e))?;
         }
         if !self.cpus.trim().is_empty() {
             crate::workers::parse_cpu_list(&self.cpus)
@@ -223,10 +238,37 @@ impl RuntimeConfig {
         Some(Path::new(&self.control_socket)).filter(|_| !self.control_socket.is_empty())
     }
 
+    /// The networks exempt from the limits per client (validated already).
+    pub fn exempt_networks(&self) -> ExemptNetworks {
+        ExemptNetworks(
+            self.exempt_networks
+                .iter()
+                .filter_map(|net| net.parse().ok())
+                .collect(),
+        )
+    }
+
     pub fn owner_key(&self) -> Option<[u8; KEY_BYTES]> {
         hex_secret("runtime.owner_key", &self.owner_key)
             .ok()
             .flatten()
+    }
+}
+
+/// The networks that `runtime.exempt_networks` leaves out of every limit
+/// per client.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExemptNetworks(Vec<IpNetwork>);
+
+impl ExemptNetworks {
+    /// Whether the client at `ip` is exempt (a short list, scanned: none in
+    /// the default config).
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        self.0.iter().any(|net| net.contains(ip))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
@@ -528,6 +570,21 @@ mod tests {
             "# A small section, to see the printer's layout.\n[sample]\n# One line.\na = 7\n\
              # Two lines,\n# the second.\n#\n# And a paragraph.\nb = [\"x\"]\n"
         );
+    }
+
+    #[test]
+    fn exempt_networks_are_checked_and_matched() {
+        let mut runtime = RuntimeConfig::default();
+        assert!(runtime.exempt_networks().is_empty());
+        runtime.exempt_networks = vec!["127.0.0.0/8".into(), "::1".into()];
+        runtime.validate().unwrap();
+        let exempt = runtime.exempt_networks();
+        assert!(exempt.contains([127, 1, 2, 3].into()));
+        assert!(exempt.contains("::1".parse().unwrap()));
+        assert!(!exempt.contains([192, 0, 2, 1].into()));
+        runtime.exempt_networks.push("10.0.0.0/40".into());
+        let e = runtime.validate().unwrap_err().to_string();
+        assert!(e.contains("runtime.exempt_networks"), "{e}");
     }
 
     #[test]
