@@ -17,12 +17,13 @@
 //! `deadline`); a TLS handshake has its own timeout; and each worker serves a
 //! bounded number of connections, a bounded number from each address, and
 //! closes its longest-idle connection to make room for a new one (see
-//! `crate::connections`).
+//! `crate::connections`). A connection cut for any of these is reset, so that
+//! the kernel does not go on holding its answers (see `crate::linger`).
 
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{FromRawFd, IntoRawFd};
+use std::os::fd::{AsFd, FromRawFd, IntoRawFd};
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
@@ -293,6 +294,10 @@ impl HttpService {
         if tls && self.tls.is_none() {
             return Err(format!("https {local}: no TLS configuration"));
         }
+        // Every connection accepted from it resets when dropped, unless it
+        // ends gracefully (see `crate::linger`).
+        crate::linger::reset_on_close(listener.as_fd(), true)
+            .map_err(|e| format!("http {local}: SO_LINGER: {e}"))?;
         // SAFETY: the fd comes from a listening socket we own and hand over whole.
         let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
         let mut quantum = Quantum::default();
