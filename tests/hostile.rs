@@ -507,6 +507,75 @@ fn one_address_cannot_take_every_connection_slot() {
     }
 }
 
+/// Whether `tcp` was refused (reset at once, as every connection cut for a
+/// limit is) rather than admitted (left open, waiting for a request).
+fn refused(mut tcp: &TcpStream) -> bool {
+    tcp.set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    match tcp.read(&mut [0u8; 64]) {
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => true,
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => false,
+        other => panic!("neither open nor reset: {other:?}"),
+    }
+}
+
+/// Addresses of one network share its budget of slots: a /24 (an IPv6 /56)
+/// and a /16 (an IPv6 /48) hold at most their caps however many addresses
+/// they use, so that an attacker with a /48 cannot take every slot with
+/// half-sent heads, while clients of other networks are served.
+#[test]
+fn one_network_cannot_take_every_connection_slot_with_many_addresses() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "1", "--no-pin"])
+        .config(
+            "[http]\nmax_connections_per_worker = 100\nmax_connections_per_address = 4\n\
+             max_connections_per_subnet = 8\nmax_connections_per_network = 12\n",
+        )
+        .http(None)
+        .metrics()
+        .start();
+    let addr = tracker.http[0];
+    let from = |ip: String| {
+        let mut tcp = tcp_from(ip.parse().unwrap(), addr);
+        // Busy: a head begun, so that none is idle to evict.
+        tcp.write_all(b"GET /announce?info_hash=").unwrap();
+        tcp
+    };
+    // Six addresses of 127.5.5.0/24, three connections each (under the cap
+    // per address): the subnet holds its 8.
+    let subnet: Vec<TcpStream> = (1..=6)
+        .flat_map(|n| (0..3).map(move |_| format!("127.5.5.{n}")))
+        .map(from)
+        .collect();
+    // Three addresses of another /24 of the same /16: the network's 12
+    // leave it 4.
+    let network: Vec<TcpStream> = (1..=3)
+        .flat_map(|n| (0..3).map(move |_| format!("127.5.6.{n}")))
+        .map(from)
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let open = |held: &[TcpStream]| held.iter().filter(|t| !refused(t)).count();
+    assert_eq!(open(&subnet), 8);
+    assert_eq!(open(&network), 4);
+    let refusals = |level| {
+        wait_for_metric(
+            &tracker,
+            "tracker_http_errors_total",
+            &[("kind", "address_limit"), ("level", level)],
+            1,
+        )
+    };
+    assert_eq!(refusals("subnet"), 10);
+    assert_eq!(refusals("network"), 5);
+    // A client of another network is served; one of this network, from a
+    // /24 of its own, is not, until the network's connections go.
+    assert_eq!(announce_from(ip("127.6.0.1"), addr, 7200), Some(200));
+    assert_eq!(announce_from(ip("127.5.9.1"), addr, 7201), None);
+    drop(subnet);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(announce_from(ip("127.5.9.1"), addr, 7202), Some(200));
+}
+
 #[test]
 fn a_full_worker_closes_its_longest_idle_connection_for_a_new_one() {
     let tracker = Tracker::builder()

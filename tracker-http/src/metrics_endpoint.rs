@@ -67,7 +67,7 @@ tracker_runtime::counters! {
     pub struct EndpointStats {
         /// Connections closed at once: every slot holds a scrape under way.
         pub rejected: Counter => METRICS_ENDPOINT_ERRORS { kind = "connection_limit" },
-        /// Connections closed at once: their address holds its maximum.
+        /// Connections reset at once: their address holds its maximum.
         pub address_limit: Counter => METRICS_ENDPOINT_ERRORS { kind = "address_limit" },
         /// Connections that had sent no request, closed to make room.
         pub evicted: Counter => METRICS_ENDPOINT_ERRORS { kind = "evicted_idle" },
@@ -97,9 +97,12 @@ impl Endpoint {
             shard,
             timeout: Duration::from_secs(config.timeout_secs.into()),
             max_head: config.max_request_head_bytes,
+            // Capped per address alone: scrapers are a few known hosts
+            // (keep the endpoint off public networks), not a crowd that
+            // wider blocks would need to share out.
             connections: ConnectionTable::new(
                 config.max_connections,
-                config.max_connections_per_address,
+                [config.max_connections_per_address, usize::MAX, usize::MAX],
             ),
             stats: EndpointStats::default(),
         });
@@ -133,7 +136,7 @@ impl Endpoint {
             let admission = self.connections.admit(canonical_ip(peer.ip()), false);
             let Some(slot) = admission.counted(AdmissionCounters {
                 evicted: &self.stats.evicted,
-                address_limit: &self.stats.address_limit,
+                block_limit: [&self.stats.address_limit; 3],
                 full: &self.stats.rejected,
             }) else {
                 continue;

@@ -74,9 +74,13 @@ counters! {
         /// Connections closed at once because the worker serves its maximum
         /// and none of them is idle.
         pub rejected: Counter => HTTP_ERRORS { kind = "connection_limit" },
-        /// Connections closed at once because their address holds its
-        /// maximum (`http.max_connections_per_address`).
-        pub address_limit: Counter => HTTP_ERRORS { kind = "address_limit" },
+        /// Connections reset at once because their address holds its
+        /// maximum (`http.max_connections_per_address`) ...
+        pub address_limit: Counter => HTTP_ERRORS { kind = "address_limit", level = "address" },
+        /// ... or their subnet (`http.max_connections_per_subnet`) ...
+        pub subnet_limit: Counter => HTTP_ERRORS { kind = "address_limit", level = "subnet" },
+        /// ... or their network (`http.max_connections_per_network`).
+        pub network_limit: Counter => HTTP_ERRORS { kind = "address_limit", level = "network" },
         /// Idle connections closed to make room for a new one.
         pub evicted: Counter => HTTP_ERRORS { kind = "evicted_idle" },
         pub accept_errors: Counter => HTTP_ERRORS { kind = "accept_failed" },
@@ -191,7 +195,8 @@ pub struct HttpService {
     request_timeout: Duration,
     write_timeout: Duration,
     handshake_timeout: Duration,
-    /// Admission: the caps on connections, per worker and per address.
+    /// Admission: the caps on connections, per worker and per address,
+    /// subnet and network.
     connections: Rc<ConnectionTable>,
     /// Whose real-IP header is believed (empty without one).
     trusted_proxies: Vec<IpNetwork>,
@@ -253,7 +258,7 @@ impl HttpService {
             handshake_timeout: Duration::from_secs(config.tls_handshake_timeout_secs.into()),
             connections: ConnectionTable::new(
                 config.max_connections_per_worker,
-                config.max_connections_per_address,
+                config.max_connections_per_block(),
             ),
             trusted_proxies: config.trusted_proxies(),
             config: config.clone(),
@@ -320,15 +325,21 @@ impl HttpService {
                 continue;
             };
             let peer_ip = canonical_ip(peer.ip());
-            // A proxy speaks for many clients: not capped per address.
-            let admission = self
-                .connections
-                .admit(peer_ip, self.is_trusted_proxy(peer_ip));
+            // A proxy speaks for many clients: not capped per address,
+            // subnet or network.
+            let exempt = self.is_trusted_proxy(peer_ip);
+            let admission = self.connections.admit(peer_ip, exempt);
+            let stats = &self.stats;
             let Some(slot) = admission.counted(AdmissionCounters {
-                evicted: &self.stats.evicted,
-                address_limit: &self.stats.address_limit,
-                full: &self.stats.rejected,
+                evicted: &stats.evicted,
+                block_limit: [
+                    &stats.address_limit,
+                    &stats.subnet_limit,
+                    &stats.network_limit,
+                ],
+                full: &stats.rejected,
             }) else {
+                // Dropped: reset, as the listener set it to.
                 continue;
             };
             self.traffic_of(tls).accepted.inc();
