@@ -576,6 +576,27 @@ fn one_network_cannot_take_every_connection_slot_with_many_addresses() {
     assert_eq!(announce_from(ip("127.5.9.1"), addr, 7202), Some(200));
 }
 
+/// `runtime.exempt_networks` (here `--exempt-network`) leaves a load test's
+/// addresses out of the caps per address, subnet and network; the others
+/// stay capped.
+#[test]
+fn exempt_networks_are_not_capped_per_address() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "1", "--no-pin"])
+        .arg("--exempt-network")
+        .arg("127.5.0.0/16")
+        .config("[http]\nmax_connections_per_address = 2\nmax_connections_per_network = 4\n")
+        .http(None)
+        .start();
+    let addr = tracker.http[0];
+    let exempt: Vec<TcpStream> = (0..10).map(|_| tcp_from(ip("127.5.5.1"), addr)).collect();
+    let capped: Vec<TcpStream> = (0..10).map(|_| tcp_from(ip("127.6.6.1"), addr)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let open = |held: &[TcpStream]| held.iter().filter(|t| !refused(t)).count();
+    assert_eq!(open(&exempt), 10);
+    assert_eq!(open(&capped), 2);
+}
+
 #[test]
 fn a_full_worker_closes_its_longest_idle_connection_for_a_new_one() {
     let tracker = Tracker::builder()

@@ -41,8 +41,8 @@ pub struct HttpConfig {
     pub max_connections_per_worker: usize,
     /// Open connections each worker serves at most from one client address
     /// (an IPv6 client counts by its /64); further ones are reset at once, so
-    /// that no address takes every slot. Trusted proxies (trusted_proxies) are
-    /// not capped, here or per subnet or network.
+    /// that no address takes every slot. Trusted proxies (trusted_proxies) and
+    /// runtime.exempt_networks are not capped, here or per subnet or network.
     /// Clients behind one carrier-grade NAT share an address, but each holds
     /// a connection only for the moment of an announce.
     pub max_connections_per_address: usize,

@@ -36,7 +36,7 @@ use glommio::net::{TcpListener, TcpStream};
 use rustls::ServerConfig;
 use tracing::debug;
 use tracker_proto::{canonical_ip, Announce, AnswerPeers, InfoHash, IpNetwork, ScrapeStats};
-use tracker_runtime::config::SwarmConfig;
+use tracker_runtime::config::{ExemptNetworks, SwarmConfig};
 use tracker_runtime::contain::Contained;
 use tracker_runtime::counters;
 use tracker_runtime::counters::ByFamily;
@@ -200,6 +200,9 @@ pub struct HttpService {
     connections: Rc<ConnectionTable>,
     /// Whose real-IP header is believed (empty without one).
     trusted_proxies: Vec<IpNetwork>,
+    /// Clients no cap per address, subnet or network counts
+    /// (`runtime.exempt_networks`).
+    exempt: ExemptNetworks,
     /// This worker's view of the TLS configuration (None without HTTPS).
     tls: Option<RefCell<LocalCopy<ServerConfig>>>,
     /// Connections open, HTTP and HTTPS together, and HTTPS alone.
@@ -242,12 +245,14 @@ impl Drop for OpenConnection {
 }
 
 impl HttpService {
-    /// `tls` is needed when any listener serves HTTPS.
+    /// `tls` is needed when any listener serves HTTPS; `exempt` clients are
+    /// not capped per address, subnet or network.
     pub fn new(
         shard: Rc<Shard>,
         swarm: SwarmConfig,
         config: &HttpConfig,
         tls: Option<SharedTlsConfig>,
+        exempt: ExemptNetworks,
     ) -> Rc<Self> {
         let service = Rc::new(HttpService {
             shard,
@@ -261,6 +266,7 @@ impl HttpService {
                 config.max_connections_per_block(),
             ),
             trusted_proxies: config.trusted_proxies(),
+            exempt,
             config: config.clone(),
             tls: tls.map(|shared| RefCell::new(LocalCopy::new(shared))),
             open: Cell::new(0),
@@ -325,9 +331,9 @@ impl HttpService {
                 continue;
             };
             let peer_ip = canonical_ip(peer.ip());
-            // A proxy speaks for many clients: not capped per address,
-            // subnet or network.
-            let exempt = self.is_trusted_proxy(peer_ip);
+            // A proxy speaks for many clients, and an exempt network for a
+            // load test: neither is capped per address, subnet or network.
+            let exempt = self.is_trusted_proxy(peer_ip) || self.exempt.contains(peer_ip);
             let admission = self.connections.admit(peer_ip, exempt);
             let stats = &self.stats;
             let Some(slot) = admission.counted(AdmissionCounters {
