@@ -58,6 +58,11 @@ pub struct Cli {
     /// believed (repeatable; replaces http.trusted_proxies).
     #[arg(long = "trusted-proxy", value_name = "NET")]
     trusted_proxies: Vec<String>,
+    /// A network (or address) whose clients no limit per client counts, for a
+    /// load test from one machine, e.g. 127.0.0.0/8 (repeatable; replaces
+    /// runtime.exempt_networks). Never a network the Internet reaches.
+    #[arg(long = "exempt-network", value_name = "NET")]
+    exempt_networks: Vec<String>,
     /// Once the ports are bound, become this user (started as root).
     #[arg(long, value_name = "NAME")]
     user: Option<String>,
@@ -128,6 +133,9 @@ pub fn load_config(cli: &Cli) -> Result<Config, ConfigError> {
     }
     if !cli.trusted_proxies.is_empty() {
         config.http.trusted_proxies = cli.trusted_proxies.clone();
+    }
+    if !cli.exempt_networks.is_empty() {
+        config.runtime.exempt_networks = cli.exempt_networks.clone();
     }
     if let Some(user) = &cli.user {
         config.privileges.user = user.clone();

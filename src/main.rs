@@ -53,9 +53,15 @@ fn init_logging(config: &Config) -> Result<(), String> {
         }
         _ => EnvFilter::try_new(&config.log.level).map_err(|e| format!("`log.level`: {e}"))?,
     };
+    // Colour codes are for a person at a terminal: in the journal, a file or
+    // a pipe they are noise. NO_COLOR set and not empty turns them off even
+    // there (no-color.org).
+    use std::io::IsTerminal;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal() && !no_color)
         .init();
     Ok(())
 }

@@ -119,17 +119,20 @@ impl Worker {
             glommio::spawn_local(snapshots.take_forever(shard.clone())).detach();
         }
 
+        let exempt = config.runtime.exempt_networks();
         let udp = UdpService::new(
             shard.clone(),
             ConnectionCookies::new(secret),
             config.swarm.clone(),
             &config.udp,
+            exempt.clone(),
         );
         let http = HttpService::new(
             shard.clone(),
             config.swarm.clone(),
             &config.http,
             reloaded.tls,
+            exempt,
         );
         let shutdown = state.shutdown;
         {

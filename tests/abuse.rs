@@ -159,6 +159,33 @@ fn connects_per_ip_are_limited_and_other_addresses_unaffected() {
     assert!(udp_connect(&sock, target).is_some());
 }
 
+/// `runtime.exempt_networks` lifts the connect limit for a load test's
+/// addresses; the others stay limited.
+#[test]
+fn exempt_networks_are_not_limited_in_connects() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "1", "--no-pin"])
+        .config(
+            "[runtime]\nexempt_networks = [\"127.5.0.0/16\"]\n\
+             [udp]\nmax_connects_per_ip_per_sec = 5\n",
+        )
+        .udp(None)
+        .start();
+    let target = tracker.udp[0];
+    let answered = |ip: &str, n: usize| {
+        let sock = UdpSocket::bind((ip, 0)).unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        (0..n)
+            .filter(|_| udp_connect(&sock, target).is_some())
+            .count()
+    };
+    // Well past 5 a second, all answered.
+    assert_eq!(answered("127.5.0.1", 30), 30);
+    // Elsewhere the limit holds.
+    assert!(answered("127.0.0.2", 12) < 12);
+}
+
 /// Milliseconds for one announce over plain HTTP, on a new connection.
 fn http_latency(addr: SocketAddr, n: u16) -> Duration {
     let start = Instant::now();

@@ -158,19 +158,21 @@ fn a_head_dribbled_after_the_tls_handshake_is_cut_at_the_request_timeout() {
     assert_eq!(timeouts, 1);
 }
 
-/// Pipelines scrapes until the tracker stops reading them (its answers fill
-/// every buffer on the way back), then reads the answers at 16 KiB a second,
-/// 4 KiB at a time: the tracker's writes go on making progress (which
-/// restarted glommio's per-write timeout), but no batch of answers is taken
-/// whole in time. Returns when the connection ends or after `seconds`.
-fn read_slowly(mut stream: impl Read + Write, tcp: &TcpStream, seconds: u64) -> Duration {
+/// A scrape of 128 info-hashes, with `connection` as its Connection header.
+fn big_scrape(connection: &str) -> String {
     let hashes: Vec<InfoHash> = (0..128u8).map(|i| InfoHash([i; 20])).collect();
     let mut target = Vec::new();
     tracker_proto::http::write_scrape_target(&mut target, &hashes);
-    let request = format!(
-        "GET {} HTTP/1.1\r\n\r\n",
+    format!(
+        "GET {} HTTP/1.1\r\nConnection: {connection}\r\n\r\n",
         String::from_utf8(target).unwrap()
-    );
+    )
+}
+
+/// Pipelines scrapes until the tracker stops reading them: its answers fill
+/// every buffer on the way back.
+fn fill_the_pipeline(stream: &mut impl Write, tcp: &TcpStream) {
+    let request = big_scrape("keep-alive");
     tcp.set_write_timeout(Some(Duration::from_millis(500)))
         .unwrap();
     // Until a write waits half a second: the tracker no longer reads.
@@ -179,6 +181,15 @@ fn read_slowly(mut stream: impl Read + Write, tcp: &TcpStream, seconds: u64) -> 
         sent += 1;
     }
     assert!(sent > 100, "only {sent} requests went out");
+}
+
+/// Pipelines scrapes until the tracker stops reading them (its answers fill
+/// every buffer on the way back), then reads the answers at 16 KiB a second,
+/// 4 KiB at a time: the tracker's writes go on making progress (which
+/// restarted glommio's per-write timeout), but no batch of answers is taken
+/// whole in time. Returns when the connection ends or after `seconds`.
+fn read_slowly(mut stream: impl Read + Write, tcp: &TcpStream, seconds: u64) -> Duration {
+    fill_the_pipeline(&mut stream, tcp);
     tcp.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     let start = Instant::now();
     let mut buf = [0u8; 4096];
@@ -246,6 +257,224 @@ fn a_client_that_takes_its_answers_slowly_is_cut_at_the_write_timeout() {
     assert_eq!(open("https"), 0, "the slow reader still holds its slot");
 }
 
+/// The state (as /proc/net/tcp numbers them: 1 established, 4 FIN_WAIT1,
+/// ...) and the bytes in the send queue of the kernel's IPv4 TCP socket from
+/// `local` to `remote`; None when the kernel holds none.
+fn kernel_socket(local: SocketAddr, remote: SocketAddr) -> Option<(u8, u64)> {
+    // "0100007F:1A0B": the address as the kernel's u32 in hex (so its bytes
+    // in memory order), the port in hex.
+    let addr = |text: &str| {
+        let (ip, port) = text.split_once(':')?;
+        let ip = u32::from_str_radix(ip, 16).ok()?.to_le_bytes();
+        Some(SocketAddr::from((ip, u16::from_str_radix(port, 16).ok()?)))
+    };
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if addr(fields[1]) != Some(local) || addr(fields[2]) != Some(remote) {
+            return None;
+        }
+        let state = u8::from_str_radix(fields[3], 16).unwrap();
+        let (queued, _) = fields[4].split_once(':').unwrap();
+        Some((state, u64::from_str_radix(queued, 16).unwrap()))
+    })
+}
+
+/// Reads what reached the client until the connection ends: Ok(the bytes)
+/// for an orderly close (EOF), Err(how it ended) for a reset, or TimedOut
+/// when it has not ended within `wait`.
+fn read_to_the_end(tcp: &mut TcpStream, wait: Duration) -> Result<usize, ErrorKind> {
+    let deadline = Instant::now() + wait;
+    let mut buf = [0u8; 16 << 10];
+    let mut total = 0;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        tcp.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .unwrap();
+        match tcp.read(&mut buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => total += n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Err(ErrorKind::TimedOut),
+            Err(e) => return Err(e.kind()),
+        }
+    }
+}
+
+/// Creates `n` torrents through `addr`, over one plain HTTP connection.
+fn create_torrents(addr: SocketAddr, n: u32) {
+    let mut requests = String::new();
+    for i in 0..n {
+        let mut hash = [0x77; 20];
+        hash[..4].copy_from_slice(&i.to_be_bytes());
+        let connection = if i + 1 == n { "close" } else { "keep-alive" };
+        let target = http_announce_target(InfoHash(hash), 6881);
+        requests.push_str(&format!(
+            "GET {target} HTTP/1.1\r\nConnection: {connection}\r\n\r\n"
+        ));
+    }
+    let mut tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // The answers are small: they fit the buffers while the requests go out.
+    tcp.write_all(requests.as_bytes()).unwrap();
+    let mut answers = Vec::new();
+    tcp.read_to_end(&mut answers).unwrap();
+    let created = answers.windows(12).filter(|w| w == b"HTTP/1.1 200").count();
+    assert_eq!(created, n as usize);
+}
+
+/// A TCP connection to `to` whose receive buffer is as small as the kernel
+/// allows: what the tracker writes and it does not read stays on the
+/// tracker's side.
+fn tcp_small_window(to: SocketAddr) -> TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(1).unwrap();
+    socket.connect(&to.into()).unwrap();
+    socket.into()
+}
+
+/// A slow reader cut at the write timeout is reset, not closed: a graceful
+/// close would leave the kernel feeding it every answer still queued (in
+/// FIN_WAIT1) for as long as it reads a trickle, long after the deadline, and
+/// many such clients would hold the host's memory without bound. (Full
+/// scrapes, so that a few bytes of requests, read whole by the tracker, ask
+/// for megabytes: unread requests would make the kernel reset at any close.)
+#[test]
+fn a_slow_reader_cut_at_the_write_timeout_leaves_nothing_in_the_kernel() {
+    let tracker = Tracker::builder()
+        .config(
+            "[http]\nwrite_timeout_secs = 2\nfull_scrape = true\n\
+             [swarm]\nnew_torrents_per_address_per_minute = 0\n",
+        )
+        .http(None)
+        .https(None)
+        .metrics()
+        .start();
+    create_torrents(tracker.http[0], 1000);
+    // 40 full scrapes of some 70 KB each: more than the buffers on the way.
+    let requests = "GET /scrape HTTP/1.1\r\n\r\n".repeat(40);
+    // Reads 1 KiB every 250 ms until the tracker counts its `n`th cut; true
+    // when a read saw the reset meanwhile.
+    let read_until_cut = |tcp: &mut TcpStream, n| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut buf = [0u8; 1024];
+        tcp.set_read_timeout(Some(Duration::from_millis(250)))
+            .unwrap();
+        let mut reset = false;
+        while tracker.metric("tracker_http_errors_total", &[("kind", "write_timeout")]) < n {
+            assert!(Instant::now() < deadline, "never cut");
+            if let Err(e) = tcp.read(&mut buf) {
+                reset |= e.kind() == ErrorKind::ConnectionReset;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        reset
+    };
+    let check = |mut tcp: TcpStream, server: SocketAddr, reset: bool| {
+        let client = tcp.local_addr().unwrap();
+        // Its kernel socket is gone (a reset frees it at once), not left
+        // holding the answers.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut held = kernel_socket(server, client);
+        while held.is_some() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            held = kernel_socket(server, client);
+        }
+        assert_eq!(held, None, "the kernel holds (state, bytes queued) for it");
+        // The client reads what reached it, and learns of the reset.
+        let end = read_to_the_end(&mut tcp, Duration::from_secs(5));
+        assert!(reset || end == Err(ErrorKind::ConnectionReset), "{end:?}");
+    };
+
+    // Plain HTTP.
+    let mut tcp = tcp_small_window(tracker.http[0]);
+    tcp.write_all(requests.as_bytes()).unwrap();
+    let reset = read_until_cut(&mut tcp, 1);
+    check(tcp, tracker.http[0], reset);
+
+    // HTTPS.
+    let addr = tracker.https[0];
+    let config = tracker.tls.as_ref().unwrap().cert.client_config();
+    let name = rustls::pki_types::ServerName::from(addr.ip());
+    let conn = rustls::ClientConnection::new(config, name).unwrap();
+    let mut tcp = tcp_small_window(addr);
+    let mut tls = rustls::StreamOwned::new(conn, tcp.try_clone().unwrap());
+    tls.write_all(requests.as_bytes()).unwrap();
+    tls.flush().unwrap();
+    // The TLS stream's reads are the raw bytes from here on.
+    let reset = read_until_cut(&mut tcp, 2);
+    check(tcp, addr, reset);
+}
+
+/// A connection the tracker closes after a last answer (Connection: close)
+/// is closed gracefully, over HTTP and HTTPS, and so is a scrape of the
+/// metrics: a client that reads late gets every answer whole and an orderly
+/// end, where a reset would drop what the kernel still held for it.
+#[test]
+fn a_normal_close_delivers_the_last_answers_to_a_late_reader() {
+    let tracker = Tracker::builder().http(None).https(None).metrics().start();
+    // Ten answers of some 10 KiB each, the last one closing, to a client
+    // whose small window leaves most of them in the tracker's kernel: the
+    // tracker writes them all and closes (lingers a second, then lets go)
+    // before the client reads anything.
+    let mut requests = big_scrape("keep-alive").repeat(9);
+    requests.push_str(&big_scrape("close"));
+    let wait = Duration::from_millis(1500);
+    let answers = |text: &[u8]| text.windows(12).filter(|w| w == b"HTTP/1.1 200").count();
+
+    let mut tcp = tcp_small_window(tracker.http[0]);
+    tcp.write_all(requests.as_bytes()).unwrap();
+    std::thread::sleep(wait);
+    let mut got = Vec::new();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    tcp.read_to_end(&mut got).expect("an orderly end");
+    assert_eq!(answers(&got), 10);
+
+    let addr = tracker.https[0];
+    let config = tracker.tls.as_ref().unwrap().cert.client_config();
+    let name = rustls::pki_types::ServerName::from(addr.ip());
+    let conn = rustls::ClientConnection::new(config, name).unwrap();
+    let tcp = tcp_small_window(addr);
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    tls.write_all(requests.as_bytes()).unwrap();
+    tls.flush().unwrap();
+    std::thread::sleep(wait);
+    let mut got = Vec::new();
+    tls.read_to_end(&mut got).expect("an orderly end");
+    assert_eq!(answers(&got), 10);
+
+    let mut tcp = tcp_small_window(tracker.metrics.unwrap());
+    tcp.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+    std::thread::sleep(wait);
+    let mut got = Vec::new();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    tcp.read_to_end(&mut got).expect("an orderly end");
+    let text = String::from_utf8(got).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let length = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .unwrap();
+    assert_eq!(body.len().to_string(), length);
+}
+
+/// Connections cut for a limit or a deadline are reset too: a scrape of the
+/// metrics that never sends its request, at the endpoint's timeout.
+#[test]
+fn a_silent_metrics_scraper_is_reset_at_the_timeout() {
+    let tracker = Tracker::builder()
+        .config("[metrics]\ntimeout_secs = 1\n")
+        .udp(None)
+        .metrics()
+        .start();
+    let mut tcp = TcpStream::connect(tracker.metrics.unwrap()).unwrap();
+    tcp.write_all(b"GET /metr").unwrap();
+    assert_eq!(
+        read_to_the_end(&mut tcp, Duration::from_secs(5)),
+        Err(ErrorKind::ConnectionReset)
+    );
+}
+
 #[test]
 fn one_address_cannot_take_every_connection_slot() {
     let tracker = Tracker::builder()
@@ -276,6 +505,96 @@ fn one_address_cannot_take_every_connection_slot() {
     for n in 0..5 {
         assert_eq!(announce_from(ip("127.0.0.3"), addr, 7000 + n), Some(200));
     }
+}
+
+/// Whether `tcp` was refused (reset at once, as every connection cut for a
+/// limit is) rather than admitted (left open, waiting for a request).
+fn refused(mut tcp: &TcpStream) -> bool {
+    tcp.set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    match tcp.read(&mut [0u8; 64]) {
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => true,
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => false,
+        other => panic!("neither open nor reset: {other:?}"),
+    }
+}
+
+/// Addresses of one network share its budget of slots: a /24 (an IPv6 /56)
+/// and a /16 (an IPv6 /48) hold at most their caps however many addresses
+/// they use, so that an attacker with a /48 cannot take every slot with
+/// half-sent heads, while clients of other networks are served.
+#[test]
+fn one_network_cannot_take_every_connection_slot_with_many_addresses() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "1", "--no-pin"])
+        .config(
+            "[http]\nmax_connections_per_worker = 100\nmax_connections_per_address = 4\n\
+             max_connections_per_subnet = 8\nmax_connections_per_network = 12\n",
+        )
+        .http(None)
+        .metrics()
+        .start();
+    let addr = tracker.http[0];
+    let from = |ip: String| {
+        let mut tcp = tcp_from(ip.parse().unwrap(), addr);
+        // Busy: a head begun, so that none is idle to evict.
+        tcp.write_all(b"GET /announce?info_hash=").unwrap();
+        tcp
+    };
+    // Six addresses of 127.5.5.0/24, three connections each (under the cap
+    // per address): the subnet holds its 8.
+    let subnet: Vec<TcpStream> = (1..=6)
+        .flat_map(|n| (0..3).map(move |_| format!("127.5.5.{n}")))
+        .map(from)
+        .collect();
+    // Three addresses of another /24 of the same /16: the network's 12
+    // leave it 4.
+    let network: Vec<TcpStream> = (1..=3)
+        .flat_map(|n| (0..3).map(move |_| format!("127.5.6.{n}")))
+        .map(from)
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let open = |held: &[TcpStream]| held.iter().filter(|t| !refused(t)).count();
+    assert_eq!(open(&subnet), 8);
+    assert_eq!(open(&network), 4);
+    let refusals = |level| {
+        wait_for_metric(
+            &tracker,
+            "tracker_http_errors_total",
+            &[("kind", "address_limit"), ("level", level)],
+            1,
+        )
+    };
+    assert_eq!(refusals("subnet"), 10);
+    assert_eq!(refusals("network"), 5);
+    // A client of another network is served; one of this network, from a
+    // /24 of its own, is not, until the network's connections go.
+    assert_eq!(announce_from(ip("127.6.0.1"), addr, 7200), Some(200));
+    assert_eq!(announce_from(ip("127.5.9.1"), addr, 7201), None);
+    drop(subnet);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(announce_from(ip("127.5.9.1"), addr, 7202), Some(200));
+}
+
+/// `runtime.exempt_networks` (here `--exempt-network`) leaves a load test's
+/// addresses out of the caps per address, subnet and network; the others
+/// stay capped.
+#[test]
+fn exempt_networks_are_not_capped_per_address() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "1", "--no-pin"])
+        .arg("--exempt-network")
+        .arg("127.5.0.0/16")
+        .config("[http]\nmax_connections_per_address = 2\nmax_connections_per_network = 4\n")
+        .http(None)
+        .start();
+    let addr = tracker.http[0];
+    let exempt: Vec<TcpStream> = (0..10).map(|_| tcp_from(ip("127.5.5.1"), addr)).collect();
+    let capped: Vec<TcpStream> = (0..10).map(|_| tcp_from(ip("127.6.6.1"), addr)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let open = |held: &[TcpStream]| held.iter().filter(|t| !refused(t)).count();
+    assert_eq!(open(&exempt), 10);
+    assert_eq!(open(&capped), 2);
 }
 
 #[test]

@@ -434,6 +434,75 @@ fn print_config_is_the_commented_default() {
     assert_eq!(parsed, tracker::config::Config::default());
 }
 
+/// The terminal a tracker started by `log_on_a_terminal` writes its log to
+/// (read by `pre_exec`, which may not capture).
+static PTY_SLAVE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// Everything a tracker logs at start and stop with a terminal for stderr,
+/// and NO_COLOR set to `no_color`.
+fn log_on_a_terminal(no_color: &str) -> String {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    use std::sync::atomic::Ordering;
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors; no name, settings or size.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: openpty just gave us both; each is owned once.
+    let (master, slave) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::os::fd::OwnedFd::from_raw_fd(slave),
+        )
+    };
+    // Drained meanwhile, so that a full terminal never holds the tracker up.
+    let reader = std::thread::spawn(move || {
+        let mut log = Vec::new();
+        // Read until the last writer is gone (EIO).
+        let _ = (&master).read_to_end(&mut log);
+        String::from_utf8_lossy(&log).into_owned()
+    });
+    use std::os::fd::AsRawFd;
+    PTY_SLAVE.store(slave.as_raw_fd(), Ordering::SeqCst);
+    let tracker = Tracker::builder()
+        .env("NO_COLOR", no_color)
+        .pre_exec(|| {
+            // SAFETY: dup2 is async-signal-safe; the descriptor is open.
+            match unsafe { libc::dup2(PTY_SLAVE.load(Ordering::SeqCst), 2) } {
+                -1 => Err(std::io::Error::last_os_error()),
+                _ => Ok(()),
+            }
+        })
+        .udp(None)
+        .start();
+    drop(slave);
+    tracker.stop();
+    reader.join().unwrap()
+}
+
+/// Colour codes are for a person at a terminal: the log is plain text in a
+/// pipe (the journal, a file), and NO_COLOR turns colour off on a terminal.
+#[test]
+fn the_log_is_coloured_only_on_a_terminal() {
+    // A pipe; an empty NO_COLOR counts as unset (no-color.org).
+    let tracker = Tracker::builder().env("NO_COLOR", "").udp(None).start();
+    let log = tracker.stop();
+    assert!(log.contains("INFO"), "{log}");
+    assert!(!log.contains('\x1b'), "colour codes in a pipe: {log:?}");
+    let log = log_on_a_terminal("");
+    assert!(log.contains("INFO") && log.contains('\x1b'), "{log:?}");
+    let log = log_on_a_terminal("1");
+    assert!(log.contains("INFO") && !log.contains('\x1b'), "{log:?}");
+}
+
 /// With coalescing at its longest, datagrams that come in bursts wait for
 /// the window and are all answered; the tracker still stops at once.
 #[test]

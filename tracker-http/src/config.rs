@@ -40,11 +40,26 @@ pub struct HttpConfig {
     /// docs/OPERATIONS.md).
     pub max_connections_per_worker: usize,
     /// Open connections each worker serves at most from one client address
-    /// (an IPv6 client counts by its /64); further ones are closed at once, so
-    /// that no address takes every slot. Trusted proxies (trusted_proxies) are
-    /// not capped. Clients behind one carrier-grade NAT share an address, but
-    /// each holds a connection only for the moment of an announce.
+    /// (an IPv6 client counts by its /64); further ones are reset at once, so
+    /// that no address takes every slot. Trusted proxies (trusted_proxies) and
+    /// runtime.exempt_networks are not capped, here or per subnet or network.
+    /// Clients behind one carrier-grade NAT share an address, but each holds
+    /// a connection only for the moment of an announce.
     pub max_connections_per_address: usize,
+    /// Open connections each worker serves at most from one subnet (an IPv4
+    /// /24, an IPv6 /56), however many of its addresses they come from:
+    /// otherwise a host with a /56 holds 256 /64s, each with its own
+    /// max_connections_per_address. The default, 4 addresses' worth, leaves
+    /// room for a carrier-grade NAT pool or a campus in one /24, whose
+    /// clients each hold a connection only for the moment of an announce.
+    pub max_connections_per_subnet: usize,
+    /// Open connections each worker serves at most from one network (an
+    /// IPv4 /16, an IPv6 /48, what one organisation or hosting customer is
+    /// usually given): otherwise an attacker with a /48 (65536 /64s) could
+    /// hold every slot with half-sent heads. The default is 1/8 of the
+    /// default max_connections_per_worker: eight networks are needed to fill
+    /// a worker.
+    pub max_connections_per_network: usize,
     /// Seconds a connection may wait for the first byte of a request, after it
     /// is accepted (or its TLS handshake ends) and after each answer on a
     /// kept-alive connection; then it is closed.
@@ -103,6 +118,8 @@ impl Default for HttpConfig {
             tls_key_file: String::new(),
             max_connections_per_worker: 8192,
             max_connections_per_address: 128,
+            max_connections_per_subnet: 512,
+            max_connections_per_network: 1024,
             idle_timeout_secs: 30,
             request_timeout_secs: 10,
             write_timeout_secs: 10,
@@ -127,6 +144,14 @@ impl HttpConfig {
         positive(
             "http.max_connections_per_address",
             self.max_connections_per_address,
+        )?;
+        positive(
+            "http.max_connections_per_subnet",
+            self.max_connections_per_subnet,
+        )?;
+        positive(
+            "http.max_connections_per_network",
+            self.max_connections_per_network,
         )?;
         positive("http.idle_timeout_secs", self.idle_timeout_secs as usize)?;
         positive(
@@ -193,6 +218,16 @@ impl HttpConfig {
             )),
             _ => Ok(()),
         }
+    }
+
+    /// The most connections from one address, subnet and network (narrowest
+    /// first, as `BlockLevel::ALL`).
+    pub fn max_connections_per_block(&self) -> [usize; 3] {
+        [
+            self.max_connections_per_address,
+            self.max_connections_per_subnet,
+            self.max_connections_per_network,
+        ]
     }
 
     /// The certificate and key files, when both are configured (validated).

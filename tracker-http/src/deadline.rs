@@ -14,6 +14,7 @@
 
 use std::future::Future;
 use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -46,6 +47,13 @@ impl DeadlineStream {
     /// Writes fail with `TimedOut` from `deadline` on (`None`: never).
     pub fn set_write_deadline(&mut self, deadline: Option<Instant>) {
         self.write.at = deadline;
+    }
+
+    /// Makes its close graceful (it resets otherwise, see `crate::linger`).
+    pub fn close_gracefully(&self) -> io::Result<()> {
+        // SAFETY: the stream owns the descriptor and outlives the borrow.
+        let fd = unsafe { BorrowedFd::borrow_raw(self.stream.as_raw_fd()) };
+        crate::linger::reset_on_close(fd, false)
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{FromRawFd, IntoRawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd};
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
@@ -67,7 +67,7 @@ tracker_runtime::counters! {
     pub struct EndpointStats {
         /// Connections closed at once: every slot holds a scrape under way.
         pub rejected: Counter => METRICS_ENDPOINT_ERRORS { kind = "connection_limit" },
-        /// Connections closed at once: their address holds its maximum.
+        /// Connections reset at once: their address holds its maximum.
         pub address_limit: Counter => METRICS_ENDPOINT_ERRORS { kind = "address_limit" },
         /// Connections that had sent no request, closed to make room.
         pub evicted: Counter => METRICS_ENDPOINT_ERRORS { kind = "evicted_idle" },
@@ -97,9 +97,12 @@ impl Endpoint {
             shard,
             timeout: Duration::from_secs(config.timeout_secs.into()),
             max_head: config.max_request_head_bytes,
+            // Capped per address alone: scrapers are a few known hosts
+            // (keep the endpoint off public networks), not a crowd that
+            // wider blocks would need to share out.
             connections: ConnectionTable::new(
                 config.max_connections,
-                config.max_connections_per_address,
+                [config.max_connections_per_address, usize::MAX, usize::MAX],
             ),
             stats: EndpointStats::default(),
         });
@@ -111,6 +114,10 @@ impl Endpoint {
     /// Serves one listener until it fails for good.
     pub async fn serve(self: Rc<Self>, listener: std::net::TcpListener) -> Result<(), String> {
         let local = listener.local_addr().map_err(|e| e.to_string())?;
+        // Scrapes refused, evicted or timed out are reset (see
+        // `crate::linger`).
+        crate::linger::reset_on_close(listener.as_fd(), true)
+            .map_err(|e| format!("metrics {local}: SO_LINGER: {e}"))?;
         // SAFETY: the fd comes from a listening socket we own and hand over whole.
         let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
         loop {
@@ -129,7 +136,7 @@ impl Endpoint {
             let admission = self.connections.admit(canonical_ip(peer.ip()), false);
             let Some(slot) = admission.counted(AdmissionCounters {
                 evicted: &self.stats.evicted,
-                address_limit: &self.stats.address_limit,
+                block_limit: [&self.stats.address_limit; 3],
                 full: &self.stats.rejected,
             }) else {
                 continue;
@@ -161,13 +168,9 @@ impl Endpoint {
                 break head;
             }
             let Some(free) = buf.get_mut(len..).filter(|free| !free.is_empty()) else {
-                return respond(
-                    &mut stream,
-                    "431 Request Header Fields Too Large",
-                    "",
-                    false,
-                )
-                .await;
+                // A limit reached: answered, then reset (no graceful close).
+                let status = "431 Request Header Fields Too Large";
+                return write_answer(&mut stream, status, "", false).await;
             };
             let read = futures_lite::future::or(async { Some(stream.read(free).await) }, async {
                 slot.evicted().await;
@@ -202,8 +205,25 @@ impl Endpoint {
     }
 }
 
-/// Writes a whole answer and closes the connection.
+/// Writes a whole answer and closes the connection gracefully, so that the
+/// answer reaches a scraper that reads it late.
 async fn respond(
+    stream: &mut TcpStream,
+    status: &str,
+    body: &str,
+    head_only: bool,
+) -> Result<(), GlommioError<()>> {
+    write_answer(stream, status, body, head_only).await?;
+    // SAFETY: the stream owns the descriptor and outlives the borrow.
+    let fd = unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) };
+    crate::linger::reset_on_close(fd, false)?;
+    stream.close().await?;
+    Ok(())
+}
+
+/// Writes a whole answer (it says `Connection: close`); a connection dropped
+/// after it is reset (see `crate::linger`).
+async fn write_answer(
     stream: &mut TcpStream,
     status: &str,
     body: &str,
@@ -228,7 +248,6 @@ async fn respond(
         stream.write_all(body.as_bytes()).await?;
     }
     stream.flush().await?;
-    stream.close().await?;
     Ok(())
 }
 

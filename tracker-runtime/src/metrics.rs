@@ -82,7 +82,8 @@ families! {
         "UDP requests not served normally and failed sends, by kind.";
     UDP_ERROR_RESPONSES = "tracker_udp_error_responses_total", Counter,
         "UDP error answers sent.";
-    /// Label: kind. HTTP and HTTPS together.
+    /// Label: kind, and level (address, subnet, network) for address_limit.
+    /// HTTP and HTTPS together.
     HTTP_ERRORS = "tracker_http_errors_total", Counter,
         "HTTP and HTTPS requests and connections not served normally, by kind.";
     HTTP_FAILURE_RESPONSES = "tracker_http_failure_responses_total", Counter,

@@ -32,7 +32,8 @@ pub struct UdpConfig {
     /// Connect requests answered per second from one IP address (an IPv6
     /// client by its /64), by each worker; more are dropped without an answer.
     /// 0 turns the limit off. SO_REUSEPORT may spread one address's sockets
-    /// over several workers, each with its own budget.
+    /// over several workers, each with its own budget. runtime.exempt_networks
+    /// are not limited.
     pub max_connects_per_ip_per_sec: u32,
     /// Slots of each worker's connect-limit table (1 to 16777216); addresses
     /// hash into it and colliding ones share a budget. 8 bytes a slot, only

@@ -20,7 +20,7 @@ use tracker_proto::udp::{
 };
 use tracker_proto::{Announce, InfoHash, ScrapeStats};
 use tracker_runtime::clock;
-use tracker_runtime::config::SwarmConfig;
+use tracker_runtime::config::{ExemptNetworks, SwarmConfig};
 use tracker_runtime::contain::{contain, Contained};
 use tracker_runtime::counters;
 use tracker_runtime::mesh::{AnnounceAnswers, RouteError};
@@ -105,6 +105,8 @@ pub struct UdpService {
     /// Tasks waiting on another worker's answer (see `InFlight`).
     in_flight: Cell<usize>,
     connect_limit: Option<RefCell<RateLimit>>,
+    /// Clients the connect limit does not count (`runtime.exempt_networks`).
+    exempt: ExemptNetworks,
     /// Where the answers that other workers gave are batched to be sent.
     forwarded_tx: RefCell<SendBatch>,
     pub stats: UdpStats,
@@ -157,11 +159,13 @@ impl Drop for InFlight {
 type Socket = Rc<glommio::net::UdpSocket>;
 
 impl UdpService {
+    /// `exempt` clients are not held to `udp.max_connects_per_ip_per_sec`.
     pub fn new(
         shard: Rc<Shard>,
         cookies: ConnectionCookies,
         swarm: SwarmConfig,
         udp: &UdpConfig,
+        exempt: ExemptNetworks,
     ) -> Rc<Self> {
         let service = Rc::new(UdpService {
             shard,
@@ -177,6 +181,7 @@ impl UdpService {
                 udp.connect_limit_slots,
             )
             .map(RefCell::new),
+            exempt,
             forwarded_tx: RefCell::new(SendBatch::default()),
             stats: UdpStats::default(),
         });
@@ -399,7 +404,8 @@ impl UdpService {
             Ok(Request::Connect(req)) => {
                 self.stats.connects.inc(ip);
                 if let Some(limit) = &self.connect_limit {
-                    if !limit.borrow_mut().allow(ip, now as u32) {
+                    // An empty list (the default) costs a length check.
+                    if !self.exempt.contains(ip) && !limit.borrow_mut().allow(ip, now as u32) {
                         self.stats.connects_limited.inc();
                         return;
                     }

@@ -1,6 +1,8 @@
 //! One connection: its requests read within their deadlines, answered in
 //! order (pipelined ones too), and written back whole within the write
-//! timeout; then its close, lingering so that the last answer gets through.
+//! timeout; then its end: a graceful close after a last answer, lingering so
+//! that the answer gets through, or a reset when it was cut (see
+//! `crate::linger`).
 
 use super::answer::Scratch;
 use super::*;
@@ -54,12 +56,15 @@ impl ConnectionState {
     }
 }
 
-/// Why a connection ended, which decides whether to linger before closing.
+/// How a connection ends.
 enum End {
-    /// The client closed, or the connection failed: nothing more to say.
-    Gone,
-    /// The tracker closed it after a last answer.
+    /// Gracefully, lingering: after the tracker's last answer, or once the
+    /// client closed its side, so that what the kernel still queues reaches
+    /// it.
     Closed,
+    /// Reset: a deadline passed, a limit or an eviction cut it, or it
+    /// failed. The kernel keeps nothing for it (see `crate::linger`).
+    Cut,
 }
 
 /// A stream the server speaks HTTP over: plain TCP or TLS on TCP. The TCP
@@ -141,6 +146,7 @@ impl HttpService {
         if let End::Closed = end {
             self.close(&mut stream, &mut state.buf).await;
         }
+        // Dropped: a cut one resets, as its listener set it to.
     }
 
     /// Answers the requests of one connection until it ends.
@@ -164,7 +170,7 @@ impl HttpService {
                 // start <= end <= buf.len() always; a broken invariant ends
                 // the connection rather than the worker.
                 let Some(unanswered) = c.buf.get(c.start..c.end) else {
-                    return End::Gone;
+                    return End::Cut;
                 };
                 match parse_head(unanswered, real_ip) {
                     Ok(Parsed::Partial) => break,
@@ -206,13 +212,13 @@ impl HttpService {
                         if last {
                             return match self.flush(stream, &mut c.out).await {
                                 Ok(()) => End::Closed,
-                                Err(()) => End::Gone,
+                                Err(()) => End::Cut,
                             };
                         }
                         if c.out.len() >= WRITE_BATCH
                             && self.flush(stream, &mut c.out).await.is_err()
                         {
-                            return End::Gone;
+                            return End::Cut;
                         }
                     }
                     Err(error) => {
@@ -228,7 +234,7 @@ impl HttpService {
             }
             if !c.out.is_empty() {
                 if self.flush(stream, &mut c.out).await.is_err() {
-                    return End::Gone;
+                    return End::Cut;
                 }
                 // The client has its answers: it waits for its next request,
                 // or has sent part of it already (pipelining), whose head
@@ -261,7 +267,7 @@ impl HttpService {
             };
             if Instant::now() >= deadline {
                 self.count_read_timeout(waiting);
-                return End::Gone;
+                return End::Cut;
             }
             if self.stop.is_fired() {
                 // Every complete request received is answered (pipelined ones
@@ -270,7 +276,7 @@ impl HttpService {
             }
             stream.tcp().set_read_deadline(Some(deadline));
             let Some(free) = c.buf.get_mut(c.end..) else {
-                return End::Gone;
+                return End::Cut;
             };
             let read = futures_lite::future::or(async { Some(stream.read(free).await) }, async {
                 futures_lite::future::or(self.stop.wait(), slot.evicted()).await;
@@ -280,12 +286,14 @@ impl HttpService {
                 // Evicted while idle (counted when the newcomer was admitted):
                 // nothing to answer. A stop closes as above.
                 if slot.is_evicted() {
-                    return End::Gone;
+                    return End::Cut;
                 }
                 return End::Closed;
             };
             match read {
-                Ok(0) => return End::Gone,
+                // The client is done: its answers are in the kernel, on
+                // their way.
+                Ok(0) => return End::Closed,
                 Ok(n) => {
                     self.traffic_of(S::TLS).bytes_in.add(n as u64);
                     c.end += n;
@@ -298,7 +306,7 @@ impl HttpService {
                     if e.kind() == io::ErrorKind::TimedOut {
                         self.count_read_timeout(waiting);
                     }
-                    return End::Gone;
+                    return End::Cut;
                 }
             }
         }
@@ -319,8 +327,15 @@ impl HttpService {
         out: &mut Vec<u8>,
         error: RequestError,
     ) -> End {
-        self.answer_and_close(stream, out, error.status(), error.reason())
-            .await
+        let end = self
+            .answer_and_close(stream, out, error.status(), error.reason())
+            .await;
+        // A head past the limit is a limit reached: what more it sends is
+        // not worth lingering for.
+        match error {
+            RequestError::HeadTooLarge => End::Cut,
+            _ => end,
+        }
     }
 
     /// Answers with a failure reason, then ends the connection.
@@ -334,7 +349,7 @@ impl HttpService {
         self.fail(out, status, Connection::Close, reason);
         match self.flush(stream, out).await {
             Ok(()) => End::Closed,
-            Err(()) => End::Gone,
+            Err(()) => End::Cut,
         }
     }
 
@@ -365,11 +380,15 @@ impl HttpService {
         }
     }
 
-    /// Ends a connection the tracker chose to close: says so (TLS close_notify
-    /// and a TCP FIN), then reads and drops what the client still sends for a
-    /// moment, so that unread data does not make the kernel reset the
-    /// connection under the last answer.
+    /// Ends a connection gracefully: says so (TLS close_notify and a TCP
+    /// FIN), then reads and drops what the client still sends for a moment,
+    /// so that unread data does not make the kernel reset the connection
+    /// under the last answer.
     async fn close<S: Transport>(&self, stream: &mut S, buf: &mut Vec<u8>) {
+        // Otherwise the close resets, and the kernel drops what it queues.
+        if stream.tcp().close_gracefully().is_err() {
+            return;
+        }
         let deadline = Instant::now() + LINGER;
         stream.tcp().set_write_deadline(Some(deadline));
         stream.tcp().set_read_deadline(Some(deadline));

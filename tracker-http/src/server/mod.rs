@@ -17,12 +17,13 @@
 //! `deadline`); a TLS handshake has its own timeout; and each worker serves a
 //! bounded number of connections, a bounded number from each address, and
 //! closes its longest-idle connection to make room for a new one (see
-//! `crate::connections`).
+//! `crate::connections`). A connection cut for any of these is reset, so that
+//! the kernel does not go on holding its answers (see `crate::linger`).
 
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{FromRawFd, IntoRawFd};
+use std::os::fd::{AsFd, FromRawFd, IntoRawFd};
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
@@ -35,7 +36,7 @@ use glommio::net::{TcpListener, TcpStream};
 use rustls::ServerConfig;
 use tracing::debug;
 use tracker_proto::{canonical_ip, Announce, AnswerPeers, InfoHash, IpNetwork, ScrapeStats};
-use tracker_runtime::config::SwarmConfig;
+use tracker_runtime::config::{ExemptNetworks, SwarmConfig};
 use tracker_runtime::contain::Contained;
 use tracker_runtime::counters;
 use tracker_runtime::counters::ByFamily;
@@ -73,9 +74,13 @@ counters! {
         /// Connections closed at once because the worker serves its maximum
         /// and none of them is idle.
         pub rejected: Counter => HTTP_ERRORS { kind = "connection_limit" },
-        /// Connections closed at once because their address holds its
-        /// maximum (`http.max_connections_per_address`).
-        pub address_limit: Counter => HTTP_ERRORS { kind = "address_limit" },
+        /// Connections reset at once because their address holds its
+        /// maximum (`http.max_connections_per_address`) ...
+        pub address_limit: Counter => HTTP_ERRORS { kind = "address_limit", level = "address" },
+        /// ... or their subnet (`http.max_connections_per_subnet`) ...
+        pub subnet_limit: Counter => HTTP_ERRORS { kind = "address_limit", level = "subnet" },
+        /// ... or their network (`http.max_connections_per_network`).
+        pub network_limit: Counter => HTTP_ERRORS { kind = "address_limit", level = "network" },
         /// Idle connections closed to make room for a new one.
         pub evicted: Counter => HTTP_ERRORS { kind = "evicted_idle" },
         pub accept_errors: Counter => HTTP_ERRORS { kind = "accept_failed" },
@@ -190,10 +195,14 @@ pub struct HttpService {
     request_timeout: Duration,
     write_timeout: Duration,
     handshake_timeout: Duration,
-    /// Admission: the caps on connections, per worker and per address.
+    /// Admission: the caps on connections, per worker and per address,
+    /// subnet and network.
     connections: Rc<ConnectionTable>,
     /// Whose real-IP header is believed (empty without one).
     trusted_proxies: Vec<IpNetwork>,
+    /// Clients no cap per address, subnet or network counts
+    /// (`runtime.exempt_networks`).
+    exempt: ExemptNetworks,
     /// This worker's view of the TLS configuration (None without HTTPS).
     tls: Option<RefCell<LocalCopy<ServerConfig>>>,
     /// Connections open, HTTP and HTTPS together, and HTTPS alone.
@@ -236,12 +245,14 @@ impl Drop for OpenConnection {
 }
 
 impl HttpService {
-    /// `tls` is needed when any listener serves HTTPS.
+    /// `tls` is needed when any listener serves HTTPS; `exempt` clients are
+    /// not capped per address, subnet or network.
     pub fn new(
         shard: Rc<Shard>,
         swarm: SwarmConfig,
         config: &HttpConfig,
         tls: Option<SharedTlsConfig>,
+        exempt: ExemptNetworks,
     ) -> Rc<Self> {
         let service = Rc::new(HttpService {
             shard,
@@ -252,9 +263,10 @@ impl HttpService {
             handshake_timeout: Duration::from_secs(config.tls_handshake_timeout_secs.into()),
             connections: ConnectionTable::new(
                 config.max_connections_per_worker,
-                config.max_connections_per_address,
+                config.max_connections_per_block(),
             ),
             trusted_proxies: config.trusted_proxies(),
+            exempt,
             config: config.clone(),
             tls: tls.map(|shared| RefCell::new(LocalCopy::new(shared))),
             open: Cell::new(0),
@@ -293,6 +305,10 @@ impl HttpService {
         if tls && self.tls.is_none() {
             return Err(format!("https {local}: no TLS configuration"));
         }
+        // Every connection accepted from it resets when dropped, unless it
+        // ends gracefully (see `crate::linger`).
+        crate::linger::reset_on_close(listener.as_fd(), true)
+            .map_err(|e| format!("http {local}: SO_LINGER: {e}"))?;
         // SAFETY: the fd comes from a listening socket we own and hand over whole.
         let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
         let mut quantum = Quantum::default();
@@ -315,15 +331,21 @@ impl HttpService {
                 continue;
             };
             let peer_ip = canonical_ip(peer.ip());
-            // A proxy speaks for many clients: not capped per address.
-            let admission = self
-                .connections
-                .admit(peer_ip, self.is_trusted_proxy(peer_ip));
+            // A proxy speaks for many clients, and an exempt network for a
+            // load test: neither is capped per address, subnet or network.
+            let exempt = self.is_trusted_proxy(peer_ip) || self.exempt.contains(peer_ip);
+            let admission = self.connections.admit(peer_ip, exempt);
+            let stats = &self.stats;
             let Some(slot) = admission.counted(AdmissionCounters {
-                evicted: &self.stats.evicted,
-                address_limit: &self.stats.address_limit,
-                full: &self.stats.rejected,
+                evicted: &stats.evicted,
+                block_limit: [
+                    &stats.address_limit,
+                    &stats.subnet_limit,
+                    &stats.network_limit,
+                ],
+                full: &stats.rejected,
             }) else {
+                // Dropped: reset, as the listener set it to.
                 continue;
             };
             self.traffic_of(tls).accepted.inc();

@@ -1,0 +1,74 @@
+//! How connections end: one the tracker cuts (a deadline passed, a limit
+//! refused it, it was evicted to make room, it failed) is reset; one it
+//! closes after a last answer, or whose client closed first, is closed
+//! gracefully.
+//!
+//! A graceful close leaves the kernel to deliver whatever the socket still
+//! queues after the tracker has let go (FIN_WAIT1): a client cut for reading
+//! too slowly would go on being fed for as long as it reads a trickle, from
+//! kernel memory that no limit of the tracker counts. A reset (SO_LINGER on
+//! with a zero timeout, then close) frees it at once.
+//!
+//! Accepted sockets inherit SO_LINGER from their listener, so each listener
+//! is set to reset ([`reset_on_close`] at the start of serving): a connection
+//! dropped on any path, refused at admission included, is reset at no cost
+//! per connection, and only the graceful close turns it off first.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// Makes a close of `socket` (or of a socket accepted from it, if it
+/// listens) reset the connection (`true`) or end it gracefully (`false`).
+pub fn reset_on_close(socket: BorrowedFd<'_>, reset: bool) -> io::Result<()> {
+    let linger = libc::linger {
+        l_onoff: reset.into(),
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt reads one `linger` of the size given, on a
+    // descriptor the borrow keeps open.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{ErrorKind, Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsFd;
+
+    /// Accepted sockets take the listener's setting: a drop resets; turned
+    /// off, the drop closes gracefully and the client reads to its end.
+    #[test]
+    fn accepted_sockets_reset_unless_turned_off() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        reset_on_close(listener.as_fd(), true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        for graceful in [false, true] {
+            let mut client = TcpStream::connect(addr).unwrap();
+            let (mut accepted, _) = listener.accept().unwrap();
+            accepted.write_all(b"last answer").unwrap();
+            if graceful {
+                reset_on_close(accepted.as_fd(), false).unwrap();
+            }
+            drop(accepted);
+            let mut got = Vec::new();
+            let end = client.read_to_end(&mut got);
+            match graceful {
+                true => assert_eq!((end.unwrap(), &got[..]), (11, &b"last answer"[..])),
+                false => assert_eq!(end.unwrap_err().kind(), ErrorKind::ConnectionReset),
+            }
+        }
+    }
+}
