@@ -558,6 +558,73 @@ fn one_address_cannot_fill_a_swarm_or_create_torrents_without_end() {
     assert_eq!(store_full("torrent_budget"), 81);
 }
 
+/// An HTTP announce that the trusted proxy 127.0.0.2 passes on for
+/// `client` (any address: how a test speaks for many IPv6 networks on
+/// loopback), on a new connection: Ok((complete, incomplete)) or Err(the
+/// failure reason).
+fn proxied_announce(
+    addr: SocketAddr,
+    client: &str,
+    hash: InfoHash,
+    port: u16,
+) -> Result<(i64, i64), String> {
+    let mut tcp = tcp_from(ip("127.0.0.2"), addr);
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let target = http_announce_target(hash, port);
+    let request =
+        format!("GET {target} HTTP/1.1\r\nX-Forwarded-For: {client}\r\nConnection: close\r\n\r\n");
+    tcp.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    tcp.read_to_end(&mut answer).unwrap();
+    let head_end = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let body = decode(&answer[head_end + 4..]).expect("a bencoded body");
+    if let Some(reason) = body.get(b"failure reason") {
+        return Err(String::from_utf8_lossy(reason.as_bytes().unwrap()).into_owned());
+    }
+    let n = |k: &[u8]| body.get(k).and_then(Value::as_int).unwrap();
+    Ok((n(b"complete"), n(b"incomplete")))
+}
+
+/// A tracker behind the trusted proxy 127.0.0.2, over plain HTTP.
+fn behind_a_proxy(config: &str) -> Tracker {
+    Tracker::builder()
+        .runtime_args(&["--workers", "1", "--no-pin"])
+        .arg("--real-ip-header")
+        .arg("X-Forwarded-For")
+        .arg("--trusted-proxy")
+        .arg("127.0.0.2/32")
+        .config(config)
+        .http(None)
+        .metrics()
+        .start()
+}
+
+/// Issue 28, item 2: the cap on one address's peers in a torrent counted
+/// each IPv6 address, and a host can announce from any address of its /64.
+#[test]
+fn one_ipv6_host_cannot_fill_a_swarm_from_the_addresses_of_its_64() {
+    let tracker = behind_a_proxy("[swarm]\nmax_peers_per_address_per_torrent = 5\n");
+    let addr = tracker.http[0];
+    let swarm = InfoHash([0x52; 20]);
+    for n in 1..=100u16 {
+        let client = format!("2001:db8:1:2::{n:x}");
+        let (_, incomplete) = proxied_announce(addr, &client, swarm, 6881).unwrap();
+        assert_eq!(incomplete, i64::from(n.min(5)), "{client}");
+    }
+    // Another /64 joins as ever.
+    let other = proxied_announce(addr, "2001:db8:1:3::1", swarm, 6881);
+    assert_eq!(other, Ok((0, 6)));
+    assert_eq!(
+        wait_for_metric(
+            &tracker,
+            "tracker_store_full_total",
+            &[("kind", "peers_per_address")],
+            95
+        ),
+        95
+    );
+}
+
 // 2. The state file: nothing at its paths is trusted.
 
 fn is_root() -> bool {

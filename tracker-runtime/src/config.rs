@@ -302,12 +302,14 @@ pub struct SwarmConfig {
     /// per IPv4 peer, torrents and indexes included (two and a half times that with
     /// `store_peer_ids`).
     pub max_peers_per_worker: usize,
-    /// Peers each torrent holds at most from one IP address, on different
-    /// ports; new ones past it are answered, not stored, so that one host
-    /// cannot fill a swarm with itself. Clients behind one carrier-grade NAT
-    /// share an address, but rarely more than a few of them share a torrent.
-    /// Swarms of more than 32 peers keep a count per address for it: about 11
-    /// bytes per address. 0 turns the limit (and the counts) off.
+    /// Peers each torrent holds at most from one client address (an IPv6
+    /// client by its /64, any address of which one host can use), on
+    /// different ports; new ones past it are answered, not stored, so that
+    /// one host cannot fill a swarm with itself. Clients behind one
+    /// carrier-grade NAT share an address, but rarely more than a few of them
+    /// share a torrent. Swarms of more than 32 peers keep a count per client
+    /// for it: about 11 bytes per client. 0 turns the limit (and the counts)
+    /// off.
     pub max_peers_per_address_per_torrent: usize,
     /// Torrents one client address (an IPv6 client by its /64) may create per
     /// minute on each worker; announces that would create more get the error

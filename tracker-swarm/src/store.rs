@@ -31,7 +31,7 @@ pub struct StoreStats {
     /// `max_peers_per_torrent`, or the store `max_peers`.
     pub unstored_peers: u64,
     /// New peers answered but not stored: their torrent held
-    /// `max_peers_per_address` from their IP address.
+    /// `max_peers_per_address` from their client (IP address, IPv6 /64).
     pub address_peers: u64,
     /// Announces refused because their address had created its budget of
     /// torrents this minute (`new_torrents_per_address_per_minute`).
@@ -51,9 +51,10 @@ pub struct StoreLimits {
     /// A new peer beyond this many in the whole store is answered but not
     /// stored, and creates no torrent. Expired peers count until cleaned.
     pub max_peers: usize,
-    /// A new peer beyond this many from its IP address in one torrent (on
-    /// other ports) is answered but not stored. `None`: no limit, and large
-    /// swarms keep no counts per address (see `ip_counts`).
+    /// A new peer beyond this many from its client in one torrent (its IP
+    /// address on other ports; an IPv6 client's whole /64) is answered but
+    /// not stored. `None`: no limit, and large swarms keep no counts per
+    /// client (see `ip_counts`).
     pub max_peers_per_address: Option<usize>,
     /// Torrents one address (an IPv6 client by its /64) may create per
     /// minute; announces that would create more are refused. 0: no limit.

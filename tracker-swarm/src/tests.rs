@@ -776,10 +776,12 @@ mod model {
                 }
                 let room = t.peers.len() < self.limits.max_peers_per_torrent
                     && total < self.limits.max_peers;
+                // One client: an IPv4 address, an IPv6 /64.
+                let client = tracker_proto::address_block(req.peer_addr.ip());
                 let from_ip = t
                     .peers
                     .keys()
-                    .filter(|a| a.ip() == req.peer_addr.ip())
+                    .filter(|a| tracker_proto::address_block(a.ip()) == client)
                     .count();
                 if old.is_none()
                     && room
@@ -829,11 +831,15 @@ enum Op {
     Clean(InfoHash),
 }
 
-/// Address `i`: odd ones IPv6; fours share an IP with different ports.
+/// Address `i`: odd ones IPv6; fours share an IP with different ports; the
+/// first four IPv6 IPs pair up in two /64s (one client each), the others
+/// have a /64 of their own.
 fn address(i: u8) -> SocketAddr {
     let (ip, port) = (i / 8, 6881 + u16::from(i / 2 % 4));
     if i % 2 == 1 {
-        (Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, ip.into()), port).into()
+        let net = if ip < 4 { ip / 2 } else { ip };
+        let v6 = Ipv6Addr::new(0x2001, 0xdb8, 0, net.into(), 0, 0, 0, ip.into());
+        (v6, port).into()
     } else {
         (Ipv4Addr::new(10, 0, 0, ip), port).into()
     }
@@ -1383,6 +1389,66 @@ fn one_address_stores_at_most_its_share_of_a_swarm_small_or_large() {
         go(&mut s, on_torrent(hash(2), ann(attacker(port))), 0);
     }
     assert_eq!(s.scrape(&hash(2)).leechers, 4);
+}
+
+/// Address `n` of the /64 2001:db8:1:2::/64 (one host can use any of them).
+fn in_one_64(n: u16) -> SocketAddr {
+    (Ipv6Addr::new(0x2001, 0xdb8, 1, 2, 0, 0, 0, n), 6881).into()
+}
+
+/// Issue 28, item 2: the cap counted the exact IPv6 address, so 200
+/// addresses of one /64 were all stored in one torrent.
+#[test]
+fn the_share_of_a_swarm_counts_an_ipv6_client_by_its_64_small_or_large() {
+    let capped = || {
+        SwarmStore::new(
+            StoreLimits {
+                max_peers_per_address: Some(4),
+                ..limits(1000, 1000)
+            },
+            1,
+        )
+    };
+    // A small swarm: its peers are scanned.
+    let mut s = capped();
+    for n in 1..=200 {
+        go(&mut s, ann(in_one_64(n)), 0);
+    }
+    assert_eq!(s.scrape(&hash(1)).leechers, 4);
+    assert_eq!(s.stats.address_peers, 196);
+    // A large swarm: 40 clients of their own /64 each, so that the half is
+    // indexed and counts its clients, then the one /64 again.
+    let mut s = capped();
+    for n in 1..=40 {
+        let other_64 = Ipv6Addr::new(0x2001, 0xdb8, 2, n, 0, 0, 0, 1);
+        go(&mut s, ann((other_64, 6881).into()), 0);
+    }
+    for n in 1..=200 {
+        go(&mut s, ann(in_one_64(n)), 0);
+    }
+    assert_eq!(s.scrape(&hash(1)).leechers, 44);
+    // One of them leaves: room for one more of its /64, on any address.
+    go(
+        &mut s,
+        with_event(AnnounceEvent::Stopped, ann(in_one_64(1))),
+        0,
+    );
+    go(&mut s, ann(in_one_64(1000)), 0);
+    go(&mut s, ann(in_one_64(1001)), 0);
+    assert_eq!(s.scrape(&hash(1)).leechers, 44);
+    // A restore counts the same way.
+    let (r, done) = restored(
+        &s,
+        (0, UNIX),
+        StoreLimits {
+            max_peers_per_address: Some(2),
+            ..limits(1000, 1000)
+        },
+        (0, UNIX),
+        |_| true,
+    );
+    assert_eq!((done.peers, done.refused), (42, 2));
+    assert_eq!(r.scrape(&hash(1)).leechers, 42);
 }
 
 #[test]

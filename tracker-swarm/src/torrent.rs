@@ -135,7 +135,7 @@ impl<I: PeerIp> Half<I> {
     }
 
     /// Stores a new peer; returns its position. `count_ips`: the peers are
-    /// counted per address once the half is large (see `Peers::count_ip`).
+    /// counted per client once the half is large (see `Peers::count_client`).
     fn insert(
         &mut self,
         ids: &mut Ids,
@@ -246,7 +246,7 @@ impl<I: PeerIp> Half<I> {
             None if visit.room
                 && visit
                     .max_per_address
-                    .is_some_and(|max| self.peers.count_ip(ip) >= max) =>
+                    .is_some_and(|max| self.peers.count_client(ip) >= max) =>
             {
                 unstored = Some(Unstored::AddressLimit);
                 None
@@ -353,7 +353,7 @@ impl<I: PeerIp> Half<I> {
         if self.peers.find(peer.ip, peer.port).is_some() {
             return Restore::Present;
         }
-        if max_per_address.is_some_and(|max| self.peers.count_ip(peer.ip) >= max) {
+        if max_per_address.is_some_and(|max| self.peers.count_client(peer.ip) >= max) {
             return Restore::AddressLimit;
         }
         self.insert(ids, peer, id, seeder, max_per_address.is_some());
