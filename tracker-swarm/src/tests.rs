@@ -771,9 +771,6 @@ mod model {
             if stopped {
                 t.peers.remove(&req.peer_addr);
             } else {
-                if req.event == AnnounceEvent::Completed && !old.is_some_and(|p| p.seeder) {
-                    t.completed += 1;
-                }
                 let room = t.peers.len() < self.limits.max_peers_per_torrent
                     && total < self.limits.max_peers;
                 // One client: an IPv4 address, an IPv6 /64.
@@ -798,6 +795,10 @@ mod model {
                         expiry: now + self.limits.peer_timeout_secs,
                     };
                     t.peers.insert(req.peer_addr, peer);
+                    // Only a peer stored completes, and a seeder never again.
+                    if req.event == AnnounceEvent::Completed && !old.is_some_and(|p| p.seeder) {
+                        t.completed += 1;
+                    }
                 } else {
                     self.unstored += 1;
                 }
@@ -1389,6 +1390,54 @@ fn one_address_stores_at_most_its_share_of_a_swarm_small_or_large() {
         go(&mut s, on_torrent(hash(2), ann(attacker(port))), 0);
     }
     assert_eq!(s.scrape(&hash(2)).leechers, 4);
+}
+
+/// Issue 28, item 9: 500 `completed` announces from one address counted 500
+/// downloads with 32 of its peers stored.
+#[test]
+fn a_completion_counts_only_from_a_peer_the_swarm_holds() {
+    let completed = |s: &SwarmStore| s.scrape(&hash(1)).completed;
+    let done = |addr| with_event(AnnounceEvent::Completed, seeder(addr));
+    let mut s = SwarmStore::new(
+        StoreLimits {
+            max_peers_per_address: Some(32),
+            ..limits(10, 1000)
+        },
+        1,
+    );
+    for port in 1..=500 {
+        go(&mut s, done(SocketAddr::new(v4(1).ip(), port)), 0);
+    }
+    assert_eq!(completed(&s), 32);
+    assert_eq!(s.scrape(&hash(1)).seeders, 32);
+
+    // A full swarm: a new peer is answered, not stored, and its completion
+    // not counted, in either family (an IPv6 one would need a box first).
+    let mut s = SwarmStore::new(limits(10, 2), 1);
+    go(&mut s, ann(v4(1)), 0);
+    go(&mut s, ann(v4(2)), 0);
+    go(&mut s, done(v4(3)), 0);
+    go(&mut s, done(v6(3)), 0);
+    assert_eq!(completed(&s), 0);
+    // A leecher it holds completes once; a seeder it holds does not again.
+    go(&mut s, done(v4(1)), 0);
+    go(&mut s, done(v4(1)), 0);
+    assert_eq!(completed(&s), 1);
+    // Nor is a completion counted past the store's own cap on peers.
+    let mut s = SwarmStore::new(
+        StoreLimits {
+            max_peers: 1,
+            ..limits(10, 10)
+        },
+        1,
+    );
+    go(&mut s, ann(v4(1)), 0);
+    go(&mut s, done(v4(2)), 0);
+    go(&mut s, done(v6(2)), 0);
+    assert_eq!(completed(&s), 0);
+    // The leecher it holds completes.
+    go(&mut s, done(v4(1)), 0);
+    assert_eq!(completed(&s), 1);
 }
 
 /// Address `n` of the /64 2001:db8:1:2::/64 (one host can use any of them).

@@ -69,8 +69,11 @@ pub(super) enum Unstored {
 /// What one announce did to a swarm half.
 #[derive(Default)]
 struct Outcome {
-    /// It completes a download: event `completed` from a peer not already
-    /// stored as a seeder.
+    /// It completes a download: event `completed` from a peer that the half
+    /// stores (held already, or new and given room), not already as a
+    /// seeder. A peer answered without being stored counts nothing, or
+    /// anyone could count downloads at will from ports and addresses that
+    /// the limits turn away.
     completes: bool,
     /// A new peer answered but not stored, and why.
     unstored: Option<Unstored>,
@@ -228,8 +231,7 @@ impl<I: PeerIp> Half<I> {
             }
             return Outcome::default();
         }
-        let completes =
-            req.event == AnnounceEvent::Completed && !found.is_some_and(|i| self.is_seeder(i));
+        let was_seeder = found.is_some_and(|i| self.is_seeder(i));
         let seeder = req.left == 0;
         let mut unstored = None;
         let requester = match found {
@@ -268,7 +270,7 @@ impl<I: PeerIp> Half<I> {
         self.select(ids.as_deref(), requester, seeder, visit, rng, out);
         self.peers.draw_next_start(rng);
         Outcome {
-            completes,
+            completes: req.event == AnnounceEvent::Completed && requester.is_some() && !was_seeder,
             unstored,
         }
     }
@@ -489,7 +491,7 @@ impl Torrent {
 
     /// The `completed` events counted: those of its IPv6 half, while it has
     /// one, and the rest in its IPv4 half, which takes the count of an IPv6
-    /// half that empties and of an IPv6 peer's completion that no half holds.
+    /// half that empties.
     fn completed(&self) -> u32 {
         self.v4.completed.saturating_add(self.v6_completed())
     }
@@ -540,9 +542,10 @@ impl Torrent {
                     let More { v6, v6_ids, .. } = &mut **self.more.insert(Box::default());
                     v6.announce(v6_ids, ip, visit, rng, out)
                 }
-                // No IPv6 peer to update or hand out, and none to store.
+                // No IPv6 peer to update or hand out, and none to store
+                // (nor a completion to count: see `Outcome::completes`).
                 None => Outcome {
-                    completes: visit.req.event == AnnounceEvent::Completed,
+                    completes: false,
                     unstored: (visit.req.event != AnnounceEvent::Stopped)
                         .then_some(Unstored::NoRoom),
                 },
