@@ -233,8 +233,8 @@ fn restore_shard(
         info!(
             "restored {} torrents and {} peers from {} in {} ms ({} peers had expired; {} \
              over swarm.max_torrents_per_worker, max_peers_per_torrent, max_peers_per_worker \
-             or max_peers_per_address_per_torrent; {} dropped as invalid: port 0, or no \
-             single host's address)",
+             or max_peers_per_address_per_torrent; {} dropped as invalid: port 0, no \
+             single host's address, or an IPv4-mapped one among the IPv6 peers)",
             r.torrents,
             r.peers,
             progress.source,

@@ -765,12 +765,15 @@ fn a_restore_stores_only_what_an_announce_could_have_stored() {
         v4([10, 0, 0, 2], 6881),
     ];
     torrent.v4.leechers = (1..=20).map(|port| v4([10, 0, 0, 3], port)).collect();
-    torrent.v6.leechers = vec![SavedPeer {
-        ip: Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1),
+    // A multicast address, and an IPv4 host as an IPv4-mapped address in
+    // the IPv6 half (an announce stores it as IPv4).
+    let v6 = |ip: &str| SavedPeer {
+        ip: ip.parse::<Ipv6Addr>().unwrap(),
         port: 6881,
         peer_id: PeerId([8; 20]),
         last_seen: now - 10,
-    }];
+    };
+    torrent.v6.leechers = vec![v6("ff02::1"), v6("::ffff:10.0.0.2")];
     let mut section = Section::default();
     section.push(&torrent);
     std::fs::write(&state, encode(&[section], now)).unwrap();
@@ -785,7 +788,7 @@ fn a_restore_stores_only_what_an_announce_could_have_stored() {
         log.contains("17 over swarm.max_torrents_per_worker"),
         "{log}"
     );
-    assert!(log.contains("5 dropped as invalid"), "{log}");
+    assert!(log.contains("6 dropped as invalid"), "{log}");
 }
 
 // 5. One tracker per port.

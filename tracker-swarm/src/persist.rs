@@ -2,9 +2,9 @@
 //! section of the file when the tracker stops, and at start takes back the
 //! torrents it owns, keeping only what an announce could have stored.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
-use tracker_proto::{is_peer_address, InfoHash, PeerId};
+use tracker_proto::{canonical_ip, is_peer_address, InfoHash, PeerId};
 
 use crate::peers::Peer;
 use crate::state::{SavedPeer, SavedTorrent, Section, StateError, StateFile, TorrentRecord};
@@ -24,7 +24,8 @@ pub struct Restored {
     /// `max_peers`, `max_peers_per_address`).
     pub refused: usize,
     /// Peers left out because no announce could have stored them: port 0,
-    /// or an address of no single host (unspecified, broadcast, multicast).
+    /// an address of no single host (unspecified, broadcast, multicast), or
+    /// an IPv4-mapped address in the IPv6 half.
     pub invalid: usize,
 }
 
@@ -99,7 +100,7 @@ impl SwarmStore {
     /// Stores a torrent of a state file (any torrent: the caller decides which
     /// worker owns it). Peers whose last announce is a peer time-out or more
     /// before `now_unix` are left out, and so is a torrent with none left;
-    /// so are peers that no announce could have stored (`is_peer_address`);
+    /// so are peers that no announce could have stored (see `is_valid`);
     /// the limits hold as for announces, and a peer already stored is kept.
     pub fn restore(&mut self, record: &TorrentRecord<'_>, now: u32, now_unix: u64) -> Restored {
         let clocks = Clocks {
@@ -181,13 +182,17 @@ struct Room {
     peer_ids: bool,
 }
 
-/// Whether a saved peer could have been stored by an announce.
-fn is_valid<I: Copy + Into<std::net::IpAddr>>(peer: &SavedPeer<I>) -> bool {
-    is_peer_address(SocketAddr::new(peer.ip.into(), peer.port))
+/// Whether a saved peer could have been stored by an announce: a peer's
+/// address (`is_peer_address`), in the form an announce stores it
+/// (`canonical_ip`: an IPv4 client is stored as IPv4 whichever socket it
+/// came through, so no IPv4-mapped address is ever in an IPv6 half).
+fn is_valid<I: Copy + Into<IpAddr>>(peer: &SavedPeer<I>) -> bool {
+    let ip = peer.ip.into();
+    canonical_ip(ip) == ip && is_peer_address(SocketAddr::new(ip, peer.port))
 }
 
 /// The saved peers that are valid and live, and those that are not valid.
-fn count_live<I: Copy + Into<std::net::IpAddr>>(
+fn count_live<I: Copy + Into<IpAddr>>(
     saved: impl Iterator<Item = (bool, SavedPeer<I>)>,
     clocks: &Clocks,
 ) -> (usize, usize) {
@@ -210,7 +215,7 @@ type StorePeer<I> = fn(&mut Torrent, Peer<I>, Option<PeerId>, bool, Option<usize
 
 /// Stores one address family's saved peers in `torrent` with `store`, the
 /// expired and invalid ones left out, within `room`; counts into `done`.
-fn restore_half<I: Copy + Into<std::net::IpAddr>>(
+fn restore_half<I: Copy + Into<IpAddr>>(
     torrent: &mut Torrent,
     saved: impl Iterator<Item = (bool, SavedPeer<I>)>,
     clocks: &Clocks,

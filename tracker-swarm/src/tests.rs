@@ -1560,6 +1560,54 @@ fn a_restore_drops_peers_no_announce_could_store_and_keeps_the_address_cap() {
     );
 }
 
+/// Issue 28, item 10: an IPv4-mapped address in a file's IPv6 half was
+/// stored there, where no announce can put one (an IPv4 client is stored as
+/// IPv4 whichever socket it came through), so its peer would be an IPv4
+/// host handed out as IPv6, and the same host could be stored twice.
+#[test]
+fn a_restore_keeps_no_ipv4_mapped_address_in_the_ipv6_half() {
+    use crate::state::{SavedPeer, SavedTorrent, Section, StateFile};
+    let peer = |ip: &str, port| SavedPeer {
+        ip: ip.parse::<Ipv6Addr>().unwrap(),
+        port,
+        peer_id: PeerId([1; 20]),
+        last_seen: UNIX - 10,
+    };
+    let mut t = SavedTorrent {
+        info_hash: hash(1),
+        ..SavedTorrent::default()
+    };
+    t.v4.seeders = vec![SavedPeer {
+        ip: Ipv4Addr::new(10, 0, 0, 9),
+        port: 6881,
+        peer_id: PeerId([1; 20]),
+        last_seen: UNIX - 10,
+    }];
+    t.v6.seeders = vec![
+        peer("::ffff:10.0.0.9", 6881),
+        peer("::ffff:10.0.0.10", 6881),
+        peer("2001:db8::1", 6881),
+    ];
+    t.v6.leechers = vec![peer("::ffff:10.0.0.11", 7000)];
+    let mut section = Section::default();
+    section.push(&t);
+    let bytes = crate::state::encode(&[section], UNIX);
+    let file = StateFile::parse(&bytes).unwrap();
+    let mut s = store();
+    let done = s.restore_file(&file, 0, UNIX, |_| true).unwrap();
+    assert_eq!((done.peers, done.invalid), (2, 3));
+    assert_eq!(s.scrape(&hash(1)).seeders, 2);
+    // An IPv6 client is handed only the IPv6 peer.
+    let (_, seen) = go(&mut s, ann(v6(7)), 1);
+    assert_eq!(
+        seen,
+        vec![SocketAddr::from((
+            "2001:db8::1".parse::<Ipv6Addr>().unwrap(),
+            6881
+        ))]
+    );
+}
+
 #[test]
 fn a_snapshot_taken_a_segment_at_a_time_while_serving_holds_each_torrent_once() {
     let mut s = store();
