@@ -558,6 +558,74 @@ fn one_address_cannot_fill_a_swarm_or_create_torrents_without_end() {
     assert_eq!(store_full("torrent_budget"), 81);
 }
 
+/// Announces `count` new torrents over UDP from `sock` (their info-hashes
+/// start with `tag`), as fast as answers come: how many were created, and
+/// the errors of the others.
+fn create_torrents(
+    sock: &UdpSocket,
+    target: SocketAddr,
+    tag: [u8; 2],
+    count: u16,
+) -> (usize, std::collections::BTreeMap<String, usize>) {
+    let id = udp_connect(sock, target).expect("connect");
+    let mut refused = std::collections::BTreeMap::new();
+    let mut created = 0;
+    for n in 0..count {
+        let mut hash = [0x77; 20];
+        hash[..2].copy_from_slice(&tag);
+        hash[2..4].copy_from_slice(&n.to_be_bytes());
+        let packet = udp_announce(id, 9, InfoHash(hash), 6881, AnnounceEvent::Started, 0);
+        match udp_answer(sock, target, &packet) {
+            Ok(_) => created += 1,
+            Err(reason) => *refused.entry(reason).or_insert(0) += 1,
+        }
+    }
+    (created, refused)
+}
+
+/// Issue 28, item 3: the budget of new torrents counted each address alone,
+/// so a network created a budget's worth per address it held. Eight
+/// addresses in as many /24s of 127.2.0.0/16 (one IPv4 network) create
+/// torrents as fast as they can.
+#[test]
+fn a_network_creates_no_more_new_torrents_than_its_budget() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "1", "--no-pin"])
+        .config("[swarm]\nnew_torrents_per_network_per_minute = 300\n")
+        .udp(None)
+        .metrics()
+        .start();
+    let target = tracker.udp[0];
+    let mut created = 0;
+    let mut refused = std::collections::BTreeMap::new();
+    for subnet in 0..8u8 {
+        let sock = udp_from(&format!("127.2.{subnet}.1"));
+        let (made, why) = create_torrents(&sock, target, [0xa1, subnet], 100);
+        created += made;
+        for (reason, n) in why {
+            *refused.entry(reason).or_insert(0) += n;
+        }
+    }
+    assert_eq!(created, 300);
+    let said = "too many new torrents from this network: try again later";
+    assert_eq!(
+        refused.into_iter().collect::<Vec<_>>(),
+        [(said.to_string(), 500)]
+    );
+    // Another network creates its torrents meanwhile.
+    let (made, _) = create_torrents(&udp_from("127.3.0.1"), target, [0xa2, 0], 10);
+    assert_eq!(made, 10);
+    assert_eq!(
+        wait_for_metric(
+            &tracker,
+            "tracker_store_full_total",
+            &[("kind", "torrent_budget")],
+            500
+        ),
+        500
+    );
+}
+
 /// An HTTP announce that the trusted proxy 127.0.0.2 passes on for
 /// `client` (any address: how a test speaks for many IPv6 networks on
 /// loopback), on a new connection: Ok((complete, incomplete)) or Err(the

@@ -444,7 +444,8 @@ pub fn run(config: &Config) -> Result<String, String> {
     // per client address would turn most of it away.
     let tracker_toml = format!(
         "{off}[state]\nfile = \"\"\n[privileges]\nallow_root = true\n[swarm]\n\
-         max_peers_per_address_per_torrent = 0\nnew_torrents_per_address_per_minute = 0\n"
+         max_peers_per_address_per_torrent = 0\nnew_torrents_per_address_per_minute = 0\n\
+         new_torrents_per_subnet_per_minute = 0\nnew_torrents_per_network_per_minute = 0\n"
     );
     write(&tracker_config, &tracker_toml)?;
     let tracker = std::env::current_exe()

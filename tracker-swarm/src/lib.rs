@@ -5,6 +5,7 @@
 //! records are the store's torrents.
 
 mod blocks;
+mod budget;
 mod counts;
 mod expiry;
 mod index;

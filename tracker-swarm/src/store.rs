@@ -12,13 +12,15 @@ use crate::expiry::{Expiry, MAX_PEER_TIMEOUT_SECS};
 /// The most peers a torrent may be allowed (`StoreLimits::max_peers_per_torrent`):
 /// the address index keeps a peer's position in 24 bits.
 pub const MAX_PEERS_PER_TORRENT: usize = crate::slots::POSITIONS;
+use crate::budget::NewTorrentBudgets;
 use crate::peers;
-use crate::ratelimit::RateLimit;
 use crate::rng::WyRand;
 use crate::table::Table;
 use crate::torrent::{Torrent, Unstored, Visit, CLEAN_WINDOW};
 
-use tracker_proto::{Announce, AnnounceEvent, AnswerPeers, InfoHash, IpFamily, ScrapeStats};
+use tracker_proto::{
+    Announce, AnnounceEvent, AnswerPeers, BlockLevel, InfoHash, IpFamily, ScrapeStats,
+};
 
 /// What the limits turned away, counted as they happen (the runtime exports
 /// them as metrics).
@@ -33,8 +35,9 @@ pub struct StoreStats {
     /// New peers answered but not stored: their torrent held
     /// `max_peers_per_address` from their client (IP address, IPv6 /64).
     pub address_peers: u64,
-    /// Announces refused because their address had created its budget of
-    /// torrents this minute (`new_torrents_per_address_per_minute`).
+    /// Announces refused because a block of addresses they come from (the
+    /// address, its subnet or its network) had created its budget of
+    /// torrents this minute (`new_torrents_per_minute`).
     pub torrent_budget: u64,
 }
 
@@ -56,18 +59,15 @@ pub struct StoreLimits {
     /// not stored. `None`: no limit, and large swarms keep no counts per
     /// client (see `ip_counts`).
     pub max_peers_per_address: Option<usize>,
-    /// Torrents one address (an IPv6 client by its /64) may create per
-    /// minute; announces that would create more are refused. 0: no limit.
-    pub new_torrents_per_address_per_minute: u32,
+    /// Torrents the clients of one block of addresses may create per minute,
+    /// by `BlockLevel` (an address, an IPv6 client by its /64; a subnet; a
+    /// network), each width counted apart; announces that would create more
+    /// are refused. 0: no limit at that width.
+    pub new_torrents_per_minute: [u32; 3],
     /// Keep each peer's id, for non-compact HTTP answers that ask for them
     /// (20 bytes a peer more); without, those answers leave `peer id` out.
     pub peer_ids: bool,
 }
-
-/// Slots of the table that keeps the per-address budget for new torrents
-/// (8 bytes each, 512 KiB; see `ratelimit`): far more than the addresses
-/// that create torrents within one minute, so that few share a budget.
-const NEW_TORRENT_BUDGET_SLOTS: usize = 1 << 16;
 
 /// Why an announce was not served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,9 +78,9 @@ pub enum AnnounceRefused {
     /// The access list does not allow the torrent (decided by the shard before
     /// the store is asked: the store itself knows no lists).
     NotAllowed,
-    /// The announcing address has created its budget of torrents this
-    /// minute (`new_torrents_per_address_per_minute`).
-    AddressBudget,
+    /// A block the announcing address is in (at this width) has created its
+    /// budget of torrents this minute (`new_torrents_per_minute`).
+    AddressBudget(BlockLevel),
 }
 
 impl AnnounceRefused {
@@ -89,8 +89,14 @@ impl AnnounceRefused {
         match self {
             AnnounceRefused::TorrentLimit => "tracker is full: torrent not stored",
             AnnounceRefused::NotAllowed => "torrent not allowed",
-            AnnounceRefused::AddressBudget => {
+            AnnounceRefused::AddressBudget(BlockLevel::Address) => {
                 "too many new torrents from this address: try again later"
+            }
+            AnnounceRefused::AddressBudget(BlockLevel::Subnet) => {
+                "too many new torrents from this subnet: try again later"
+            }
+            AnnounceRefused::AddressBudget(BlockLevel::Network) => {
+                "too many new torrents from this network: try again later"
             }
         }
     }
@@ -145,8 +151,8 @@ pub struct SwarmStore {
     /// Torrents of more than `CLEAN_WINDOW` peers left by `clean_segment` for
     /// `clean_more`, each cleaned a window at a time.
     pub(crate) clean_pending: Vec<InfoHash>,
-    /// The per-address budget for new torrents; None when unlimited.
-    pub(crate) new_torrents: Option<RateLimit>,
+    /// The budgets for new torrents, per block of addresses.
+    pub(crate) new_torrents: NewTorrentBudgets,
     /// What the limits turned away.
     pub stats: StoreStats,
 }
@@ -174,11 +180,7 @@ impl SwarmStore {
             torrents: 0,
             peers: PeerTotals::default(),
             clean_pending: Vec::new(),
-            new_torrents: RateLimit::new(
-                limits.new_torrents_per_address_per_minute,
-                60,
-                NEW_TORRENT_BUDGET_SLOTS,
-            ),
+            new_torrents: NewTorrentBudgets::new(limits.new_torrents_per_minute),
             stats: StoreStats::default(),
         }
     }
@@ -248,18 +250,17 @@ impl SwarmStore {
                 self.stats.unstored_peers += 1;
                 return Ok(SwarmCounts::default());
             }
-            None if self
-                .new_torrents
-                .as_mut()
-                .is_some_and(|budget| !budget.allow(req.peer_addr.ip(), now)) =>
-            {
-                self.stats.torrent_budget += 1;
-                return Err(AnnounceRefused::AddressBudget);
-            }
-            None => {
-                self.torrents += 1;
-                table.insert(hash, req.info_hash, Torrent::default())
-            }
+            None => match self.new_torrents.check(req.peer_addr.ip(), now) {
+                Err(level) => {
+                    self.stats.torrent_budget += 1;
+                    return Err(AnnounceRefused::AddressBudget(level));
+                }
+                Ok(spend) => {
+                    self.new_torrents.spend(spend, now);
+                    self.torrents += 1;
+                    table.insert(hash, req.info_hash, Torrent::default())
+                }
+            },
         };
         let before = torrent.counts();
         let visit = Visit {

@@ -7,7 +7,7 @@ use super::*;
 use crate::counts::{CleanReport, PeerTotals};
 use crate::torrent::CLEAN_WINDOW;
 use tracker_proto::{Announce, AnnounceEvent, InfoHash, ScrapeStats};
-use tracker_proto::{AnswerPeers, PeerId};
+use tracker_proto::{AnswerPeers, BlockLevel, PeerId};
 
 const TIMEOUT: u32 = 100;
 
@@ -25,7 +25,7 @@ fn limits(max_torrents: usize, max_peers_per_torrent: usize) -> StoreLimits {
         max_peers_per_torrent,
         max_peers: usize::MAX,
         max_peers_per_address: None,
-        new_torrents_per_address_per_minute: 0,
+        new_torrents_per_minute: [0; 3],
         peer_ids: true,
     }
 }
@@ -987,7 +987,7 @@ proptest! {
             max_peers_per_torrent: 5,
             max_peers,
             max_peers_per_address: Some(3),
-            new_torrents_per_address_per_minute: 0,
+            new_torrents_per_minute: [0; 3],
             peer_ids,
         };
         check_against_model(limits, 3, ops)?;
@@ -1005,7 +1005,7 @@ proptest! {
             max_peers_per_torrent: 1000,
             max_peers: usize::MAX,
             max_peers_per_address: None,
-            new_torrents_per_address_per_minute: 0,
+            new_torrents_per_minute: [0; 3],
             peer_ids: true,
         };
         check_against_model(limits, 1, ops)?;
@@ -1021,7 +1021,7 @@ proptest! {
             max_peers_per_torrent: 1000,
             max_peers: usize::MAX,
             max_peers_per_address: Some(3),
-            new_torrents_per_address_per_minute: 0,
+            new_torrents_per_minute: [0; 3],
             // Without ids here: the other large test keeps them.
             peer_ids: false,
         };
@@ -1265,7 +1265,7 @@ proptest! {
             max_peers_per_torrent: 1000,
             max_peers: 1_000_000,
             max_peers_per_address: Some(40),
-            new_torrents_per_address_per_minute: 0,
+            new_torrents_per_minute: [0; 3],
             peer_ids: true,
         };
         let mut s = SwarmStore::new(limits, 5);
@@ -1320,7 +1320,7 @@ proptest! {
 fn one_address_creates_torrents_within_its_budget_and_others_are_unaffected() {
     let mut s = SwarmStore::new(
         StoreLimits {
-            new_torrents_per_address_per_minute: 5,
+            new_torrents_per_minute: [5, 0, 0],
             ..limits(1000, 1000)
         },
         1,
@@ -1334,7 +1334,7 @@ fn one_address_creates_torrents_within_its_budget_and_others_are_unaffected() {
     }
     assert_eq!(
         created(&mut s, 5, v4(1), 119),
-        Err(AnnounceRefused::AddressBudget)
+        Err(AnnounceRefused::AddressBudget(BlockLevel::Address))
     );
     assert_eq!(s.stats.torrent_budget, 1);
     // Torrents that exist cost nothing, from another port of the address too.
@@ -1348,6 +1348,50 @@ fn one_address_creates_torrents_within_its_budget_and_others_are_unaffected() {
     for n in 0..50 {
         assert!(created(&mut unlimited, n, v4(1), 0).is_ok());
     }
+}
+
+/// Issue 28, item 3: a budget per address alone let each /64 of a network
+/// create its own budget's worth, so eight /64s of one /56 filled a store.
+#[test]
+fn a_network_creates_no_more_than_its_budgets_over_however_many_addresses() {
+    let mut s = SwarmStore::new(
+        StoreLimits {
+            new_torrents_per_minute: [3, 5, 8],
+            ..limits(1000, 1000)
+        },
+        1,
+    );
+    let mut peers = AnswerPeers::default();
+    let mut n = 0u32;
+    let mut create = |s: &mut SwarmStore, from: Ipv6Addr| {
+        n += 1;
+        let mut new = [0; 20];
+        new[..4].copy_from_slice(&n.to_le_bytes());
+        let req = on_torrent(InfoHash(new), ann((from, 6881).into()));
+        s.announce(&req, 0, &mut peers)
+    };
+    // The /64s of one /56, then the /56s of its /48, as fast as they can.
+    let mut refused = BTreeMap::new();
+    for net in 0..4u16 {
+        for host in 0..256u16 {
+            let from = Ipv6Addr::new(0x2001, 0xdb8, 7, net << 8 | host, 0, 0, 0, 1);
+            if let Err(why) = create(&mut s, from) {
+                *refused.entry(why.reason()).or_insert(0) += 1;
+            }
+        }
+    }
+    assert_eq!(s.torrent_count(), 8);
+    let said = |level| AnnounceRefused::AddressBudget(level).reason();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert!(refused.contains_key(said(BlockLevel::Subnet)));
+    assert!(refused.contains_key(said(BlockLevel::Network)));
+    assert_eq!(s.stats.torrent_budget, 4 * 256 - 8);
+    // Another network is unaffected.
+    assert!(create(&mut s, Ipv6Addr::new(0x2001, 0xdb8, 8, 0, 0, 0, 0, 1)).is_ok());
+    assert_eq!(
+        said(BlockLevel::Network),
+        "too many new torrents from this network: try again later"
+    );
 }
 
 #[test]
