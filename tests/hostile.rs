@@ -626,6 +626,71 @@ fn a_network_creates_no_more_new_torrents_than_its_budget() {
     );
 }
 
+/// How many of the torrents `create_torrents` made with `tag` are held now
+/// (scraped with a peer).
+fn held(sock: &UdpSocket, target: SocketAddr, tag: [u8; 2], count: u16) -> usize {
+    use tracker_proto::udp::{write_scrape_request, TransactionId};
+    let id = udp_connect(sock, target).expect("connect");
+    let hashes: Vec<InfoHash> = (0..count)
+        .map(|n| {
+            let mut hash = [0x77; 20];
+            hash[..2].copy_from_slice(&tag);
+            hash[2..4].copy_from_slice(&n.to_be_bytes());
+            InfoHash(hash)
+        })
+        .collect();
+    let mut held = 0;
+    let mut buf = [0u8; 1500];
+    for chunk in hashes.chunks(70) {
+        let mut packet = Vec::new();
+        write_scrape_request(&mut packet, id, TransactionId(5), chunk);
+        sock.send_to(&packet, target).unwrap();
+        let n = sock.recv(&mut buf).expect("a scrape answer");
+        assert_eq!(n, 8 + 12 * chunk.len());
+        held += buf[8..n]
+            .chunks(12)
+            .filter(|stats| stats[..4] != [0; 4] || stats[8..] != [0; 4])
+            .count();
+    }
+    held
+}
+
+/// Issue 28, item 3: a few networks filled a worker's torrents, and then
+/// every honest new torrent was told "tracker is full". Eight addresses in
+/// as many /24s of 127.4.0.0/16 create torrents as fast as they can, far
+/// past the cap; then a client of another network creates some.
+#[test]
+fn a_store_full_of_one_networks_torrents_still_takes_an_honest_new_one() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "1", "--no-pin"])
+        .config("[swarm]\nmax_torrents_per_worker = 300\n")
+        .udp(None)
+        .metrics()
+        .start();
+    let target = tracker.udp[0];
+    for subnet in 0..8u8 {
+        let sock = udp_from(&format!("127.4.{subnet}.1"));
+        let (made, refused) = create_torrents(&sock, target, [0xb1, subnet], 100);
+        assert_eq!((made, refused.len()), (100, 0), "{refused:?}");
+    }
+    let honest = udp_from("127.5.0.1");
+    let (made, refused) = create_torrents(&honest, target, [0xb2, 0], 20);
+    assert_eq!((made, refused.len()), (20, 0), "{refused:?}");
+    // Each took the place of a torrent of one peer, the attackers' own
+    // first: the honest client's may have displaced one of its own.
+    assert!(held(&honest, target, [0xb2, 0], 20) >= 15);
+    assert_eq!(tracker.metric("tracker_torrents", &[]), 300);
+    assert_eq!(
+        wait_for_metric(
+            &tracker,
+            "tracker_store_full_total",
+            &[("kind", "torrent_evicted")],
+            520
+        ),
+        520
+    );
+}
+
 /// An HTTP announce that the trusted proxy 127.0.0.2 passes on for
 /// `client` (any address: how a test speaks for many IPv6 networks on
 /// loopback), on a new connection: Ok((complete, incomplete)) or Err(the
@@ -691,6 +756,29 @@ fn one_ipv6_host_cannot_fill_a_swarm_from_the_addresses_of_its_64() {
         ),
         95
     );
+}
+
+/// The same from the /64s of one IPv6 /48, behind a trusted proxy (IPv6
+/// loopback is one address).
+#[test]
+fn a_store_full_of_one_ipv6_networks_torrents_still_takes_an_honest_new_one() {
+    let tracker = behind_a_proxy("[swarm]\nmax_torrents_per_worker = 100\n");
+    let addr = tracker.http[0];
+    let hash = |tag: u8, n: u16| {
+        let mut hash = [tag; 20];
+        hash[..2].copy_from_slice(&n.to_be_bytes());
+        InfoHash(hash)
+    };
+    for n in 0..300u16 {
+        let client = format!("2001:db8:7:{:x}::1", n % 4);
+        let created = proxied_announce(addr, &client, hash(0xc1, n), 6881);
+        assert_eq!(created, Ok((0, 1)), "{client}");
+    }
+    for n in 0..5 {
+        let created = proxied_announce(addr, "2001:db8:8::1", hash(0xc2, n), 6881);
+        assert_eq!(created, Ok((0, 1)));
+    }
+    assert_eq!(tracker.metric("tracker_torrents", &[]), 100);
 }
 
 // 2. The state file: nothing at its paths is trusted.

@@ -291,8 +291,12 @@ pub struct SwarmConfig {
     /// The most peers returned in one announce answer. UDP is further capped
     /// at what fits one datagram: 200 IPv4 or 66 IPv6 peers.
     pub max_numwant: u32,
-    /// Torrents each worker holds at most (up to 2147483648); announces for
-    /// new torrents past it get an error.
+    /// Torrents each worker holds at most (up to 2147483648). A new torrent
+    /// past it takes the place of one worth less among 8 drawn at random:
+    /// one whose peers (at most 4) all come from one network, an IPv4 /16 or
+    /// an IPv6 /48, the creator's own first, so that a few networks that
+    /// fill the worker cannot lock honest new torrents out. It gets the
+    /// error "tracker is full" only when none of those drawn may go.
     pub max_torrents_per_worker: usize,
     /// Peers each torrent holds at most (up to 16777214); new peers past it
     /// are answered, not stored.

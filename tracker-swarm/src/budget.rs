@@ -56,6 +56,19 @@ impl NewTorrentBudgets {
         Ok(Spend(slots))
     }
 
+    /// How much of its budget the address `ip` has spent this minute, in
+    /// quarters (0 to 4), at the narrowest width that has a budget (0 when
+    /// none has): what eviction takes for a creator's weight. One table
+    /// read.
+    pub fn spent(&self, ip: IpAddr, now: u32) -> u32 {
+        let mut levels = BlockLevel::ALL.into_iter().zip(&self.levels);
+        let Some((level, Some(budget))) = levels.find(|(_, b)| b.is_some()) else {
+            return 0;
+        };
+        let used = budget.used_at(budget.slot_of_block(block_key(ip, level)), now);
+        (u64::from(used) * 4 / u64::from(budget.per_window().max(1))).min(4) as u32
+    }
+
     /// Counts a new torrent that `check` allowed.
     pub fn spend(&mut self, spend: Spend, now: u32) {
         for (slot, budget) in spend.0.into_iter().zip(&mut self.levels) {
@@ -123,6 +136,21 @@ mod tests {
         // An IPv4-mapped address is its IPv4 address.
         assert_eq!(fill(&mut budgets, "10.0.0.1", 0), (2, BlockLevel::Address));
         assert!(take(&mut budgets, "::ffff:10.0.0.1", 0).is_err());
+    }
+
+    #[test]
+    fn what_an_address_spent_is_told_in_quarters_of_its_narrowest_budget() {
+        let mut budgets = NewTorrentBudgets::new([0, 8, 100]);
+        let ip = "10.0.0.1".parse().unwrap();
+        assert_eq!(budgets.spent(ip, 0), 0);
+        for _ in 0..6 {
+            take(&mut budgets, "10.0.0.1", 0).unwrap();
+        }
+        assert_eq!(budgets.spent(ip, 0), 3);
+        // The subnet's: another address of it has spent as much.
+        assert_eq!(budgets.spent("10.0.0.2".parse().unwrap(), 0), 3);
+        assert_eq!(budgets.spent(ip, 60), 0, "a new minute");
+        assert_eq!(NewTorrentBudgets::new([0; 3]).spent(ip, 0), 0);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 mod blocks;
 mod budget;
 mod counts;
+mod evict;
 mod expiry;
 mod index;
 mod ip_counts;

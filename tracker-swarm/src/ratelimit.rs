@@ -88,6 +88,11 @@ impl RateLimit {
         self.used_at(slot, now) < self.per_window
     }
 
+    /// Events each slot may count per window.
+    pub(crate) fn per_window(&self) -> u32 {
+        self.per_window
+    }
+
     /// Counts an event at `slot` (which `room_at` allowed).
     pub(crate) fn count_at(&mut self, slot: usize, now: u32) {
         let window = now / self.window_secs;

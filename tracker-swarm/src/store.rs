@@ -2,7 +2,7 @@
 //! clean-up, with the limits it keeps.
 
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use ahash::RandomState;
 
@@ -13,13 +13,14 @@ use crate::expiry::{Expiry, MAX_PEER_TIMEOUT_SECS};
 /// the address index keeps a peer's position in 24 bits.
 pub const MAX_PEERS_PER_TORRENT: usize = crate::slots::POSITIONS;
 use crate::budget::NewTorrentBudgets;
+use crate::evict::{self, Candidate};
 use crate::peers;
 use crate::rng::WyRand;
 use crate::table::Table;
 use crate::torrent::{Torrent, Unstored, Visit, CLEAN_WINDOW};
 
 use tracker_proto::{
-    Announce, AnnounceEvent, AnswerPeers, BlockLevel, InfoHash, IpFamily, ScrapeStats,
+    block_key, Announce, AnnounceEvent, AnswerPeers, BlockLevel, InfoHash, IpFamily, ScrapeStats,
 };
 
 /// What the limits turned away, counted as they happen (the runtime exports
@@ -27,7 +28,7 @@ use tracker_proto::{
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StoreStats {
     /// Announces refused because they would create a torrent past
-    /// `max_torrents`.
+    /// `max_torrents`, and no torrent could be dropped for it.
     pub refused_torrents: u64,
     /// New peers answered but not stored: their torrent held
     /// `max_peers_per_torrent`, or the store `max_peers`.
@@ -35,6 +36,9 @@ pub struct StoreStats {
     /// New peers answered but not stored: their torrent held
     /// `max_peers_per_address` from their client (IP address, IPv6 /64).
     pub address_peers: u64,
+    /// Torrents dropped to make room for a new one while the store held
+    /// `max_torrents` (see `evict`).
+    pub evicted_torrents: u64,
     /// Announces refused because a block of addresses they come from (the
     /// address, its subnet or its network) had created its budget of
     /// torrents this minute (`new_torrents_per_minute`).
@@ -46,7 +50,9 @@ pub struct StoreStats {
 pub struct StoreLimits {
     /// A peer expires this long after its last announce.
     pub peer_timeout_secs: u32,
-    /// Announces that would create a torrent beyond this many are refused.
+    /// An announce that would create a torrent beyond this many drops one
+    /// worth less to make room (see `evict`), or is refused when none of
+    /// those drawn may go.
     pub max_torrents: usize,
     /// A new peer beyond this many in one torrent is answered but not stored.
     /// Counts are u32, so at most `u32::MAX` is used.
@@ -72,8 +78,9 @@ pub struct StoreLimits {
 /// Why an announce was not served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AnnounceRefused {
-    /// The store holds `max_torrents` and the announce would create another one;
-    /// torrents already stored are still served.
+    /// The store holds `max_torrents`, the announce would create another one,
+    /// and none of the torrents drawn could be dropped for it; torrents
+    /// already stored are still served.
     TorrentLimit,
     /// The access list does not allow the torrent (decided by the shard before
     /// the store is asked: the store itself knows no lists).
@@ -218,12 +225,13 @@ impl SwarmStore {
     /// requester; a seeder is given leechers only. Returns the swarm's counts after
     /// the update, of both families.
     ///
-    /// When full: an announce that would create a torrent past `max_torrents`,
-    /// or past its address's budget of new torrents, is refused; a new peer
-    /// past `max_peers_per_torrent` in its torrent, past `max_peers_per_address`
-    /// from its IP in its torrent, or past `max_peers` in the store, is
-    /// answered but not stored (and creates no torrent). Each is counted in
-    /// `stats`.
+    /// When full: an announce that would create a torrent past
+    /// `max_torrents` drops a torrent worth less (see `evict`), or is refused
+    /// when none of those drawn may go; one past its address's budgets of new
+    /// torrents is refused; a new peer past `max_peers_per_torrent` in its
+    /// torrent, past `max_peers_per_address` from its client in its torrent,
+    /// or past `max_peers` in the store, is answered but not stored (and
+    /// creates no torrent). Each is counted in `stats`.
     pub fn announce(
         &mut self,
         req: &Announce,
@@ -232,36 +240,14 @@ impl SwarmStore {
     ) -> Result<SwarmCounts, AnnounceRefused> {
         peers.reset(IpFamily::of(req.peer_addr.ip()));
         let (segment, hash) = self.locate(&req.info_hash);
-        let table = &mut self.segments[segment];
-        let torrent = match table.find(hash, &req.info_hash) {
-            Some(pos) => table.value_mut(pos),
-            // Nothing to remove, and no torrent to create for it.
-            None if req.event == AnnounceEvent::Stopped => return Ok(SwarmCounts::default()),
-            // A segment full to its slots' reach (2^24 torrents) counts as
-            // the limit too: the keyed hash spreads torrents so evenly that
-            // none gets there before `max_torrents`, but nothing may rely on it.
-            None if self.torrents >= self.limits.max_torrents || table.is_full() => {
-                self.stats.refused_torrents += 1;
-                return Err(AnnounceRefused::TorrentLimit);
-            }
-            // An empty torrent would be memory for nothing: answer as a swarm
-            // of none.
-            None if self.peers.seeders + self.peers.leechers >= self.limits.max_peers => {
-                self.stats.unstored_peers += 1;
-                return Ok(SwarmCounts::default());
-            }
-            None => match self.new_torrents.check(req.peer_addr.ip(), now) {
-                Err(level) => {
-                    self.stats.torrent_budget += 1;
-                    return Err(AnnounceRefused::AddressBudget(level));
-                }
-                Ok(spend) => {
-                    self.new_torrents.spend(spend, now);
-                    self.torrents += 1;
-                    table.insert(hash, req.info_hash, Torrent::default())
-                }
+        let pos = match self.segments[segment].find(hash, &req.info_hash) {
+            Some(pos) => pos,
+            None => match self.create(req, segment, hash, now)? {
+                Some(pos) => pos,
+                None => return Ok(SwarmCounts::default()),
             },
         };
+        let torrent = self.segments[segment].value_mut(pos);
         let before = torrent.counts();
         let visit = Visit {
             req,
@@ -280,6 +266,91 @@ impl SwarmStore {
         let after = torrent.counts();
         self.peers.replace(before, after);
         Ok(after)
+    }
+
+    /// Creates the torrent of `req`, which `segment` does not hold (its hash
+    /// there is `hash`), within the limits; its position, or None when there
+    /// is to be none (a stop, or no room for its peer). Kept out of
+    /// `announce`, whose common case (a torrent held) it would crowd.
+    #[inline(never)]
+    fn create(
+        &mut self,
+        req: &Announce,
+        segment: usize,
+        hash: u32,
+        now: u32,
+    ) -> Result<Option<usize>, AnnounceRefused> {
+        // Nothing to remove, and no torrent to create for it.
+        if req.event == AnnounceEvent::Stopped {
+            return Ok(None);
+        }
+        // An empty torrent would be memory for nothing: answer as a swarm of
+        // none.
+        if self.peers.seeders + self.peers.leechers >= self.limits.max_peers {
+            self.stats.unstored_peers += 1;
+            return Ok(None);
+        }
+        // A segment full to its slots' reach (2^24 torrents) counts as the
+        // limit too: the keyed hash spreads torrents so evenly that none gets
+        // there before `max_torrents`, but nothing may rely on it.
+        if self.segments[segment].is_full() {
+            self.stats.refused_torrents += 1;
+            return Err(AnnounceRefused::TorrentLimit);
+        }
+        let ip = req.peer_addr.ip();
+        let spend = match self.new_torrents.check(ip, now) {
+            Ok(spend) => spend,
+            Err(level) => {
+                self.stats.torrent_budget += 1;
+                return Err(AnnounceRefused::AddressBudget(level));
+            }
+        };
+        if self.torrents >= self.limits.max_torrents && !self.evict_for(ip, now) {
+            self.stats.refused_torrents += 1;
+            return Err(AnnounceRefused::TorrentLimit);
+        }
+        self.new_torrents.spend(spend, now);
+        self.torrents += 1;
+        let table = &mut self.segments[segment];
+        let pos = table.len();
+        table.insert(hash, req.info_hash, Torrent::default());
+        Ok(Some(pos))
+    }
+
+    /// Drops the torrent worth least of `evict::SAMPLES` drawn at random
+    /// (see `evict`), to make room for a new torrent from `creator`; whether
+    /// one could go. A few cache lines whatever the store holds (see
+    /// `draw`).
+    #[cold]
+    fn evict_for(&mut self, creator: IpAddr, now: u32) -> bool {
+        let (drawn, count) = self.draw();
+        let mut at = [(0, 0); evict::SAMPLES];
+        let mut candidates = [Candidate::default(); evict::SAMPLES];
+        let mut found = 0;
+        for &(segment, pos) in &drawn[..count] {
+            let torrent = self.segments[segment].value_at(pos);
+            let Some((mut candidate, first)) = torrent.and_then(|t| t.candidate(now)) else {
+                continue;
+            };
+            candidate.spent = first.map_or(0, |ip| self.new_torrents.spent(ip, now));
+            at[found] = (segment, pos);
+            candidates[found] = candidate;
+            found += 1;
+        }
+        let network = block_key(creator, BlockLevel::Network);
+        let Some(chosen) = evict::least_worth(&candidates[..found], network) else {
+            return false;
+        };
+        let (segment, pos) = at[chosen];
+        let gone = self.segments[segment].remove_at(pos);
+        let mut removed = CleanReport {
+            torrents: 1,
+            ..CleanReport::default()
+        };
+        removed.count(gone.counts(), SwarmCounts::default());
+        self.forget(removed);
+        self.stats.evicted_torrents += 1;
+        true
     }
 
     /// Starts loading what announces will read, without waiting for it:
@@ -318,6 +389,57 @@ impl SwarmStore {
                 }
             }
         }
+    }
+
+    /// Up to `evict::SAMPLES` torrents, by segment and position, drawn at
+    /// random and none twice; how many. A large store has torrents in every
+    /// segment: a segment at random, and a torrent of it (the next segment
+    /// that holds one, in the rare empty one). A store of fewer torrents
+    /// than segments would draw the torrents after empty runs more often
+    /// that way: it draws among all its torrents alike, in one pass over
+    /// the segments' counts, and takes them all when they are no more than
+    /// the draws.
+    fn draw(&mut self) -> ([(usize, usize); evict::SAMPLES], usize) {
+        let mut drawn = [(0, 0); evict::SAMPLES];
+        let mut count = 0;
+        let mut note = |at: (usize, usize)| {
+            if !drawn[..count].contains(&at) {
+                drawn[count] = at;
+                count += 1;
+            }
+        };
+        if self.torrents >= Self::SEGMENTS * 8 {
+            for _ in 0..evict::SAMPLES {
+                let start = self.rng.below(Self::SEGMENTS);
+                let segment = (0..Self::SEGMENTS)
+                    .map(|i| (start + i) % Self::SEGMENTS)
+                    .find(|&s| self.segments[s].len() > 0);
+                if let Some(segment) = segment {
+                    note((segment, self.rng.below(self.segments[segment].len())));
+                }
+            }
+            return (drawn, count);
+        }
+        // Ranks among all torrents, in segment order, smallest first.
+        let mut ranks = [0; evict::SAMPLES];
+        let n = self.torrents.min(evict::SAMPLES);
+        for (i, rank) in ranks[..n].iter_mut().enumerate() {
+            *rank = if self.torrents <= evict::SAMPLES {
+                i
+            } else {
+                self.rng.below(self.torrents)
+            };
+        }
+        ranks[..n].sort_unstable();
+        let (mut next, mut before) = (0, 0);
+        for (segment, table) in self.segments.iter().enumerate() {
+            while next < n && ranks[next] < before + table.len() {
+                note((segment, ranks[next] - before));
+                next += 1;
+            }
+            before += table.len();
+        }
+        (drawn, count)
     }
 
     /// The counts of a torrent; zeros for one not stored.
@@ -436,6 +558,14 @@ impl SwarmStore {
         map.shrink();
         self.forget(removed);
         removed
+    }
+
+    /// Whether it holds a torrent for `info_hash` (one without peers, left
+    /// for the cleaner, included).
+    #[cfg(test)]
+    pub(crate) fn holds(&self, info_hash: &InfoHash) -> bool {
+        let (segment, hash) = self.locate(info_hash);
+        self.segments[segment].find(hash, info_hash).is_some()
     }
 
     pub fn torrent_count(&self) -> usize {

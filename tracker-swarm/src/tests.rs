@@ -465,11 +465,19 @@ fn scrape_some_lists_at_most_max_torrents_with_their_counts() {
     assert_eq!(listed, (1..=10).map(hash).collect());
 }
 
+/// An address of another network than `v4`'s (10.0.0.0/16).
+fn elsewhere(n: u8) -> SocketAddr {
+    (Ipv4Addr::new(10, 1, 0, n), 6881).into()
+}
+
 #[test]
 fn torrent_limit_refuses_new_torrents_only() {
+    // Torrents that two networks share, which no new torrent displaces.
     let mut s = SwarmStore::new(limits(2, 10), 1);
     go(&mut s, ann(v4(1)), 0);
+    go(&mut s, ann(elsewhere(1)), 0);
     go(&mut s, on_torrent(hash(2), ann(v4(1))), 0);
+    go(&mut s, on_torrent(hash(2), ann(elsewhere(1))), 0);
     let third = on_torrent(hash(3), ann(v4(1)));
     let mut peers = AnswerPeers::default();
     peers.push_addr(v4(9), None);
@@ -478,11 +486,116 @@ fn torrent_limit_refuses_new_torrents_only() {
         Err(AnnounceRefused::TorrentLimit)
     );
     assert!(peers.is_empty());
-    assert_eq!(go(&mut s, ann(v4(2)), 0).0, counts(0, 2));
+    assert_eq!(go(&mut s, ann(v4(2)), 0).0, counts(0, 3));
     assert_eq!(s.torrent_count(), 2);
+    assert_eq!(s.stats.evicted_torrents, 0);
     // Room again once a torrent is cleaned away.
     clean_all(&mut s, TIMEOUT);
     assert_eq!(go(&mut s, third, TIMEOUT).0, counts(0, 1));
+}
+
+/// Issue 28, item 3: a store full of one network's torrents refused every
+/// new torrent. A new torrent now takes the place of one held by a single
+/// network, never of one that two networks share.
+#[test]
+fn a_full_store_takes_a_new_torrent_in_place_of_one_of_a_single_network() {
+    let mut s = SwarmStore::new(limits(4, 10), 1);
+    let other = |a: u8, b: u8| SocketAddr::from(([a, b, 0, 1], 6881));
+    for h in [1, 2] {
+        go(&mut s, on_torrent(hash(h), ann(v4(1))), 0);
+        go(&mut s, on_torrent(hash(h), ann(elsewhere(1))), 0);
+    }
+    go(&mut s, on_torrent(hash(3), ann(v4(2))), 0);
+    // Four peers of one network: one client, as far as the tracker can tell.
+    for n in 1..=4 {
+        go(&mut s, on_torrent(hash(4), ann(other(192, n))), 0);
+    }
+    // The creator's own network goes first.
+    let creator = SocketAddr::new([10, 0, 9, 9].into(), 6881);
+    assert_eq!(
+        go(&mut s, on_torrent(hash(5), ann(creator)), 1).0,
+        counts(0, 1)
+    );
+    assert!(!s.holds(&hash(3)));
+    assert_eq!(s.stats.evicted_torrents, 1);
+    // Another network's: the lone creator's just now, or the four peers of
+    // 192.0.0.0/16.
+    go(&mut s, on_torrent(hash(6), ann(other(198, 51))), 1);
+    assert!(s.holds(&hash(1)) && s.holds(&hash(2)) && s.holds(&hash(6)));
+    assert_eq!(s.torrent_count(), 4);
+    assert_eq!(s.stats.evicted_torrents, 2);
+    let held: usize = [1, 2, 4, 5, 6]
+        .into_iter()
+        .map(|h| (s.scrape(&hash(h)).leechers) as usize)
+        .sum();
+    assert_eq!(s.peer_count(), totals(0, held));
+    // Once only shared torrents are left, a new one is refused.
+    let mut s = SwarmStore::new(limits(2, 10), 1);
+    for h in [1, 2] {
+        go(&mut s, on_torrent(hash(h), ann(v4(1))), 0);
+        go(&mut s, on_torrent(hash(h), ann(elsewhere(1))), 0);
+    }
+    let mut peers = AnswerPeers::default();
+    let refused = s.announce(&on_torrent(hash(3), ann(v4(2))), 0, &mut peers);
+    assert_eq!(refused, Err(AnnounceRefused::TorrentLimit));
+    assert_eq!((s.stats.refused_torrents, s.stats.evicted_torrents), (1, 0));
+}
+
+#[test]
+fn a_torrent_no_live_peer_holds_goes_before_any_other() {
+    let mut s = SwarmStore::new(limits(3, 10), 1);
+    go(&mut s, on_torrent(hash(1), ann(elsewhere(1))), 0);
+    go(&mut s, on_torrent(hash(2), ann(v4(2))), 50);
+    // Its peer stopped: left empty for the cleaner.
+    go(&mut s, on_torrent(hash(3), ann(v4(3))), 50);
+    go(
+        &mut s,
+        with_event(AnnounceEvent::Stopped, on_torrent(hash(3), ann(v4(3)))),
+        50,
+    );
+    // From the network of torrents 2 and 3: its own would go first, but for
+    // the empty one.
+    go(&mut s, on_torrent(hash(4), ann(v4(9))), 50);
+    assert!(!s.holds(&hash(3)));
+    // Torrent 1's peer has expired (announced at 0): it goes before the live
+    // torrents of the creator's own network.
+    go(&mut s, on_torrent(hash(5), ann(v4(8))), TIMEOUT + 1);
+    assert!(!s.holds(&hash(1)));
+    assert!(s.holds(&hash(2)) && s.holds(&hash(4)) && s.holds(&hash(5)));
+    assert_eq!(s.peer_count(), totals(0, 3));
+}
+
+/// A store large enough to draw a segment at random: new torrents from many
+/// networks take the places of one network's, and the torrents shared by
+/// two networks all stay.
+#[test]
+fn a_large_full_store_draws_torrents_at_random_and_keeps_shared_ones() {
+    const CAP: usize = SwarmStore::SEGMENTS * 10;
+    let mut s = SwarmStore::new(limits(CAP, 10), 1);
+    let numbered = |n: u32| {
+        let mut h = [0xee; 20];
+        h[..4].copy_from_slice(&n.to_le_bytes());
+        InfoHash(h)
+    };
+    let mut peers = AnswerPeers::default();
+    let shared = CAP as u32 / 10;
+    for n in 0..CAP as u32 {
+        let req = on_torrent(numbered(n), ann(v4(1)));
+        s.announce(&req, 0, &mut peers).unwrap();
+        if n < shared {
+            let req = on_torrent(numbered(n), ann(elsewhere(1)));
+            s.announce(&req, 0, &mut peers).unwrap();
+        }
+    }
+    for n in 0..1000u32 {
+        let from = SocketAddr::from(([100, (n % 200) as u8, 0, 1], 6881));
+        let req = on_torrent(numbered(CAP as u32 + n), ann(from));
+        assert!(s.announce(&req, 1, &mut peers).is_ok());
+    }
+    assert_eq!(s.torrent_count(), CAP);
+    assert_eq!(s.stats.evicted_torrents, 1000);
+    assert!((0..shared).all(|n| s.holds(&numbered(n))));
+    assert_eq!(s.peer_count(), totals(0, CAP + shared as usize));
 }
 
 #[test]
@@ -547,8 +660,9 @@ fn worker_peer_limit_answers_new_peers_without_storing_them_or_their_torrents() 
 
 #[test]
 fn limits_are_counted() {
-    let mut s = SwarmStore::new(limits(1, 1), 1);
+    let mut s = SwarmStore::new(limits(1, 2), 1);
     go(&mut s, ann(v4(1)), 0);
+    go(&mut s, ann(elsewhere(1)), 0);
     go(&mut s, ann(v4(2)), 0);
     go(&mut s, ann(v4(1)), 0);
     let mut peers = AnswerPeers::default();
@@ -756,13 +870,14 @@ mod model {
                 if stopped {
                     return Ok(SwarmCounts::default());
                 }
-                if self.torrents.len() >= self.limits.max_torrents {
-                    self.refused += 1;
-                    return Err(AnnounceRefused::TorrentLimit);
-                }
                 if self.peers() >= self.limits.max_peers {
                     self.unstored += 1;
                     return Ok(SwarmCounts::default());
+                }
+                // A torrent to drop for it has gone already (see `evict`).
+                if self.torrents.len() >= self.limits.max_torrents {
+                    self.refused += 1;
+                    return Err(AnnounceRefused::TorrentLimit);
                 }
             }
             let total = self.peers();
@@ -804,6 +919,51 @@ mod model {
                 }
             }
             Ok(t.counts())
+        }
+
+        /// Whether the announce would create a torrent in a store full of
+        /// torrents, with room for its peer: when the store drops one.
+        pub fn is_full_for(&self, req: &Announce) -> bool {
+            req.event != AnnounceEvent::Stopped
+                && !self.torrents.contains_key(&req.info_hash)
+                && self.peers() < self.limits.max_peers
+                && self.torrents.len() >= self.limits.max_torrents
+        }
+
+        /// The torrents a new one may take the place of, as eviction
+        /// weighs them (the rules again: at most `evict::MAX_PEERS` peers,
+        /// all of one network).
+        pub fn candidates(&self, now: u32) -> Vec<(InfoHash, crate::evict::Candidate)> {
+            let network = |a: &SocketAddr| tracker_proto::block_key(a.ip(), BlockLevel::Network);
+            let mut all = Vec::new();
+            for (h, t) in &self.torrents {
+                let networks: BTreeSet<u128> = t.peers.keys().map(network).collect();
+                if t.peers.len() > crate::evict::MAX_PEERS || networks.len() > 1 {
+                    continue;
+                }
+                let candidate = crate::evict::Candidate {
+                    live: t.peers.values().any(|p| p.expiry > now),
+                    network: networks.first().copied(),
+                    peers: t.peers.len(),
+                    completed: t.completed,
+                    spent: 0,
+                };
+                all.push((*h, candidate));
+            }
+            all
+        }
+
+        /// Drops `gone`, which the store dropped for a new torrent from
+        /// `creator`: it must have been one of those worth least.
+        pub fn evicted(&mut self, gone: &InfoHash, creator: SocketAddr, now: u32) -> bool {
+            let all = self.candidates(now);
+            let ranked: Vec<crate::evict::Candidate> = all.iter().map(|(_, c)| *c).collect();
+            let network = tracker_proto::block_key(creator.ip(), BlockLevel::Network);
+            let rank = |c| crate::evict::rank(c, &ranked, network);
+            let best = ranked.iter().map(rank).max();
+            let ok = all.iter().any(|(h, c)| h == gone && Some(rank(c)) == best);
+            self.torrents.remove(gone);
+            ok
         }
 
         /// Stored peers, expired ones included.
@@ -898,7 +1058,26 @@ fn check_against_model(limits: StoreLimits, hashes: u8, ops: Vec<Op>) -> Result<
                 // changes nothing that the checks below would see.
                 let other = SocketAddr::new(req.peer_addr.ip(), req.peer_addr.port() ^ 1);
                 store.prefetch(&[(req.info_hash, req.peer_addr), (hash(hashes), other)]);
+                let evicted = store.stats.evicted_torrents;
+                let full = model.is_full_for(&req);
                 let got = store.announce(&req, now, &mut peers);
+                if store.stats.evicted_torrents > evicted {
+                    let gone: Vec<InfoHash> = model
+                        .torrents
+                        .keys()
+                        .filter(|h| !store.holds(h))
+                        .copied()
+                        .collect();
+                    prop_assert!(full && gone.len() == 1, "{:?}", gone);
+                    prop_assert!(
+                        model.evicted(&gone[0], req.peer_addr, now),
+                        "{:?} was not worth least",
+                        gone[0]
+                    );
+                } else if full && model.torrents.len() <= crate::evict::SAMPLES {
+                    // A store this small looks at every torrent.
+                    prop_assert!(model.candidates(now).is_empty(), "none dropped");
+                }
                 prop_assert_eq!(got, model.announce(&req, now));
                 let addrs: BTreeSet<SocketAddr> = peers.addrs().collect();
                 prop_assert_eq!(addrs.len(), peers.len(), "duplicates");

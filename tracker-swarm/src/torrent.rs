@@ -4,11 +4,14 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::counts::{MemoryUse, SwarmCounts};
+use crate::evict::{self, Candidate};
 use crate::expiry::Expiry;
 use crate::peers::{Peer, PeerIp, Peers};
 use crate::rng::{scale, WyRand};
 use crate::state::{SavedHalf, SavedPeer, SavedTorrent};
-use tracker_proto::{Announce, AnnounceEvent, AnswerPeers, IpFamily, PeerId, ScrapeStats};
+use tracker_proto::{
+    block_key, Announce, AnnounceEvent, AnswerPeers, BlockLevel, IpFamily, PeerId, ScrapeStats,
+};
 
 /// The clocks of a save or a restore: the store's monotonic seconds and the
 /// wall clock's Unix seconds at the same moment, and the peer time-out that
@@ -231,7 +234,9 @@ impl<I: PeerIp> Half<I> {
             }
             return Outcome::default();
         }
-        let was_seeder = found.is_some_and(|i| self.is_seeder(i));
+        let completed = req.event == AnnounceEvent::Completed;
+        // Before `set_seeder` moves it: a seeder completes nothing again.
+        let was_seeder = completed && found.is_some_and(|i| self.is_seeder(i));
         let seeder = req.left == 0;
         let mut unstored = None;
         let requester = match found {
@@ -270,7 +275,7 @@ impl<I: PeerIp> Half<I> {
         self.select(ids.as_deref(), requester, seeder, visit, rng, out);
         self.peers.draw_next_start(rng);
         Outcome {
-            completes: req.event == AnnounceEvent::Completed && requester.is_some() && !was_seeder,
+            completes: completed && requester.is_some() && !was_seeder,
             unstored,
         }
     }
@@ -605,6 +610,39 @@ impl Torrent {
     ) -> Restore {
         let More { v6, v6_ids, .. } = &mut **self.more.get_or_insert_with(Box::default);
         v6.restore(v6_ids, peer, id, seeder, max)
+    }
+
+    /// What eviction weighs of it, with the address of its first peer (for
+    /// `Candidate::spent`, which the store fills in): None unless it may be
+    /// dropped for a new torrent, holding at most `evict::MAX_PEERS` peers,
+    /// all of one network (see `evict`). Reads its peers only then.
+    pub fn candidate(&self, now: u32) -> Option<(Candidate, Option<IpAddr>)> {
+        let v4 = self.v4.peers.as_slice();
+        let v6 = self.v6().map_or(&[][..], |h| h.peers.as_slice());
+        let peers = v4.len() + v6.len();
+        if peers > evict::MAX_PEERS {
+            return None;
+        }
+        let v4s = v4.iter().map(|p| (IpAddr::V4(p.ip), p.expiry));
+        let v6s = v6.iter().map(|p| (IpAddr::V6(p.ip), p.expiry));
+        let (mut network, mut first, mut live) = (None, None, false);
+        for (ip, expiry) in v4s.chain(v6s) {
+            let key = block_key(ip, BlockLevel::Network);
+            if network.is_some_and(|n| n != key) {
+                return None;
+            }
+            network = Some(key);
+            first = first.or(Some(ip));
+            live |= expiry.is_live(now);
+        }
+        let candidate = Candidate {
+            live,
+            network,
+            peers,
+            completed: self.completed(),
+            spent: 0,
+        };
+        Some((candidate, first))
     }
 
     /// Peers stored, of both families.

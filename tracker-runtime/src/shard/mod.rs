@@ -391,6 +391,7 @@ impl Shard {
             (&[("kind", "peer_not_stored")], full.unstored_peers),
             (&[("kind", "peers_per_address")], full.address_peers),
             (&[("kind", "torrent_budget")], full.torrent_budget),
+            (&[("kind", "torrent_evicted")], full.evicted_torrents),
         ] {
             out.push(Sample::new(&STORE_FULL, labels, count));
         }
