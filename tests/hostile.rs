@@ -626,6 +626,63 @@ fn a_network_creates_no_more_new_torrents_than_its_budget() {
     );
 }
 
+/// Issue 28, item 15: a load test from one host trips the limits per client
+/// and looks like a broken tracker. Its network can be exempted; everyone
+/// else is still held to them, and the first refusal says how.
+#[test]
+fn an_exempt_network_counts_against_no_limit_per_client_while_others_do() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "1", "--no-pin"])
+        .config(
+            "[runtime]\nexempt_networks = [\"127.9.0.0/16\"]\n\
+             [swarm]\nmax_peers_per_address_per_torrent = 5\n\
+             new_torrents_per_address_per_minute = 20\n",
+        )
+        .udp(None)
+        .start();
+    let target = tracker.udp[0];
+    let swarm = InfoHash([0xd2; 20]);
+    let join = |sock: &UdpSocket, port: u16| {
+        let id = udp_connect(sock, target).expect("connect");
+        let packet = udp_announce(id, 1, swarm, port, AnnounceEvent::Started, 1);
+        udp_answer(sock, target, &packet).unwrap().0
+    };
+    // The load: one address, 100 new torrents and 50 ports in one swarm.
+    let load = udp_from("127.9.0.1");
+    let (made, refused) = create_torrents(&load, target, [0xd1, 0], 100);
+    assert_eq!((made, refused.len()), (100, 0), "{refused:?}");
+    for port in 1..=50 {
+        assert_eq!(join(&load, port), u32::from(port));
+    }
+    // Another address is held to its budget and its share of the swarm.
+    let other = udp_from("127.8.0.1");
+    let (made, refused) = create_torrents(&other, target, [0xd1, 1], 100);
+    assert_eq!(made, 20);
+    let said = "too many new torrents from this address: try again later";
+    assert_eq!(
+        refused.into_iter().collect::<Vec<_>>(),
+        [(said.to_string(), 80)]
+    );
+    for port in 1..=10 {
+        assert_eq!(join(&other, port), 50 + u32::from(port.min(5)));
+    }
+    // Refused 80 times, logged once, with the limit and the way out.
+    let log = tracker.stop();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("new torrents refused"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{log}");
+    assert!(
+        lines[0].contains("swarm.new_torrents_per_address_per_minute = 20"),
+        "{log}"
+    );
+    assert!(
+        lines[0].contains(r#"runtime.exempt_networks = ["127.0.0.0/8", "::1"]"#),
+        "{log}"
+    );
+}
+
 /// How many of the torrents `create_torrents` made with `tag` are held now
 /// (scraped with a peer).
 fn held(sock: &UdpSocket, target: SocketAddr, tag: [u8; 2], count: u16) -> usize {

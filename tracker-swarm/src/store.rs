@@ -17,7 +17,7 @@ use crate::evict::{self, Candidate};
 use crate::peers;
 use crate::rng::WyRand;
 use crate::table::Table;
-use crate::torrent::{Torrent, Unstored, Visit, CLEAN_WINDOW};
+use crate::torrent::{AddressCap, Torrent, Unstored, Visit, CLEAN_WINDOW};
 
 use tracker_proto::{
     block_key, Announce, AnnounceEvent, AnswerPeers, BlockLevel, InfoHash, IpFamily, ScrapeStats,
@@ -73,6 +73,28 @@ pub struct StoreLimits {
     /// Keep each peer's id, for non-compact HTTP answers that ask for them
     /// (20 bytes a peer more); without, those answers leave `peer id` out.
     pub peer_ids: bool,
+}
+
+impl StoreLimits {
+    /// The cap on one client's peers in a torrent, for a client of `quota`.
+    pub(crate) fn address_cap(&self, quota: Quota) -> AddressCap {
+        let max = self.max_peers_per_address;
+        AddressCap {
+            max: max.filter(|_| quota == Quota::Counted),
+            counted: max.is_some(),
+        }
+    }
+}
+
+/// Whether a client's announces count against the limits per client (the
+/// budgets of new torrents, the cap on its peers in a torrent). Which
+/// clients are exempt is the caller's to say (the runtime's
+/// `runtime.exempt_networks`): the store knows no networks. The limits in
+/// total hold for all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Quota {
+    Counted,
+    Exempt,
 }
 
 /// Why an announce was not served.
@@ -238,11 +260,23 @@ impl SwarmStore {
         now: u32,
         peers: &mut AnswerPeers,
     ) -> Result<SwarmCounts, AnnounceRefused> {
+        self.announce_as(req, now, Quota::Counted, peers)
+    }
+
+    /// `announce` from a client whose announces count against the limits per
+    /// client, or not (`quota`).
+    pub fn announce_as(
+        &mut self,
+        req: &Announce,
+        now: u32,
+        quota: Quota,
+        peers: &mut AnswerPeers,
+    ) -> Result<SwarmCounts, AnnounceRefused> {
         peers.reset(IpFamily::of(req.peer_addr.ip()));
         let (segment, hash) = self.locate(&req.info_hash);
         let pos = match self.segments[segment].find(hash, &req.info_hash) {
             Some(pos) => pos,
-            None => match self.create(req, segment, hash, now)? {
+            None => match self.create(req, segment, hash, now, quota)? {
                 Some(pos) => pos,
                 None => return Ok(SwarmCounts::default()),
             },
@@ -256,7 +290,7 @@ impl SwarmStore {
             keep_ids: self.limits.peer_ids,
             room: ((before.seeders + before.leechers) as usize) < self.limits.max_peers_per_torrent
                 && self.peers.seeders + self.peers.leechers < self.limits.max_peers,
-            max_per_address: self.limits.max_peers_per_address,
+            per_address: self.limits.address_cap(quota),
         };
         match torrent.announce(&visit, &mut self.rng, peers) {
             None => {}
@@ -279,6 +313,7 @@ impl SwarmStore {
         segment: usize,
         hash: u32,
         now: u32,
+        quota: Quota,
     ) -> Result<Option<usize>, AnnounceRefused> {
         // Nothing to remove, and no torrent to create for it.
         if req.event == AnnounceEvent::Stopped {
@@ -298,18 +333,23 @@ impl SwarmStore {
             return Err(AnnounceRefused::TorrentLimit);
         }
         let ip = req.peer_addr.ip();
-        let spend = match self.new_torrents.check(ip, now) {
-            Ok(spend) => spend,
-            Err(level) => {
-                self.stats.torrent_budget += 1;
-                return Err(AnnounceRefused::AddressBudget(level));
-            }
+        let spend = match quota {
+            Quota::Exempt => None,
+            Quota::Counted => match self.new_torrents.check(ip, now) {
+                Ok(spend) => Some(spend),
+                Err(level) => {
+                    self.stats.torrent_budget += 1;
+                    return Err(AnnounceRefused::AddressBudget(level));
+                }
+            },
         };
         if self.torrents >= self.limits.max_torrents && !self.evict_for(ip, now) {
             self.stats.refused_torrents += 1;
             return Err(AnnounceRefused::TorrentLimit);
         }
-        self.new_torrents.spend(spend, now);
+        if let Some(spend) = spend {
+            self.new_torrents.spend(spend, now);
+        }
         self.torrents += 1;
         let table = &mut self.segments[segment];
         let pos = table.len();
@@ -566,6 +606,11 @@ impl SwarmStore {
     pub(crate) fn holds(&self, info_hash: &InfoHash) -> bool {
         let (segment, hash) = self.locate(info_hash);
         self.segments[segment].find(hash, info_hash).is_some()
+    }
+
+    /// What it accepts.
+    pub fn limits(&self) -> &StoreLimits {
+        &self.limits
     }
 
     pub fn torrent_count(&self) -> usize {

@@ -572,9 +572,16 @@ fn a_torrent_no_live_peer_holds_goes_before_any_other() {
 fn a_large_full_store_draws_torrents_at_random_and_keeps_shared_ones() {
     const CAP: usize = SwarmStore::SEGMENTS * 10;
     let mut s = SwarmStore::new(limits(CAP, 10), 1);
+    // Info-hashes as random as SHA-1's (splitmix64 of the number): ones that
+    // differ in a few bits only may share few segments under some keys.
     let numbered = |n: u32| {
-        let mut h = [0xee; 20];
-        h[..4].copy_from_slice(&n.to_le_bytes());
+        let mut h = [0; 20];
+        for (i, chunk) in h.chunks_mut(8).enumerate() {
+            let mut x = (u64::from(n) << 2 | i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            chunk.copy_from_slice(&(x ^ (x >> 31)).to_le_bytes()[..chunk.len()]);
+        }
         InfoHash(h)
     };
     let mut peers = AnswerPeers::default();
@@ -1661,6 +1668,66 @@ fn a_completion_counts_only_from_a_peer_the_swarm_holds() {
     // The leecher it holds completes.
     go(&mut s, done(v4(1)), 0);
     assert_eq!(completed(&s), 1);
+}
+
+/// Issue 28, item 15: a load test from one machine is one client to the
+/// limits per client; the runtime exempts the networks it is told to.
+#[test]
+fn an_exempt_client_counts_against_no_limit_per_client_and_others_still_do() {
+    let capped = StoreLimits {
+        max_peers_per_address: Some(2),
+        new_torrents_per_minute: [3, 3, 3],
+        ..limits(1000, 1000)
+    };
+    let mut s = SwarmStore::new(capped, 1);
+    let mut peers = AnswerPeers::default();
+    let exempt = |port| SocketAddr::new([127, 0, 0, 1].into(), port);
+    let mut as_exempt = |s: &mut SwarmStore, req: Announce| {
+        s.announce_as(&req, 0, Quota::Exempt, &mut peers).unwrap()
+    };
+    for n in 1..=50 {
+        as_exempt(&mut s, on_torrent(hash(n), ann(exempt(6881))));
+    }
+    // Past 32 peers: a large half, which counts every client all the same.
+    for port in 1..=40 {
+        as_exempt(&mut s, ann(exempt(port)));
+    }
+    assert_eq!(s.torrent_count(), 50);
+    assert_eq!(s.scrape(&hash(1)).leechers, 41);
+    assert_eq!((s.stats.torrent_budget, s.stats.address_peers), (0, 0));
+    // Everyone else is held to them.
+    let mut peers = AnswerPeers::default();
+    let created = (100..110)
+        .filter(|&n| {
+            let req = on_torrent(hash(n), ann(v4(1)));
+            s.announce(&req, 0, &mut peers).is_ok()
+        })
+        .count();
+    assert_eq!(created, 3);
+    for port in 1..=10 {
+        go(&mut s, ann(SocketAddr::new(v4(1).ip(), port)), 0);
+    }
+    assert_eq!(s.scrape(&hash(1)).leechers, 43);
+    assert_eq!(s.stats.address_peers, 8);
+    // A restore keeps what the announces could store, given the same word.
+    let mut section = crate::state::Section::default();
+    s.save(0, UNIX, &mut section);
+    let bytes = crate::state::encode(&[section], UNIX);
+    let file = crate::state::StateFile::parse(&bytes).unwrap();
+    let mut r = SwarmStore::new(capped, 2);
+    let loopback = |ip: std::net::IpAddr| {
+        if ip.is_loopback() {
+            Quota::Exempt
+        } else {
+            Quota::Counted
+        }
+    };
+    r.restore_file_as(&file, 0, UNIX, |_| true, loopback)
+        .unwrap();
+    assert_eq!(r.scrape(&hash(1)).leechers, 43);
+    let mut r = SwarmStore::new(capped, 2);
+    r.restore_file(&file, 0, UNIX, |_| true).unwrap();
+    assert_eq!(r.scrape(&hash(1)).leechers, 4);
 }
 
 /// Address `n` of the /64 2001:db8:1:2::/64 (one host can use any of them).

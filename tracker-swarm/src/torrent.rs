@@ -55,9 +55,21 @@ pub(super) struct Visit<'a> {
     pub keep_ids: bool,
     /// Whether the swarm may take a peer it does not hold yet.
     pub room: bool,
-    /// The most peers the swarm holds from one IP address (on as many
-    /// ports); `None`: no limit.
-    pub max_per_address: Option<usize>,
+    /// The cap on the peers of this peer's client.
+    pub per_address: AddressCap,
+}
+
+/// The cap on one client's peers in a swarm, as it applies to one peer.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct AddressCap {
+    /// The most peers the swarm holds from the peer's client (its IP address
+    /// on as many ports, an IPv6 /64); `None`: no limit for this peer (none
+    /// is set, or its client is exempt).
+    pub max: Option<usize>,
+    /// Whether large halves count their peers per client: whenever the cap
+    /// is set, whoever this peer is, so that an exempt client's peer never
+    /// leaves a half without the counts that the others' need.
+    pub counted: bool,
 }
 
 /// Why a new peer was answered but not stored.
@@ -252,7 +264,8 @@ impl<I: PeerIp> Half<I> {
             // this address's run in the index.
             None if visit.room
                 && visit
-                    .max_per_address
+                    .per_address
+                    .max
                     .is_some_and(|max| self.peers.count_client(ip) >= max) =>
             {
                 unstored = Some(Unstored::AddressLimit);
@@ -265,7 +278,7 @@ impl<I: PeerIp> Half<I> {
                     expiry: visit.expiry,
                 };
                 let id = visit.keep_ids.then_some(req.peer_id);
-                Some(self.insert(ids, peer, id, seeder, visit.max_per_address.is_some()))
+                Some(self.insert(ids, peer, id, seeder, visit.per_address.counted))
             }
             None => {
                 unstored = Some(Unstored::NoRoom);
@@ -348,22 +361,25 @@ impl<I: PeerIp> Half<I> {
     }
 
     /// Stores a peer from a state file unless one with its address is here
-    /// already, or `max_per_address` from its IP.
+    /// already, or its client's share (`cap`).
     fn restore(
         &mut self,
         ids: &mut Ids,
         peer: Peer<I>,
         id: Option<PeerId>,
         seeder: bool,
-        max_per_address: Option<usize>,
+        cap: AddressCap,
     ) -> Restore {
         if self.peers.find(peer.ip, peer.port).is_some() {
             return Restore::Present;
         }
-        if max_per_address.is_some_and(|max| self.peers.count_client(peer.ip) >= max) {
+        if cap
+            .max
+            .is_some_and(|max| self.peers.count_client(peer.ip) >= max)
+        {
             return Restore::AddressLimit;
         }
-        self.insert(ids, peer, id, seeder, max_per_address.is_some());
+        self.insert(ids, peer, id, seeder, cap.counted);
         Restore::Stored
     }
 
@@ -589,7 +605,7 @@ impl Torrent {
         peer: Peer<Ipv4Addr>,
         id: Option<PeerId>,
         seeder: bool,
-        max: Option<usize>,
+        cap: AddressCap,
     ) -> Restore {
         let mut no_ids = None;
         let ids = match (&mut self.more, id) {
@@ -597,7 +613,7 @@ impl Torrent {
             (None, Some(_)) => &mut self.more.insert(Box::default()).v4_ids,
             (None, None) => &mut no_ids,
         };
-        self.v4.restore(ids, peer, id, seeder, max)
+        self.v4.restore(ids, peer, id, seeder, cap)
     }
 
     /// Stores an IPv6 peer from a state file, making the box if needed.
@@ -606,10 +622,10 @@ impl Torrent {
         peer: Peer<Ipv6Addr>,
         id: Option<PeerId>,
         seeder: bool,
-        max: Option<usize>,
+        cap: AddressCap,
     ) -> Restore {
         let More { v6, v6_ids, .. } = &mut **self.more.get_or_insert_with(Box::default);
-        v6.restore(v6_ids, peer, id, seeder, max)
+        v6.restore(v6_ids, peer, id, seeder, cap)
     }
 
     /// What eviction weighs of it, with the address of its first peer (for
