@@ -163,6 +163,8 @@ type Segment = Table<Torrent>;
 /// - A swarm above 32 peers of a family also indexes them: 6 bytes per index
 ///   slot (position and 24 bits of hash), 3/8 to 3/4 of the slots used, and
 ///   a boxed header of 128 bytes.
+/// - The budgets of new torrents: 512 KiB for each width of block that has
+///   one (1.5 MiB with the default config), whatever the store holds.
 ///
 /// Measured with `load-test/examples/store_announce.rs`: its default 4M
 /// announces leave 491,177 torrents and 3,691,564 peers in 106 MB resident
