@@ -11,6 +11,7 @@ use tracker_http::metrics_endpoint;
 use tracker_http::server::HttpService;
 use tracker_runtime::access::AccessList;
 use tracker_runtime::clock;
+use tracker_runtime::config::ExemptNetworks;
 use tracker_runtime::mesh::Meshes;
 use tracker_runtime::owner::Owners;
 use tracker_runtime::shard::Shard;
@@ -18,7 +19,7 @@ use tracker_runtime::shutdown::{self, Shutdown};
 use tracker_runtime::snapshot::Snapshots;
 use tracker_runtime::workers;
 use tracker_swarm::state::{Section, StateFile};
-use tracker_swarm::{Restored, SwarmStore};
+use tracker_swarm::{Quota, Restored, SwarmStore};
 use tracker_udp::cookie::ConnectionCookies;
 use tracker_udp::server::UdpService;
 
@@ -92,6 +93,7 @@ impl Worker {
             state,
         } = self;
         let mut store = SwarmStore::new(config.swarm.store_limits(), seed);
+        let exempt = config.runtime.exempt_networks();
         if let Some(bytes) = state.bytes {
             let access = reloaded.access.as_ref().map(|shared| shared.load().0);
             restore_shard(
@@ -101,6 +103,7 @@ impl Worker {
                 &state.restore,
                 &owners,
                 access.as_deref(),
+                &exempt,
             );
         }
         let shard = Shard::join(
@@ -110,6 +113,7 @@ impl Worker {
             store,
             config.runtime.max_forwarded,
             reloaded.access,
+            exempt,
         )
         .await?;
         let period = Duration::from_secs(config.swarm.cleanup_interval_secs.into());
@@ -213,14 +217,24 @@ fn restore_shard(
     progress: &Mutex<RestoreProgress>,
     owners: &Owners,
     access: Option<&AccessList>,
+    exempt: &ExemptNetworks,
 ) {
     let started = Instant::now();
     let keep = |hash: &tracker_proto::InfoHash| {
         owners.of(hash) == index && access.is_none_or(|list| list.allows(hash))
     };
+    // A peer of an exempt network is kept as its announces would be.
+    let quota = |ip| {
+        if exempt.contains(ip) {
+            Quota::Exempt
+        } else {
+            Quota::Counted
+        }
+    };
+    let (now, now_unix) = (clock::now_secs(), clock::unix_secs());
     let restored = StateFile::reopen(bytes)
         .map_err(|e| (e, Restored::default()))
-        .and_then(|file| store.restore_file(&file, clock::now_secs(), clock::unix_secs(), keep))
+        .and_then(|file| store.restore_file_as(&file, now, now_unix, keep, quota))
         .unwrap_or_else(|(e, restored)| {
             // Cannot happen to a checked file; keep what was read.
             warn!("worker {index}: state file: {e}");
@@ -236,8 +250,8 @@ fn restore_shard(
         info!(
             "restored {} torrents and {} peers from {} in {} ms ({} peers had expired; {} \
              over swarm.max_torrents_per_worker, max_peers_per_torrent, max_peers_per_worker \
-             or max_peers_per_address_per_torrent; {} dropped as invalid: port 0, or no \
-             single host's address)",
+             or max_peers_per_address_per_torrent; {} dropped as invalid: port 0, no \
+             single host's address, or an IPv4-mapped one among the IPv6 peers)",
             r.torrents,
             r.peers,
             progress.source,

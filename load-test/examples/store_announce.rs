@@ -71,7 +71,7 @@ fn main() {
         max_peers_per_address: std::env::var("PER_ADDRESS")
             .ok()
             .and_then(|v| v.parse().ok()),
-        new_torrents_per_address_per_minute: 0,
+        new_torrents_per_minute: [0; 3],
         peer_ids: std::env::var_os("PEER_IDS").is_some(),
     };
     let resident_before = resident();

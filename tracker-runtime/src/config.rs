@@ -291,8 +291,12 @@ pub struct SwarmConfig {
     /// The most peers returned in one announce answer. UDP is further capped
     /// at what fits one datagram: 200 IPv4 or 66 IPv6 peers.
     pub max_numwant: u32,
-    /// Torrents each worker holds at most (up to 2147483648); announces for
-    /// new torrents past it get an error.
+    /// Torrents each worker holds at most (up to 2147483648). A new torrent
+    /// past it takes the place of one worth less among 8 drawn at random:
+    /// one whose peers (at most 4) all come from one network, an IPv4 /16 or
+    /// an IPv6 /48, the creator's own first, so that a few networks that
+    /// fill the worker cannot lock honest new torrents out. It gets the
+    /// error "tracker is full" only when none of those drawn may go.
     pub max_torrents_per_worker: usize,
     /// Peers each torrent holds at most (up to 16777214); new peers past it
     /// are answered, not stored.
@@ -302,12 +306,14 @@ pub struct SwarmConfig {
     /// per IPv4 peer, torrents and indexes included (two and a half times that with
     /// `store_peer_ids`).
     pub max_peers_per_worker: usize,
-    /// Peers each torrent holds at most from one IP address, on different
-    /// ports; new ones past it are answered, not stored, so that one host
-    /// cannot fill a swarm with itself. Clients behind one carrier-grade NAT
-    /// share an address, but rarely more than a few of them share a torrent.
-    /// Swarms of more than 32 peers keep a count per address for it: about 11
-    /// bytes per address. 0 turns the limit (and the counts) off.
+    /// Peers each torrent holds at most from one client address (an IPv6
+    /// client by its /64, any address of which one host can use), on
+    /// different ports; new ones past it are answered, not stored, so that
+    /// one host cannot fill a swarm with itself. Clients behind one
+    /// carrier-grade NAT share an address, but rarely more than a few of them
+    /// share a torrent. Swarms of more than 32 peers keep a count per client
+    /// for it: about 11 bytes per client. 0 turns the limit (and the counts)
+    /// off.
     pub max_peers_per_address_per_torrent: usize,
     /// Torrents one client address (an IPv6 client by its /64) may create per
     /// minute on each worker; announces that would create more get the error
@@ -317,6 +323,20 @@ pub struct SwarmConfig {
     /// one carrier-grade NAT) is held back only while it creates them. 0 turns
     /// the budget off.
     pub new_torrents_per_address_per_minute: u32,
+    /// Torrents the clients of one subnet (an IPv4 /24, an IPv6 /56: what a
+    /// home, an office or a rack of servers is given) may create per minute
+    /// on each worker, together ("too many new torrents from this subnet").
+    /// Without it a network could create as many torrents as it has
+    /// addresses: a /56 holds 256 /64s. Four addresses' budgets, so that
+    /// seedboxes sharing a /24 restart without waiting long. 0 turns it off.
+    pub new_torrents_per_subnet_per_minute: u32,
+    /// Torrents the clients of one network (an IPv4 /16, an IPv6 /48: what an
+    /// organisation or a hosting customer is given) may create per minute on
+    /// each worker, together ("too many new torrents from this network"): a
+    /// /48 holds 65,536 /64s. Ten addresses' budgets, so that the clients of
+    /// a large network announcing after a restart without a state file are
+    /// held back a few minutes at most. 0 turns it off.
+    pub new_torrents_per_network_per_minute: u32,
     /// Keep each peer's peer id, for HTTP clients that ask for non-compact
     /// answers with them: 20 bytes more per peer (an IPv4 peer takes 8
     /// without). Off, non-compact answers leave `peer id` out, as BEP 23's
@@ -337,6 +357,8 @@ impl Default for SwarmConfig {
             max_peers_per_worker: 20_000_000,
             max_peers_per_address_per_torrent: 32,
             new_torrents_per_address_per_minute: 600,
+            new_torrents_per_subnet_per_minute: 2_400,
+            new_torrents_per_network_per_minute: 6_000,
             store_peer_ids: false,
         }
     }
@@ -410,7 +432,11 @@ impl SwarmConfig {
             max_peers: self.max_peers_per_worker,
             max_peers_per_address: Some(self.max_peers_per_address_per_torrent)
                 .filter(|&max| max > 0),
-            new_torrents_per_address_per_minute: self.new_torrents_per_address_per_minute,
+            new_torrents_per_minute: [
+                self.new_torrents_per_address_per_minute,
+                self.new_torrents_per_subnet_per_minute,
+                self.new_torrents_per_network_per_minute,
+            ],
             peer_ids: self.store_peer_ids,
         }
     }
@@ -593,6 +619,8 @@ mod tests {
         assert_eq!(swarm.store_limits().max_peers_per_address, Some(32));
         swarm.max_peers_per_address_per_torrent = 0;
         assert_eq!(swarm.store_limits().max_peers_per_address, None);
+        let budgets = swarm.store_limits().new_torrents_per_minute;
+        assert_eq!(budgets, [600, 2_400, 6_000], "address, subnet, network");
         assert_eq!(swarm.numwant(None, 74), 50);
         assert_eq!(swarm.numwant(Some(1000), 74), 74);
     }

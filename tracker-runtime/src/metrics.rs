@@ -119,9 +119,9 @@ families! {
     METRICS_ENDPOINT_ERRORS = "tracker_metrics_endpoint_errors_total", Counter,
         "Connections to the metrics endpoint refused, closed to make room, or timed out, by kind.";
     /// Label: kind (torrent_refused, peer_not_stored, peers_per_address,
-    /// torrent_budget).
+    /// torrent_budget, torrent_evicted).
     STORE_FULL = "tracker_store_full_total", Counter,
-        "Announces the swarm store could not take in full because a limit was reached, by kind.";
+        "Announces the swarm store could not take in full because a limit was reached, and torrents it dropped to make room for new ones when full (torrent_evicted), by kind.";
     TORRENTS = "tracker_torrents", Gauge,
         "Torrents stored.";
     /// Label: role (seeder, leecher).

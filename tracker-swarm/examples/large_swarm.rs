@@ -28,7 +28,7 @@ fn main() {
         max_peers_per_torrent: usize::MAX,
         max_peers: usize::MAX,
         max_peers_per_address: None,
-        new_torrents_per_address_per_minute: 0,
+        new_torrents_per_minute: [0; 3],
         peer_ids: false,
     };
     let mut store = SwarmStore::new(limits, 1);

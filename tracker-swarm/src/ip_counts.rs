@@ -1,12 +1,13 @@
-//! How many peers each IP address has in a large swarm half: what the cap on
-//! peers per address per torrent reads, kept beside the address index (which
-//! finds a peer by address and port, and so cannot count an address's ports).
+//! How many peers each client has in a large swarm half (an IPv4 address, an
+//! IPv6 /64: see `PeerIp::client`): what the cap on peers per address per
+//! torrent reads, kept beside the address index (which finds a peer by
+//! address and port, and so cannot count a client's ports and addresses).
 //!
-//! Keyed by 32 bits of the address's hash. Two addresses whose 32-bit hashes
-//! collide share a count (about one pair in a swarm of 100,000 addresses; the
+//! Keyed by 32 bits of the client's hash. Two clients whose 32-bit hashes
+//! collide share a count (about one pair in a swarm of 100,000 clients; the
 //! hash is keyed per process, so clients cannot aim at it), which errs
 //! towards not storing a peer. Kept only while the cap is on, at about 13
-//! bytes per address of a large half.
+//! bytes per client of a large half (the addresses of one /64 share one).
 
 use std::collections::hash_map::{Entry, HashMap};
 

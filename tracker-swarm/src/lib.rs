@@ -5,7 +5,9 @@
 //! records are the store's torrents.
 
 mod blocks;
+mod budget;
 mod counts;
+mod evict;
 mod expiry;
 mod index;
 mod ip_counts;

@@ -29,10 +29,33 @@ const SMALL_CAPACITIES: [usize; 6] = [3, 5, 7, 11, 17, 25];
 const REINDEX_MAX: usize = 4096;
 
 /// The IP address type of one half.
-pub(super) trait PeerIp: CompactIp + Eq + Hash + Into<IpAddr> {}
+pub(super) trait PeerIp: CompactIp + Eq + Hash + Into<IpAddr> {
+    /// What identifies the client at this address for the cap on one
+    /// client's peers in a swarm.
+    type Client: Copy + Eq + Hash;
 
-impl PeerIp for Ipv4Addr {}
-impl PeerIp for Ipv6Addr {}
+    /// The client at this address: an IPv4 address alone, an IPv6 address by
+    /// its /64, since one host is usually given a whole /64 and can announce
+    /// from any address in it (`tracker_proto::address_block`).
+    fn client(&self) -> Self::Client;
+}
+
+impl PeerIp for Ipv4Addr {
+    type Client = Ipv4Addr;
+
+    fn client(&self) -> Ipv4Addr {
+        *self
+    }
+}
+
+impl PeerIp for Ipv6Addr {
+    /// The top 64 bits.
+    type Client = u64;
+
+    fn client(&self) -> u64 {
+        (u128::from(*self) >> 64) as u64
+    }
+}
 
 /// A stored peer: 8 bytes with an IPv4 address, 20 with an IPv6 one. Whether
 /// it seeds is not stored here but given by its position, and its peer id,
@@ -52,9 +75,9 @@ impl<I: PeerIp> Peer<I> {
         (self.ip, self.port)
     }
 
-    /// The hash its address is counted by (see `IpCounts`).
-    fn ip_hash(&self) -> u32 {
-        AddressIndex::hash(&self.ip)
+    /// The hash its client is counted by (see `IpCounts`).
+    fn client_hash(&self) -> u32 {
+        AddressIndex::hash(&self.ip.client())
     }
 }
 
@@ -99,7 +122,8 @@ pub(super) struct Indexed<I> {
     clean_from: u32,
     /// Address to position in `peers`.
     index: AddressIndex,
-    /// Peers per IP address, kept while the cap on them is on.
+    /// Peers per client (see `PeerIp::client`), kept while the cap on them
+    /// is on.
     ip_counts: Option<Box<IpCounts>>,
 }
 
@@ -108,7 +132,7 @@ impl<I: PeerIp> Indexed<I> {
     fn new(peers: Vec<Peer<I>>, next_start: u32, count_ips: bool) -> Self {
         let ip_counts = count_ips.then(|| {
             let mut counts = IpCounts::default();
-            peers.iter().for_each(|p| counts.add(p.ip_hash()));
+            peers.iter().for_each(|p| counts.add(p.client_hash()));
             Box::new(counts)
         });
         let mut indexed = Indexed {
@@ -128,9 +152,9 @@ impl<I: PeerIp> Indexed<I> {
     fn count(&mut self, peer: &Peer<I>, stored: bool) {
         if let Some(counts) = &mut self.ip_counts {
             if stored {
-                counts.add(peer.ip_hash());
+                counts.add(peer.client_hash());
             } else {
-                counts.sub(peer.ip_hash());
+                counts.sub(peer.client_hash());
             }
         }
     }
@@ -272,17 +296,25 @@ impl<I: PeerIp> Peers<I> {
         }
     }
 
-    /// How many peers announced from `ip` (on different ports): a scan of a
+    /// How many peers the client at `ip` holds (on different ports, and for
+    /// IPv6 on any address of its /64; see `PeerIp::client`): a scan of a
     /// small half, a lookup in a large one that counts (see `Indexed::new`).
-    pub fn count_ip(&self, ip: I) -> usize {
+    pub fn count_client(&self, ip: I) -> usize {
+        let client = ip.client();
         match self {
             Peers::Large(large) => match &large.ip_counts {
-                Some(counts) => counts.get(AddressIndex::hash(&ip)),
-                None => large.peers.iter().filter(|p| p.ip == ip).count(),
+                Some(counts) => counts.get(AddressIndex::hash(&client)),
+                None => large
+                    .peers
+                    .iter()
+                    .filter(|p| p.ip.client() == client)
+                    .count(),
             },
-            Peers::One(_) | Peers::Small(_) => {
-                self.as_slice().iter().filter(|p| p.ip == ip).count()
-            }
+            Peers::One(_) | Peers::Small(_) => self
+                .as_slice()
+                .iter()
+                .filter(|p| p.ip.client() == client)
+                .count(),
         }
     }
 
@@ -313,7 +345,7 @@ impl<I: PeerIp> Peers<I> {
     }
 
     /// Appends a peer not yet stored. `count_ips`: a half that grows large
-    /// here counts its peers per address (see `count_ip`).
+    /// here counts its peers per client (see `count_client`).
     pub fn push(&mut self, peer: Peer<I>, count_ips: bool) {
         match self {
             Peers::Small(peers) if peers.is_empty() => *self = Peers::One(peer),
@@ -485,7 +517,7 @@ mod tests {
             }
             let third = len.div_ceil(3) as usize;
             let count =
-                |peers: &Peers<Ipv4Addr>, last| peers.count_ip(Ipv4Addr::new(10, 0, 0, last));
+                |peers: &Peers<Ipv4Addr>, last| peers.count_client(Ipv4Addr::new(10, 0, 0, last));
             assert_eq!(count(&peers, 2), third);
             assert_eq!(count(&peers, 1), len as usize - third);
             assert_eq!(count(&peers, 3), 0);
@@ -504,6 +536,20 @@ mod tests {
             assert_eq!(count(&peers, 1), len as usize - third);
             assert_consistent(&peers);
         }
+    }
+
+    #[test]
+    fn a_client_is_the_address_block_limits_per_client_count_by() {
+        use tracker_proto::{block_key, BlockLevel};
+        let v6: Ipv6Addr = "2001:db8:1:2:3:4:5:6".parse().unwrap();
+        let same_64: Ipv6Addr = "2001:db8:1:2::9".parse().unwrap();
+        let other_64: Ipv6Addr = "2001:db8:1:3::6".parse().unwrap();
+        assert_eq!(v6.client(), same_64.client());
+        assert_ne!(v6.client(), other_64.client());
+        let key = block_key(v6.into(), BlockLevel::Address);
+        assert_eq!(u128::from(v6.client()) << 64, key);
+        let v4 = Ipv4Addr::new(10, 0, 0, 1);
+        assert_ne!(v4.client(), Ipv4Addr::new(10, 0, 0, 2).client());
     }
 
     #[test]

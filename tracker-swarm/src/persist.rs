@@ -2,14 +2,14 @@
 //! section of the file when the tracker stops, and at start takes back the
 //! torrents it owns, keeping only what an announce could have stored.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
-use tracker_proto::{is_peer_address, InfoHash, PeerId};
+use tracker_proto::{canonical_ip, is_peer_address, InfoHash, PeerId};
 
 use crate::peers::Peer;
 use crate::state::{SavedPeer, SavedTorrent, Section, StateError, StateFile, TorrentRecord};
-use crate::store::SwarmStore;
-use crate::torrent::{Clocks, Restore, Torrent};
+use crate::store::{Quota, SwarmStore};
+use crate::torrent::{AddressCap, Clocks, Restore, Torrent};
 
 /// What `SwarmStore::restore` did with the torrents of a state file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -24,7 +24,8 @@ pub struct Restored {
     /// `max_peers`, `max_peers_per_address`).
     pub refused: usize,
     /// Peers left out because no announce could have stored them: port 0,
-    /// or an address of no single host (unspecified, broadcast, multicast).
+    /// an address of no single host (unspecified, broadcast, multicast), or
+    /// an IPv4-mapped address in the IPv6 half.
     pub invalid: usize,
 }
 
@@ -83,11 +84,24 @@ impl SwarmStore {
         now_unix: u64,
         keep: impl Fn(&InfoHash) -> bool,
     ) -> Result<Restored, (StateError, Restored)> {
+        self.restore_file_as(file, now, now_unix, keep, |_| Quota::Counted)
+    }
+
+    /// `restore_file`, each peer's client counting against the limits per
+    /// client or not as `quota` says (as its announces would).
+    pub fn restore_file_as(
+        &mut self,
+        file: &StateFile<'_>,
+        now: u32,
+        now_unix: u64,
+        keep: impl Fn(&InfoHash) -> bool,
+        quota: impl Fn(IpAddr) -> Quota,
+    ) -> Result<Restored, (StateError, Restored)> {
         let mut done = Restored::default();
         for record in file.records() {
             match record {
                 Ok(record) if keep(&record.info_hash) => {
-                    done.add(self.restore(&record, now, now_unix));
+                    done.add(self.restore_as(&record, now, now_unix, &quota));
                 }
                 Ok(_) => {}
                 Err(e) => return Err((e, done)),
@@ -99,9 +113,19 @@ impl SwarmStore {
     /// Stores a torrent of a state file (any torrent: the caller decides which
     /// worker owns it). Peers whose last announce is a peer time-out or more
     /// before `now_unix` are left out, and so is a torrent with none left;
-    /// so are peers that no announce could have stored (`is_peer_address`);
+    /// so are peers that no announce could have stored (see `is_valid`);
     /// the limits hold as for announces, and a peer already stored is kept.
     pub fn restore(&mut self, record: &TorrentRecord<'_>, now: u32, now_unix: u64) -> Restored {
+        self.restore_as(record, now, now_unix, &|_| Quota::Counted)
+    }
+
+    fn restore_as(
+        &mut self,
+        record: &TorrentRecord<'_>,
+        now: u32,
+        now_unix: u64,
+        quota: &dyn Fn(IpAddr) -> Quota,
+    ) -> Restored {
         let clocks = Clocks {
             now,
             now_unix,
@@ -143,7 +167,7 @@ impl SwarmStore {
         let room = Room {
             per_torrent: self.limits.max_peers_per_torrent,
             in_worker: worker_room,
-            per_address: self.limits.max_peers_per_address,
+            per_address: [Quota::Counted, Quota::Exempt].map(|q| self.limits.address_cap(q)),
             peer_ids: self.limits.peer_ids,
         };
         restore_half(
@@ -151,6 +175,7 @@ impl SwarmStore {
             record.v4.peers(),
             &clocks,
             room,
+            quota,
             &mut done,
             Torrent::restore_v4,
         );
@@ -159,6 +184,7 @@ impl SwarmStore {
             record.v6.peers(),
             &clocks,
             room,
+            quota,
             &mut done,
             Torrent::restore_v6,
         );
@@ -175,19 +201,23 @@ struct Room {
     per_torrent: usize,
     /// What `max_peers` leaves for this worker, for the whole restore.
     in_worker: usize,
-    /// `max_peers_per_address`.
-    per_address: Option<usize>,
+    /// `max_peers_per_address`, for a counted client and an exempt one.
+    per_address: [AddressCap; 2],
     /// Keep the saved peer ids (`StoreLimits::peer_ids`).
     peer_ids: bool,
 }
 
-/// Whether a saved peer could have been stored by an announce.
-fn is_valid<I: Copy + Into<std::net::IpAddr>>(peer: &SavedPeer<I>) -> bool {
-    is_peer_address(SocketAddr::new(peer.ip.into(), peer.port))
+/// Whether a saved peer could have been stored by an announce: a peer's
+/// address (`is_peer_address`), in the form an announce stores it
+/// (`canonical_ip`: an IPv4 client is stored as IPv4 whichever socket it
+/// came through, so no IPv4-mapped address is ever in an IPv6 half).
+fn is_valid<I: Copy + Into<IpAddr>>(peer: &SavedPeer<I>) -> bool {
+    let ip = peer.ip.into();
+    canonical_ip(ip) == ip && is_peer_address(SocketAddr::new(ip, peer.port))
 }
 
 /// The saved peers that are valid and live, and those that are not valid.
-fn count_live<I: Copy + Into<std::net::IpAddr>>(
+fn count_live<I: Copy + Into<IpAddr>>(
     saved: impl Iterator<Item = (bool, SavedPeer<I>)>,
     clocks: &Clocks,
 ) -> (usize, usize) {
@@ -204,17 +234,18 @@ fn count_live<I: Copy + Into<std::net::IpAddr>>(
 }
 
 /// How a torrent stores a restored peer of one family: `Torrent::restore_v4`
-/// or `restore_v6` (the peer, its id if kept, whether it seeds, the cap per
-/// address).
-type StorePeer<I> = fn(&mut Torrent, Peer<I>, Option<PeerId>, bool, Option<usize>) -> Restore;
+/// or `restore_v6` (the peer, its id if kept, whether it seeds, the cap on
+/// its client).
+type StorePeer<I> = fn(&mut Torrent, Peer<I>, Option<PeerId>, bool, AddressCap) -> Restore;
 
 /// Stores one address family's saved peers in `torrent` with `store`, the
 /// expired and invalid ones left out, within `room`; counts into `done`.
-fn restore_half<I: Copy + Into<std::net::IpAddr>>(
+fn restore_half<I: Copy + Into<IpAddr>>(
     torrent: &mut Torrent,
     saved: impl Iterator<Item = (bool, SavedPeer<I>)>,
     clocks: &Clocks,
     room: Room,
+    quota: &dyn Fn(IpAddr) -> Quota,
     done: &mut Restored,
     store: StorePeer<I>,
 ) {
@@ -238,7 +269,8 @@ fn restore_half<I: Copy + Into<std::net::IpAddr>>(
             expiry,
         };
         let id = room.peer_ids.then_some(p.peer_id);
-        match store(torrent, peer, id, seeder, room.per_address) {
+        let cap = room.per_address[usize::from(quota(p.ip.into()) == Quota::Exempt)];
+        match store(torrent, peer, id, seeder, cap) {
             Restore::Stored => done.peers += 1,
             Restore::Present => {}
             Restore::AddressLimit => done.refused += 1,

@@ -65,6 +65,44 @@ impl RateLimit {
     fn slot_of(&self, ip: IpAddr) -> usize {
         (self.keys.hash_one(address_block(ip)) % self.slots.len() as u64) as usize
     }
+
+    /// The slot that counts the block `key` (a `tracker_proto::block_key`),
+    /// for the limits that count blocks of several widths, each in a table of
+    /// its own: look first (`room_at`), count after (`count_at`), so that an
+    /// event refused at one width costs nothing at the others.
+    pub(crate) fn slot_of_block(&self, key: u128) -> usize {
+        (self.keys.hash_one(key) % self.slots.len() as u64) as usize
+    }
+
+    /// Events counted at `slot` in the window of `now`.
+    pub(crate) fn used_at(&self, slot: usize, now: u32) -> u32 {
+        let window = now / self.window_secs;
+        self.slots
+            .get(slot)
+            .filter(|s| s.window == window)
+            .map_or(0, |s| s.used)
+    }
+
+    /// Whether `slot` may count another event in the window of `now`.
+    pub(crate) fn room_at(&self, slot: usize, now: u32) -> bool {
+        self.used_at(slot, now) < self.per_window
+    }
+
+    /// Events each slot may count per window.
+    pub(crate) fn per_window(&self) -> u32 {
+        self.per_window
+    }
+
+    /// Counts an event at `slot` (which `room_at` allowed).
+    pub(crate) fn count_at(&mut self, slot: usize, now: u32) {
+        let window = now / self.window_secs;
+        if let Some(slot) = self.slots.get_mut(slot) {
+            if slot.window != window {
+                *slot = Slot { window, used: 0 };
+            }
+            slot.used = slot.used.saturating_add(1);
+        }
+    }
 }
 
 #[cfg(test)]

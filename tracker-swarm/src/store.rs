@@ -2,7 +2,7 @@
 //! clean-up, with the limits it keeps.
 
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use ahash::RandomState;
 
@@ -12,29 +12,36 @@ use crate::expiry::{Expiry, MAX_PEER_TIMEOUT_SECS};
 /// The most peers a torrent may be allowed (`StoreLimits::max_peers_per_torrent`):
 /// the address index keeps a peer's position in 24 bits.
 pub const MAX_PEERS_PER_TORRENT: usize = crate::slots::POSITIONS;
+use crate::budget::NewTorrentBudgets;
+use crate::evict::{self, Candidate};
 use crate::peers;
-use crate::ratelimit::RateLimit;
 use crate::rng::WyRand;
 use crate::table::Table;
-use crate::torrent::{Torrent, Unstored, Visit, CLEAN_WINDOW};
+use crate::torrent::{AddressCap, Torrent, Unstored, Visit, CLEAN_WINDOW};
 
-use tracker_proto::{Announce, AnnounceEvent, AnswerPeers, InfoHash, IpFamily, ScrapeStats};
+use tracker_proto::{
+    block_key, Announce, AnnounceEvent, AnswerPeers, BlockLevel, InfoHash, IpFamily, ScrapeStats,
+};
 
 /// What the limits turned away, counted as they happen (the runtime exports
 /// them as metrics).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StoreStats {
     /// Announces refused because they would create a torrent past
-    /// `max_torrents`.
+    /// `max_torrents`, and no torrent could be dropped for it.
     pub refused_torrents: u64,
     /// New peers answered but not stored: their torrent held
     /// `max_peers_per_torrent`, or the store `max_peers`.
     pub unstored_peers: u64,
     /// New peers answered but not stored: their torrent held
-    /// `max_peers_per_address` from their IP address.
+    /// `max_peers_per_address` from their client (IP address, IPv6 /64).
     pub address_peers: u64,
-    /// Announces refused because their address had created its budget of
-    /// torrents this minute (`new_torrents_per_address_per_minute`).
+    /// Torrents dropped to make room for a new one while the store held
+    /// `max_torrents` (see `evict`).
+    pub evicted_torrents: u64,
+    /// Announces refused because a block of addresses they come from (the
+    /// address, its subnet or its network) had created its budget of
+    /// torrents this minute (`new_torrents_per_minute`).
     pub torrent_budget: u64,
 }
 
@@ -43,7 +50,9 @@ pub struct StoreStats {
 pub struct StoreLimits {
     /// A peer expires this long after its last announce.
     pub peer_timeout_secs: u32,
-    /// Announces that would create a torrent beyond this many are refused.
+    /// An announce that would create a torrent beyond this many drops one
+    /// worth less to make room (see `evict`), or is refused when none of
+    /// those drawn may go.
     pub max_torrents: usize,
     /// A new peer beyond this many in one torrent is answered but not stored.
     /// Counts are u32, so at most `u32::MAX` is used.
@@ -51,35 +60,56 @@ pub struct StoreLimits {
     /// A new peer beyond this many in the whole store is answered but not
     /// stored, and creates no torrent. Expired peers count until cleaned.
     pub max_peers: usize,
-    /// A new peer beyond this many from its IP address in one torrent (on
-    /// other ports) is answered but not stored. `None`: no limit, and large
-    /// swarms keep no counts per address (see `ip_counts`).
+    /// A new peer beyond this many from its client in one torrent (its IP
+    /// address on other ports; an IPv6 client's whole /64) is answered but
+    /// not stored. `None`: no limit, and large swarms keep no counts per
+    /// client (see `ip_counts`).
     pub max_peers_per_address: Option<usize>,
-    /// Torrents one address (an IPv6 client by its /64) may create per
-    /// minute; announces that would create more are refused. 0: no limit.
-    pub new_torrents_per_address_per_minute: u32,
+    /// Torrents the clients of one block of addresses may create per minute,
+    /// by `BlockLevel` (an address, an IPv6 client by its /64; a subnet; a
+    /// network), each width counted apart; announces that would create more
+    /// are refused. 0: no limit at that width.
+    pub new_torrents_per_minute: [u32; 3],
     /// Keep each peer's id, for non-compact HTTP answers that ask for them
     /// (20 bytes a peer more); without, those answers leave `peer id` out.
     pub peer_ids: bool,
 }
 
-/// Slots of the table that keeps the per-address budget for new torrents
-/// (8 bytes each, 512 KiB; see `ratelimit`): far more than the addresses
-/// that create torrents within one minute, so that few share a budget.
-const NEW_TORRENT_BUDGET_SLOTS: usize = 1 << 16;
+impl StoreLimits {
+    /// The cap on one client's peers in a torrent, for a client of `quota`.
+    pub(crate) fn address_cap(&self, quota: Quota) -> AddressCap {
+        let max = self.max_peers_per_address;
+        AddressCap {
+            max: max.filter(|_| quota == Quota::Counted),
+            counted: max.is_some(),
+        }
+    }
+}
+
+/// Whether a client's announces count against the limits per client (the
+/// budgets of new torrents, the cap on its peers in a torrent). Which
+/// clients are exempt is the caller's to say (the runtime's
+/// `runtime.exempt_networks`): the store knows no networks. The limits in
+/// total hold for all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Quota {
+    Counted,
+    Exempt,
+}
 
 /// Why an announce was not served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AnnounceRefused {
-    /// The store holds `max_torrents` and the announce would create another one;
-    /// torrents already stored are still served.
+    /// The store holds `max_torrents`, the announce would create another one,
+    /// and none of the torrents drawn could be dropped for it; torrents
+    /// already stored are still served.
     TorrentLimit,
     /// The access list does not allow the torrent (decided by the shard before
     /// the store is asked: the store itself knows no lists).
     NotAllowed,
-    /// The announcing address has created its budget of torrents this
-    /// minute (`new_torrents_per_address_per_minute`).
-    AddressBudget,
+    /// A block the announcing address is in (at this width) has created its
+    /// budget of torrents this minute (`new_torrents_per_minute`).
+    AddressBudget(BlockLevel),
 }
 
 impl AnnounceRefused {
@@ -88,8 +118,14 @@ impl AnnounceRefused {
         match self {
             AnnounceRefused::TorrentLimit => "tracker is full: torrent not stored",
             AnnounceRefused::NotAllowed => "torrent not allowed",
-            AnnounceRefused::AddressBudget => {
+            AnnounceRefused::AddressBudget(BlockLevel::Address) => {
                 "too many new torrents from this address: try again later"
+            }
+            AnnounceRefused::AddressBudget(BlockLevel::Subnet) => {
+                "too many new torrents from this subnet: try again later"
+            }
+            AnnounceRefused::AddressBudget(BlockLevel::Network) => {
+                "too many new torrents from this network: try again later"
             }
         }
     }
@@ -127,6 +163,8 @@ type Segment = Table<Torrent>;
 /// - A swarm above 32 peers of a family also indexes them: 6 bytes per index
 ///   slot (position and 24 bits of hash), 3/8 to 3/4 of the slots used, and
 ///   a boxed header of 128 bytes.
+/// - The budgets of new torrents: 512 KiB for each width of block that has
+///   one (1.5 MiB with the default config), whatever the store holds.
 ///
 /// Measured with `load-test/examples/store_announce.rs`: its default 4M
 /// announces leave 491,177 torrents and 3,691,564 peers in 106 MB resident
@@ -144,8 +182,8 @@ pub struct SwarmStore {
     /// Torrents of more than `CLEAN_WINDOW` peers left by `clean_segment` for
     /// `clean_more`, each cleaned a window at a time.
     pub(crate) clean_pending: Vec<InfoHash>,
-    /// The per-address budget for new torrents; None when unlimited.
-    pub(crate) new_torrents: Option<RateLimit>,
+    /// The budgets for new torrents, per block of addresses.
+    pub(crate) new_torrents: NewTorrentBudgets,
     /// What the limits turned away.
     pub stats: StoreStats,
 }
@@ -173,11 +211,7 @@ impl SwarmStore {
             torrents: 0,
             peers: PeerTotals::default(),
             clean_pending: Vec::new(),
-            new_torrents: RateLimit::new(
-                limits.new_torrents_per_address_per_minute,
-                60,
-                NEW_TORRENT_BUDGET_SLOTS,
-            ),
+            new_torrents: NewTorrentBudgets::new(limits.new_torrents_per_minute),
             stats: StoreStats::default(),
         }
     }
@@ -215,51 +249,41 @@ impl SwarmStore {
     /// requester; a seeder is given leechers only. Returns the swarm's counts after
     /// the update, of both families.
     ///
-    /// When full: an announce that would create a torrent past `max_torrents`,
-    /// or past its address's budget of new torrents, is refused; a new peer
-    /// past `max_peers_per_torrent` in its torrent, past `max_peers_per_address`
-    /// from its IP in its torrent, or past `max_peers` in the store, is
-    /// answered but not stored (and creates no torrent). Each is counted in
-    /// `stats`.
+    /// When full: an announce that would create a torrent past
+    /// `max_torrents` drops a torrent worth less (see `evict`), or is refused
+    /// when none of those drawn may go; one past its address's budgets of new
+    /// torrents is refused; a new peer past `max_peers_per_torrent` in its
+    /// torrent, past `max_peers_per_address` from its client in its torrent,
+    /// or past `max_peers` in the store, is answered but not stored (and
+    /// creates no torrent). Each is counted in `stats`.
     pub fn announce(
         &mut self,
         req: &Announce,
         now: u32,
         peers: &mut AnswerPeers,
     ) -> Result<SwarmCounts, AnnounceRefused> {
+        self.announce_as(req, now, Quota::Counted, peers)
+    }
+
+    /// `announce` from a client whose announces count against the limits per
+    /// client, or not (`quota`).
+    pub fn announce_as(
+        &mut self,
+        req: &Announce,
+        now: u32,
+        quota: Quota,
+        peers: &mut AnswerPeers,
+    ) -> Result<SwarmCounts, AnnounceRefused> {
         peers.reset(IpFamily::of(req.peer_addr.ip()));
         let (segment, hash) = self.locate(&req.info_hash);
-        let table = &mut self.segments[segment];
-        let torrent = match table.find(hash, &req.info_hash) {
-            Some(pos) => table.value_mut(pos),
-            // Nothing to remove, and no torrent to create for it.
-            None if req.event == AnnounceEvent::Stopped => return Ok(SwarmCounts::default()),
-            // A segment full to its slots' reach (2^24 torrents) counts as
-            // the limit too: the keyed hash spreads torrents so evenly that
-            // none gets there before `max_torrents`, but nothing may rely on it.
-            None if self.torrents >= self.limits.max_torrents || table.is_full() => {
-                self.stats.refused_torrents += 1;
-                return Err(AnnounceRefused::TorrentLimit);
-            }
-            // An empty torrent would be memory for nothing: answer as a swarm
-            // of none.
-            None if self.peers.seeders + self.peers.leechers >= self.limits.max_peers => {
-                self.stats.unstored_peers += 1;
-                return Ok(SwarmCounts::default());
-            }
-            None if self
-                .new_torrents
-                .as_mut()
-                .is_some_and(|budget| !budget.allow(req.peer_addr.ip(), now)) =>
-            {
-                self.stats.torrent_budget += 1;
-                return Err(AnnounceRefused::AddressBudget);
-            }
-            None => {
-                self.torrents += 1;
-                table.insert(hash, req.info_hash, Torrent::default())
-            }
+        let pos = match self.segments[segment].find(hash, &req.info_hash) {
+            Some(pos) => pos,
+            None => match self.create(req, segment, hash, now, quota)? {
+                Some(pos) => pos,
+                None => return Ok(SwarmCounts::default()),
+            },
         };
+        let torrent = self.segments[segment].value_mut(pos);
         let before = torrent.counts();
         let visit = Visit {
             req,
@@ -268,7 +292,7 @@ impl SwarmStore {
             keep_ids: self.limits.peer_ids,
             room: ((before.seeders + before.leechers) as usize) < self.limits.max_peers_per_torrent
                 && self.peers.seeders + self.peers.leechers < self.limits.max_peers,
-            max_per_address: self.limits.max_peers_per_address,
+            per_address: self.limits.address_cap(quota),
         };
         match torrent.announce(&visit, &mut self.rng, peers) {
             None => {}
@@ -278,6 +302,97 @@ impl SwarmStore {
         let after = torrent.counts();
         self.peers.replace(before, after);
         Ok(after)
+    }
+
+    /// Creates the torrent of `req`, which `segment` does not hold (its hash
+    /// there is `hash`), within the limits; its position, or None when there
+    /// is to be none (a stop, or no room for its peer). Kept out of
+    /// `announce`, whose common case (a torrent held) it would crowd.
+    #[inline(never)]
+    fn create(
+        &mut self,
+        req: &Announce,
+        segment: usize,
+        hash: u32,
+        now: u32,
+        quota: Quota,
+    ) -> Result<Option<usize>, AnnounceRefused> {
+        // Nothing to remove, and no torrent to create for it.
+        if req.event == AnnounceEvent::Stopped {
+            return Ok(None);
+        }
+        // An empty torrent would be memory for nothing: answer as a swarm of
+        // none.
+        if self.peers.seeders + self.peers.leechers >= self.limits.max_peers {
+            self.stats.unstored_peers += 1;
+            return Ok(None);
+        }
+        // A segment full to its slots' reach (2^24 torrents) counts as the
+        // limit too: the keyed hash spreads torrents so evenly that none gets
+        // there before `max_torrents`, but nothing may rely on it.
+        if self.segments[segment].is_full() {
+            self.stats.refused_torrents += 1;
+            return Err(AnnounceRefused::TorrentLimit);
+        }
+        let ip = req.peer_addr.ip();
+        let spend = match quota {
+            Quota::Exempt => None,
+            Quota::Counted => match self.new_torrents.check(ip, now) {
+                Ok(spend) => Some(spend),
+                Err(level) => {
+                    self.stats.torrent_budget += 1;
+                    return Err(AnnounceRefused::AddressBudget(level));
+                }
+            },
+        };
+        if self.torrents >= self.limits.max_torrents && !self.evict_for(ip, now) {
+            self.stats.refused_torrents += 1;
+            return Err(AnnounceRefused::TorrentLimit);
+        }
+        if let Some(spend) = spend {
+            self.new_torrents.spend(spend, now);
+        }
+        self.torrents += 1;
+        let table = &mut self.segments[segment];
+        let pos = table.len();
+        table.insert(hash, req.info_hash, Torrent::default());
+        Ok(Some(pos))
+    }
+
+    /// Drops the torrent worth least of `evict::SAMPLES` drawn at random
+    /// (see `evict`), to make room for a new torrent from `creator`; whether
+    /// one could go. A few cache lines whatever the store holds (see
+    /// `draw`).
+    #[cold]
+    fn evict_for(&mut self, creator: IpAddr, now: u32) -> bool {
+        let (drawn, count) = self.draw();
+        let mut at = [(0, 0); evict::SAMPLES];
+        let mut candidates = [Candidate::default(); evict::SAMPLES];
+        let mut found = 0;
+        for &(segment, pos) in &drawn[..count] {
+            let torrent = self.segments[segment].value_at(pos);
+            let Some((mut candidate, first)) = torrent.and_then(|t| t.candidate(now)) else {
+                continue;
+            };
+            candidate.spent = first.map_or(0, |ip| self.new_torrents.spent(ip, now));
+            at[found] = (segment, pos);
+            candidates[found] = candidate;
+            found += 1;
+        }
+        let network = block_key(creator, BlockLevel::Network);
+        let Some(chosen) = evict::least_worth(&candidates[..found], network) else {
+            return false;
+        };
+        let (segment, pos) = at[chosen];
+        let gone = self.segments[segment].remove_at(pos);
+        let mut removed = CleanReport {
+            torrents: 1,
+            ..CleanReport::default()
+        };
+        removed.count(gone.counts(), SwarmCounts::default());
+        self.forget(removed);
+        self.stats.evicted_torrents += 1;
+        true
     }
 
     /// Starts loading what announces will read, without waiting for it:
@@ -316,6 +431,57 @@ impl SwarmStore {
                 }
             }
         }
+    }
+
+    /// Up to `evict::SAMPLES` torrents, by segment and position, drawn at
+    /// random and none twice; how many. A large store has torrents in every
+    /// segment: a segment at random, and a torrent of it (the next segment
+    /// that holds one, in the rare empty one). A store of fewer torrents
+    /// than segments would draw the torrents after empty runs more often
+    /// that way: it draws among all its torrents alike, in one pass over
+    /// the segments' counts, and takes them all when they are no more than
+    /// the draws.
+    fn draw(&mut self) -> ([(usize, usize); evict::SAMPLES], usize) {
+        let mut drawn = [(0, 0); evict::SAMPLES];
+        let mut count = 0;
+        let mut note = |at: (usize, usize)| {
+            if !drawn[..count].contains(&at) {
+                drawn[count] = at;
+                count += 1;
+            }
+        };
+        if self.torrents >= Self::SEGMENTS * 8 {
+            for _ in 0..evict::SAMPLES {
+                let start = self.rng.below(Self::SEGMENTS);
+                let segment = (0..Self::SEGMENTS)
+                    .map(|i| (start + i) % Self::SEGMENTS)
+                    .find(|&s| self.segments[s].len() > 0);
+                if let Some(segment) = segment {
+                    note((segment, self.rng.below(self.segments[segment].len())));
+                }
+            }
+            return (drawn, count);
+        }
+        // Ranks among all torrents, in segment order, smallest first.
+        let mut ranks = [0; evict::SAMPLES];
+        let n = self.torrents.min(evict::SAMPLES);
+        for (i, rank) in ranks[..n].iter_mut().enumerate() {
+            *rank = if self.torrents <= evict::SAMPLES {
+                i
+            } else {
+                self.rng.below(self.torrents)
+            };
+        }
+        ranks[..n].sort_unstable();
+        let (mut next, mut before) = (0, 0);
+        for (segment, table) in self.segments.iter().enumerate() {
+            while next < n && ranks[next] < before + table.len() {
+                note((segment, ranks[next] - before));
+                next += 1;
+            }
+            before += table.len();
+        }
+        (drawn, count)
     }
 
     /// The counts of a torrent; zeros for one not stored.
@@ -434,6 +600,19 @@ impl SwarmStore {
         map.shrink();
         self.forget(removed);
         removed
+    }
+
+    /// Whether it holds a torrent for `info_hash` (one without peers, left
+    /// for the cleaner, included).
+    #[cfg(test)]
+    pub(crate) fn holds(&self, info_hash: &InfoHash) -> bool {
+        let (segment, hash) = self.locate(info_hash);
+        self.segments[segment].find(hash, info_hash).is_some()
+    }
+
+    /// What it accepts.
+    pub fn limits(&self) -> &StoreLimits {
+        &self.limits
     }
 
     pub fn torrent_count(&self) -> usize {

@@ -35,9 +35,14 @@ impl<V> Default for Table<V> {
 }
 
 impl<V> Table<V> {
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// The value of the entry at `pos` (0..`len`), in no set order: for a
+    /// draw at random.
+    pub fn value_at(&self, pos: usize) -> Option<&V> {
+        self.entries.get(pos).map(|e| &e.value)
     }
 
     /// Whether it holds as many entries as its slots can name.

@@ -7,7 +7,7 @@ use super::*;
 use crate::counts::{CleanReport, PeerTotals};
 use crate::torrent::CLEAN_WINDOW;
 use tracker_proto::{Announce, AnnounceEvent, InfoHash, ScrapeStats};
-use tracker_proto::{AnswerPeers, PeerId};
+use tracker_proto::{AnswerPeers, BlockLevel, PeerId};
 
 const TIMEOUT: u32 = 100;
 
@@ -25,7 +25,7 @@ fn limits(max_torrents: usize, max_peers_per_torrent: usize) -> StoreLimits {
         max_peers_per_torrent,
         max_peers: usize::MAX,
         max_peers_per_address: None,
-        new_torrents_per_address_per_minute: 0,
+        new_torrents_per_minute: [0; 3],
         peer_ids: true,
     }
 }
@@ -465,11 +465,19 @@ fn scrape_some_lists_at_most_max_torrents_with_their_counts() {
     assert_eq!(listed, (1..=10).map(hash).collect());
 }
 
+/// An address of another network than `v4`'s (10.0.0.0/16).
+fn elsewhere(n: u8) -> SocketAddr {
+    (Ipv4Addr::new(10, 1, 0, n), 6881).into()
+}
+
 #[test]
 fn torrent_limit_refuses_new_torrents_only() {
+    // Torrents that two networks share, which no new torrent displaces.
     let mut s = SwarmStore::new(limits(2, 10), 1);
     go(&mut s, ann(v4(1)), 0);
+    go(&mut s, ann(elsewhere(1)), 0);
     go(&mut s, on_torrent(hash(2), ann(v4(1))), 0);
+    go(&mut s, on_torrent(hash(2), ann(elsewhere(1))), 0);
     let third = on_torrent(hash(3), ann(v4(1)));
     let mut peers = AnswerPeers::default();
     peers.push_addr(v4(9), None);
@@ -478,11 +486,123 @@ fn torrent_limit_refuses_new_torrents_only() {
         Err(AnnounceRefused::TorrentLimit)
     );
     assert!(peers.is_empty());
-    assert_eq!(go(&mut s, ann(v4(2)), 0).0, counts(0, 2));
+    assert_eq!(go(&mut s, ann(v4(2)), 0).0, counts(0, 3));
     assert_eq!(s.torrent_count(), 2);
+    assert_eq!(s.stats.evicted_torrents, 0);
     // Room again once a torrent is cleaned away.
     clean_all(&mut s, TIMEOUT);
     assert_eq!(go(&mut s, third, TIMEOUT).0, counts(0, 1));
+}
+
+/// Issue 28, item 3: a store full of one network's torrents refused every
+/// new torrent. A new torrent now takes the place of one held by a single
+/// network, never of one that two networks share.
+#[test]
+fn a_full_store_takes_a_new_torrent_in_place_of_one_of_a_single_network() {
+    let mut s = SwarmStore::new(limits(4, 10), 1);
+    let other = |a: u8, b: u8| SocketAddr::from(([a, b, 0, 1], 6881));
+    for h in [1, 2] {
+        go(&mut s, on_torrent(hash(h), ann(v4(1))), 0);
+        go(&mut s, on_torrent(hash(h), ann(elsewhere(1))), 0);
+    }
+    go(&mut s, on_torrent(hash(3), ann(v4(2))), 0);
+    // Four peers of one network: one client, as far as the tracker can tell.
+    for n in 1..=4 {
+        go(&mut s, on_torrent(hash(4), ann(other(192, n))), 0);
+    }
+    // The creator's own network goes first.
+    let creator = SocketAddr::new([10, 0, 9, 9].into(), 6881);
+    assert_eq!(
+        go(&mut s, on_torrent(hash(5), ann(creator)), 1).0,
+        counts(0, 1)
+    );
+    assert!(!s.holds(&hash(3)));
+    assert_eq!(s.stats.evicted_torrents, 1);
+    // Another network's: the lone creator's just now, or the four peers of
+    // 192.0.0.0/16.
+    go(&mut s, on_torrent(hash(6), ann(other(198, 51))), 1);
+    assert!(s.holds(&hash(1)) && s.holds(&hash(2)) && s.holds(&hash(6)));
+    assert_eq!(s.torrent_count(), 4);
+    assert_eq!(s.stats.evicted_torrents, 2);
+    let held: usize = [1, 2, 4, 5, 6]
+        .into_iter()
+        .map(|h| (s.scrape(&hash(h)).leechers) as usize)
+        .sum();
+    assert_eq!(s.peer_count(), totals(0, held));
+    // Once only shared torrents are left, a new one is refused.
+    let mut s = SwarmStore::new(limits(2, 10), 1);
+    for h in [1, 2] {
+        go(&mut s, on_torrent(hash(h), ann(v4(1))), 0);
+        go(&mut s, on_torrent(hash(h), ann(elsewhere(1))), 0);
+    }
+    let mut peers = AnswerPeers::default();
+    let refused = s.announce(&on_torrent(hash(3), ann(v4(2))), 0, &mut peers);
+    assert_eq!(refused, Err(AnnounceRefused::TorrentLimit));
+    assert_eq!((s.stats.refused_torrents, s.stats.evicted_torrents), (1, 0));
+}
+
+#[test]
+fn a_torrent_no_live_peer_holds_goes_before_any_other() {
+    let mut s = SwarmStore::new(limits(3, 10), 1);
+    go(&mut s, on_torrent(hash(1), ann(elsewhere(1))), 0);
+    go(&mut s, on_torrent(hash(2), ann(v4(2))), 50);
+    // Its peer stopped: left empty for the cleaner.
+    go(&mut s, on_torrent(hash(3), ann(v4(3))), 50);
+    go(
+        &mut s,
+        with_event(AnnounceEvent::Stopped, on_torrent(hash(3), ann(v4(3)))),
+        50,
+    );
+    // From the network of torrents 2 and 3: its own would go first, but for
+    // the empty one.
+    go(&mut s, on_torrent(hash(4), ann(v4(9))), 50);
+    assert!(!s.holds(&hash(3)));
+    // Torrent 1's peer has expired (announced at 0): it goes before the live
+    // torrents of the creator's own network.
+    go(&mut s, on_torrent(hash(5), ann(v4(8))), TIMEOUT + 1);
+    assert!(!s.holds(&hash(1)));
+    assert!(s.holds(&hash(2)) && s.holds(&hash(4)) && s.holds(&hash(5)));
+    assert_eq!(s.peer_count(), totals(0, 3));
+}
+
+/// A store large enough to draw a segment at random: new torrents from many
+/// networks take the places of one network's, and the torrents shared by
+/// two networks all stay.
+#[test]
+fn a_large_full_store_draws_torrents_at_random_and_keeps_shared_ones() {
+    const CAP: usize = SwarmStore::SEGMENTS * 10;
+    let mut s = SwarmStore::new(limits(CAP, 10), 1);
+    // Info-hashes as random as SHA-1's (splitmix64 of the number): ones that
+    // differ in a few bits only may share few segments under some keys.
+    let numbered = |n: u32| {
+        let mut h = [0; 20];
+        for (i, chunk) in h.chunks_mut(8).enumerate() {
+            let mut x = (u64::from(n) << 2 | i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            chunk.copy_from_slice(&(x ^ (x >> 31)).to_le_bytes()[..chunk.len()]);
+        }
+        InfoHash(h)
+    };
+    let mut peers = AnswerPeers::default();
+    let shared = CAP as u32 / 10;
+    for n in 0..CAP as u32 {
+        let req = on_torrent(numbered(n), ann(v4(1)));
+        s.announce(&req, 0, &mut peers).unwrap();
+        if n < shared {
+            let req = on_torrent(numbered(n), ann(elsewhere(1)));
+            s.announce(&req, 0, &mut peers).unwrap();
+        }
+    }
+    for n in 0..1000u32 {
+        let from = SocketAddr::from(([100, (n % 200) as u8, 0, 1], 6881));
+        let req = on_torrent(numbered(CAP as u32 + n), ann(from));
+        assert!(s.announce(&req, 1, &mut peers).is_ok());
+    }
+    assert_eq!(s.torrent_count(), CAP);
+    assert_eq!(s.stats.evicted_torrents, 1000);
+    assert!((0..shared).all(|n| s.holds(&numbered(n))));
+    assert_eq!(s.peer_count(), totals(0, CAP + shared as usize));
 }
 
 #[test]
@@ -547,8 +667,9 @@ fn worker_peer_limit_answers_new_peers_without_storing_them_or_their_torrents() 
 
 #[test]
 fn limits_are_counted() {
-    let mut s = SwarmStore::new(limits(1, 1), 1);
+    let mut s = SwarmStore::new(limits(1, 2), 1);
     go(&mut s, ann(v4(1)), 0);
+    go(&mut s, ann(elsewhere(1)), 0);
     go(&mut s, ann(v4(2)), 0);
     go(&mut s, ann(v4(1)), 0);
     let mut peers = AnswerPeers::default();
@@ -756,13 +877,14 @@ mod model {
                 if stopped {
                     return Ok(SwarmCounts::default());
                 }
-                if self.torrents.len() >= self.limits.max_torrents {
-                    self.refused += 1;
-                    return Err(AnnounceRefused::TorrentLimit);
-                }
                 if self.peers() >= self.limits.max_peers {
                     self.unstored += 1;
                     return Ok(SwarmCounts::default());
+                }
+                // A torrent to drop for it has gone already (see `evict`).
+                if self.torrents.len() >= self.limits.max_torrents {
+                    self.refused += 1;
+                    return Err(AnnounceRefused::TorrentLimit);
                 }
             }
             let total = self.peers();
@@ -771,15 +893,14 @@ mod model {
             if stopped {
                 t.peers.remove(&req.peer_addr);
             } else {
-                if req.event == AnnounceEvent::Completed && !old.is_some_and(|p| p.seeder) {
-                    t.completed += 1;
-                }
                 let room = t.peers.len() < self.limits.max_peers_per_torrent
                     && total < self.limits.max_peers;
+                // One client: an IPv4 address, an IPv6 /64.
+                let client = tracker_proto::address_block(req.peer_addr.ip());
                 let from_ip = t
                     .peers
                     .keys()
-                    .filter(|a| a.ip() == req.peer_addr.ip())
+                    .filter(|a| tracker_proto::address_block(a.ip()) == client)
                     .count();
                 if old.is_none()
                     && room
@@ -796,11 +917,60 @@ mod model {
                         expiry: now + self.limits.peer_timeout_secs,
                     };
                     t.peers.insert(req.peer_addr, peer);
+                    // Only a peer stored completes, and a seeder never again.
+                    if req.event == AnnounceEvent::Completed && !old.is_some_and(|p| p.seeder) {
+                        t.completed += 1;
+                    }
                 } else {
                     self.unstored += 1;
                 }
             }
             Ok(t.counts())
+        }
+
+        /// Whether the announce would create a torrent in a store full of
+        /// torrents, with room for its peer: when the store drops one.
+        pub fn is_full_for(&self, req: &Announce) -> bool {
+            req.event != AnnounceEvent::Stopped
+                && !self.torrents.contains_key(&req.info_hash)
+                && self.peers() < self.limits.max_peers
+                && self.torrents.len() >= self.limits.max_torrents
+        }
+
+        /// The torrents a new one may take the place of, as eviction
+        /// weighs them (the rules again: at most `evict::MAX_PEERS` peers,
+        /// all of one network).
+        pub fn candidates(&self, now: u32) -> Vec<(InfoHash, crate::evict::Candidate)> {
+            let network = |a: &SocketAddr| tracker_proto::block_key(a.ip(), BlockLevel::Network);
+            let mut all = Vec::new();
+            for (h, t) in &self.torrents {
+                let networks: BTreeSet<u128> = t.peers.keys().map(network).collect();
+                if t.peers.len() > crate::evict::MAX_PEERS || networks.len() > 1 {
+                    continue;
+                }
+                let candidate = crate::evict::Candidate {
+                    live: t.peers.values().any(|p| p.expiry > now),
+                    network: networks.first().copied(),
+                    peers: t.peers.len(),
+                    completed: t.completed,
+                    spent: 0,
+                };
+                all.push((*h, candidate));
+            }
+            all
+        }
+
+        /// Drops `gone`, which the store dropped for a new torrent from
+        /// `creator`: it must have been one of those worth least.
+        pub fn evicted(&mut self, gone: &InfoHash, creator: SocketAddr, now: u32) -> bool {
+            let all = self.candidates(now);
+            let ranked: Vec<crate::evict::Candidate> = all.iter().map(|(_, c)| *c).collect();
+            let network = tracker_proto::block_key(creator.ip(), BlockLevel::Network);
+            let rank = |c| crate::evict::rank(c, &ranked, network);
+            let best = ranked.iter().map(rank).max();
+            let ok = all.iter().any(|(h, c)| h == gone && Some(rank(c)) == best);
+            self.torrents.remove(gone);
+            ok
         }
 
         /// Stored peers, expired ones included.
@@ -829,11 +999,15 @@ enum Op {
     Clean(InfoHash),
 }
 
-/// Address `i`: odd ones IPv6; fours share an IP with different ports.
+/// Address `i`: odd ones IPv6; fours share an IP with different ports; the
+/// first four IPv6 IPs pair up in two /64s (one client each), the others
+/// have a /64 of their own.
 fn address(i: u8) -> SocketAddr {
     let (ip, port) = (i / 8, 6881 + u16::from(i / 2 % 4));
     if i % 2 == 1 {
-        (Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, ip.into()), port).into()
+        let net = if ip < 4 { ip / 2 } else { ip };
+        let v6 = Ipv6Addr::new(0x2001, 0xdb8, 0, net.into(), 0, 0, 0, ip.into());
+        (v6, port).into()
     } else {
         (Ipv4Addr::new(10, 0, 0, ip), port).into()
     }
@@ -891,7 +1065,26 @@ fn check_against_model(limits: StoreLimits, hashes: u8, ops: Vec<Op>) -> Result<
                 // changes nothing that the checks below would see.
                 let other = SocketAddr::new(req.peer_addr.ip(), req.peer_addr.port() ^ 1);
                 store.prefetch(&[(req.info_hash, req.peer_addr), (hash(hashes), other)]);
+                let evicted = store.stats.evicted_torrents;
+                let full = model.is_full_for(&req);
                 let got = store.announce(&req, now, &mut peers);
+                if store.stats.evicted_torrents > evicted {
+                    let gone: Vec<InfoHash> = model
+                        .torrents
+                        .keys()
+                        .filter(|h| !store.holds(h))
+                        .copied()
+                        .collect();
+                    prop_assert!(full && gone.len() == 1, "{:?}", gone);
+                    prop_assert!(
+                        model.evicted(&gone[0], req.peer_addr, now),
+                        "{:?} was not worth least",
+                        gone[0]
+                    );
+                } else if full && model.torrents.len() <= crate::evict::SAMPLES {
+                    // A store this small looks at every torrent.
+                    prop_assert!(model.candidates(now).is_empty(), "none dropped");
+                }
                 prop_assert_eq!(got, model.announce(&req, now));
                 let addrs: BTreeSet<SocketAddr> = peers.addrs().collect();
                 prop_assert_eq!(addrs.len(), peers.len(), "duplicates");
@@ -980,7 +1173,7 @@ proptest! {
             max_peers_per_torrent: 5,
             max_peers,
             max_peers_per_address: Some(3),
-            new_torrents_per_address_per_minute: 0,
+            new_torrents_per_minute: [0; 3],
             peer_ids,
         };
         check_against_model(limits, 3, ops)?;
@@ -998,7 +1191,7 @@ proptest! {
             max_peers_per_torrent: 1000,
             max_peers: usize::MAX,
             max_peers_per_address: None,
-            new_torrents_per_address_per_minute: 0,
+            new_torrents_per_minute: [0; 3],
             peer_ids: true,
         };
         check_against_model(limits, 1, ops)?;
@@ -1014,7 +1207,7 @@ proptest! {
             max_peers_per_torrent: 1000,
             max_peers: usize::MAX,
             max_peers_per_address: Some(3),
-            new_torrents_per_address_per_minute: 0,
+            new_torrents_per_minute: [0; 3],
             // Without ids here: the other large test keeps them.
             peer_ids: false,
         };
@@ -1258,7 +1451,7 @@ proptest! {
             max_peers_per_torrent: 1000,
             max_peers: 1_000_000,
             max_peers_per_address: Some(40),
-            new_torrents_per_address_per_minute: 0,
+            new_torrents_per_minute: [0; 3],
             peer_ids: true,
         };
         let mut s = SwarmStore::new(limits, 5);
@@ -1313,7 +1506,7 @@ proptest! {
 fn one_address_creates_torrents_within_its_budget_and_others_are_unaffected() {
     let mut s = SwarmStore::new(
         StoreLimits {
-            new_torrents_per_address_per_minute: 5,
+            new_torrents_per_minute: [5, 0, 0],
             ..limits(1000, 1000)
         },
         1,
@@ -1327,7 +1520,7 @@ fn one_address_creates_torrents_within_its_budget_and_others_are_unaffected() {
     }
     assert_eq!(
         created(&mut s, 5, v4(1), 119),
-        Err(AnnounceRefused::AddressBudget)
+        Err(AnnounceRefused::AddressBudget(BlockLevel::Address))
     );
     assert_eq!(s.stats.torrent_budget, 1);
     // Torrents that exist cost nothing, from another port of the address too.
@@ -1341,6 +1534,50 @@ fn one_address_creates_torrents_within_its_budget_and_others_are_unaffected() {
     for n in 0..50 {
         assert!(created(&mut unlimited, n, v4(1), 0).is_ok());
     }
+}
+
+/// Issue 28, item 3: a budget per address alone let each /64 of a network
+/// create its own budget's worth, so eight /64s of one /56 filled a store.
+#[test]
+fn a_network_creates_no_more_than_its_budgets_over_however_many_addresses() {
+    let mut s = SwarmStore::new(
+        StoreLimits {
+            new_torrents_per_minute: [3, 5, 8],
+            ..limits(1000, 1000)
+        },
+        1,
+    );
+    let mut peers = AnswerPeers::default();
+    let mut n = 0u32;
+    let mut create = |s: &mut SwarmStore, from: Ipv6Addr| {
+        n += 1;
+        let mut new = [0; 20];
+        new[..4].copy_from_slice(&n.to_le_bytes());
+        let req = on_torrent(InfoHash(new), ann((from, 6881).into()));
+        s.announce(&req, 0, &mut peers)
+    };
+    // The /64s of one /56, then the /56s of its /48, as fast as they can.
+    let mut refused = BTreeMap::new();
+    for net in 0..4u16 {
+        for host in 0..256u16 {
+            let from = Ipv6Addr::new(0x2001, 0xdb8, 7, net << 8 | host, 0, 0, 0, 1);
+            if let Err(why) = create(&mut s, from) {
+                *refused.entry(why.reason()).or_insert(0) += 1;
+            }
+        }
+    }
+    assert_eq!(s.torrent_count(), 8);
+    let said = |level| AnnounceRefused::AddressBudget(level).reason();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert!(refused.contains_key(said(BlockLevel::Subnet)));
+    assert!(refused.contains_key(said(BlockLevel::Network)));
+    assert_eq!(s.stats.torrent_budget, 4 * 256 - 8);
+    // Another network is unaffected.
+    assert!(create(&mut s, Ipv6Addr::new(0x2001, 0xdb8, 8, 0, 0, 0, 0, 1)).is_ok());
+    assert_eq!(
+        said(BlockLevel::Network),
+        "too many new torrents from this network: try again later"
+    );
 }
 
 #[test]
@@ -1383,6 +1620,174 @@ fn one_address_stores_at_most_its_share_of_a_swarm_small_or_large() {
         go(&mut s, on_torrent(hash(2), ann(attacker(port))), 0);
     }
     assert_eq!(s.scrape(&hash(2)).leechers, 4);
+}
+
+/// Issue 28, item 9: 500 `completed` announces from one address counted 500
+/// downloads with 32 of its peers stored.
+#[test]
+fn a_completion_counts_only_from_a_peer_the_swarm_holds() {
+    let completed = |s: &SwarmStore| s.scrape(&hash(1)).completed;
+    let done = |addr| with_event(AnnounceEvent::Completed, seeder(addr));
+    let mut s = SwarmStore::new(
+        StoreLimits {
+            max_peers_per_address: Some(32),
+            ..limits(10, 1000)
+        },
+        1,
+    );
+    for port in 1..=500 {
+        go(&mut s, done(SocketAddr::new(v4(1).ip(), port)), 0);
+    }
+    assert_eq!(completed(&s), 32);
+    assert_eq!(s.scrape(&hash(1)).seeders, 32);
+
+    // A full swarm: a new peer is answered, not stored, and its completion
+    // not counted, in either family (an IPv6 one would need a box first).
+    let mut s = SwarmStore::new(limits(10, 2), 1);
+    go(&mut s, ann(v4(1)), 0);
+    go(&mut s, ann(v4(2)), 0);
+    go(&mut s, done(v4(3)), 0);
+    go(&mut s, done(v6(3)), 0);
+    assert_eq!(completed(&s), 0);
+    // A leecher it holds completes once; a seeder it holds does not again.
+    go(&mut s, done(v4(1)), 0);
+    go(&mut s, done(v4(1)), 0);
+    assert_eq!(completed(&s), 1);
+    // Nor is a completion counted past the store's own cap on peers.
+    let mut s = SwarmStore::new(
+        StoreLimits {
+            max_peers: 1,
+            ..limits(10, 10)
+        },
+        1,
+    );
+    go(&mut s, ann(v4(1)), 0);
+    go(&mut s, done(v4(2)), 0);
+    go(&mut s, done(v6(2)), 0);
+    assert_eq!(completed(&s), 0);
+    // The leecher it holds completes.
+    go(&mut s, done(v4(1)), 0);
+    assert_eq!(completed(&s), 1);
+}
+
+/// Issue 28, item 15: a load test from one machine is one client to the
+/// limits per client; the runtime exempts the networks it is told to.
+#[test]
+fn an_exempt_client_counts_against_no_limit_per_client_and_others_still_do() {
+    let capped = StoreLimits {
+        max_peers_per_address: Some(2),
+        new_torrents_per_minute: [3, 3, 3],
+        ..limits(1000, 1000)
+    };
+    let mut s = SwarmStore::new(capped, 1);
+    let mut peers = AnswerPeers::default();
+    let exempt = |port| SocketAddr::new([127, 0, 0, 1].into(), port);
+    let mut as_exempt = |s: &mut SwarmStore, req: Announce| {
+        s.announce_as(&req, 0, Quota::Exempt, &mut peers).unwrap()
+    };
+    for n in 1..=50 {
+        as_exempt(&mut s, on_torrent(hash(n), ann(exempt(6881))));
+    }
+    // Past 32 peers: a large half, which counts every client all the same.
+    for port in 1..=40 {
+        as_exempt(&mut s, ann(exempt(port)));
+    }
+    assert_eq!(s.torrent_count(), 50);
+    assert_eq!(s.scrape(&hash(1)).leechers, 41);
+    assert_eq!((s.stats.torrent_budget, s.stats.address_peers), (0, 0));
+    // Everyone else is held to them.
+    let mut peers = AnswerPeers::default();
+    let created = (100..110)
+        .filter(|&n| {
+            let req = on_torrent(hash(n), ann(v4(1)));
+            s.announce(&req, 0, &mut peers).is_ok()
+        })
+        .count();
+    assert_eq!(created, 3);
+    for port in 1..=10 {
+        go(&mut s, ann(SocketAddr::new(v4(1).ip(), port)), 0);
+    }
+    assert_eq!(s.scrape(&hash(1)).leechers, 43);
+    assert_eq!(s.stats.address_peers, 8);
+    // A restore keeps what the announces could store, given the same word.
+    let mut section = crate::state::Section::default();
+    s.save(0, UNIX, &mut section);
+    let bytes = crate::state::encode(&[section], UNIX);
+    let file = crate::state::StateFile::parse(&bytes).unwrap();
+    let mut r = SwarmStore::new(capped, 2);
+    let loopback = |ip: std::net::IpAddr| {
+        if ip.is_loopback() {
+            Quota::Exempt
+        } else {
+            Quota::Counted
+        }
+    };
+    r.restore_file_as(&file, 0, UNIX, |_| true, loopback)
+        .unwrap();
+    assert_eq!(r.scrape(&hash(1)).leechers, 43);
+    let mut r = SwarmStore::new(capped, 2);
+    r.restore_file(&file, 0, UNIX, |_| true).unwrap();
+    assert_eq!(r.scrape(&hash(1)).leechers, 4);
+}
+
+/// Address `n` of the /64 2001:db8:1:2::/64 (one host can use any of them).
+fn in_one_64(n: u16) -> SocketAddr {
+    (Ipv6Addr::new(0x2001, 0xdb8, 1, 2, 0, 0, 0, n), 6881).into()
+}
+
+/// Issue 28, item 2: the cap counted the exact IPv6 address, so 200
+/// addresses of one /64 were all stored in one torrent.
+#[test]
+fn the_share_of_a_swarm_counts_an_ipv6_client_by_its_64_small_or_large() {
+    let capped = || {
+        SwarmStore::new(
+            StoreLimits {
+                max_peers_per_address: Some(4),
+                ..limits(1000, 1000)
+            },
+            1,
+        )
+    };
+    // A small swarm: its peers are scanned.
+    let mut s = capped();
+    for n in 1..=200 {
+        go(&mut s, ann(in_one_64(n)), 0);
+    }
+    assert_eq!(s.scrape(&hash(1)).leechers, 4);
+    assert_eq!(s.stats.address_peers, 196);
+    // A large swarm: 40 clients of their own /64 each, so that the half is
+    // indexed and counts its clients, then the one /64 again.
+    let mut s = capped();
+    for n in 1..=40 {
+        let other_64 = Ipv6Addr::new(0x2001, 0xdb8, 2, n, 0, 0, 0, 1);
+        go(&mut s, ann((other_64, 6881).into()), 0);
+    }
+    for n in 1..=200 {
+        go(&mut s, ann(in_one_64(n)), 0);
+    }
+    assert_eq!(s.scrape(&hash(1)).leechers, 44);
+    // One of them leaves: room for one more of its /64, on any address.
+    go(
+        &mut s,
+        with_event(AnnounceEvent::Stopped, ann(in_one_64(1))),
+        0,
+    );
+    go(&mut s, ann(in_one_64(1000)), 0);
+    go(&mut s, ann(in_one_64(1001)), 0);
+    assert_eq!(s.scrape(&hash(1)).leechers, 44);
+    // A restore counts the same way.
+    let (r, done) = restored(
+        &s,
+        (0, UNIX),
+        StoreLimits {
+            max_peers_per_address: Some(2),
+            ..limits(1000, 1000)
+        },
+        (0, UNIX),
+        |_| true,
+    );
+    assert_eq!((done.peers, done.refused), (42, 2));
+    assert_eq!(r.scrape(&hash(1)).leechers, 42);
 }
 
 #[test]
@@ -1442,6 +1847,54 @@ fn a_restore_drops_peers_no_announce_could_store_and_keeps_the_address_cap() {
             completed: 3,
             leechers: 1
         }
+    );
+}
+
+/// Issue 28, item 10: an IPv4-mapped address in a file's IPv6 half was
+/// stored there, where no announce can put one (an IPv4 client is stored as
+/// IPv4 whichever socket it came through), so its peer would be an IPv4
+/// host handed out as IPv6, and the same host could be stored twice.
+#[test]
+fn a_restore_keeps_no_ipv4_mapped_address_in_the_ipv6_half() {
+    use crate::state::{SavedPeer, SavedTorrent, Section, StateFile};
+    let peer = |ip: &str, port| SavedPeer {
+        ip: ip.parse::<Ipv6Addr>().unwrap(),
+        port,
+        peer_id: PeerId([1; 20]),
+        last_seen: UNIX - 10,
+    };
+    let mut t = SavedTorrent {
+        info_hash: hash(1),
+        ..SavedTorrent::default()
+    };
+    t.v4.seeders = vec![SavedPeer {
+        ip: Ipv4Addr::new(10, 0, 0, 9),
+        port: 6881,
+        peer_id: PeerId([1; 20]),
+        last_seen: UNIX - 10,
+    }];
+    t.v6.seeders = vec![
+        peer("::ffff:10.0.0.9", 6881),
+        peer("::ffff:10.0.0.10", 6881),
+        peer("2001:db8::1", 6881),
+    ];
+    t.v6.leechers = vec![peer("::ffff:10.0.0.11", 7000)];
+    let mut section = Section::default();
+    section.push(&t);
+    let bytes = crate::state::encode(&[section], UNIX);
+    let file = StateFile::parse(&bytes).unwrap();
+    let mut s = store();
+    let done = s.restore_file(&file, 0, UNIX, |_| true).unwrap();
+    assert_eq!((done.peers, done.invalid), (2, 3));
+    assert_eq!(s.scrape(&hash(1)).seeders, 2);
+    // An IPv6 client is handed only the IPv6 peer.
+    let (_, seen) = go(&mut s, ann(v6(7)), 1);
+    assert_eq!(
+        seen,
+        vec![SocketAddr::from((
+            "2001:db8::1".parse::<Ipv6Addr>().unwrap(),
+            6881
+        ))]
     );
 }
 

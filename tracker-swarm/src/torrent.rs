@@ -4,11 +4,14 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::counts::{MemoryUse, SwarmCounts};
+use crate::evict::{self, Candidate};
 use crate::expiry::Expiry;
 use crate::peers::{Peer, PeerIp, Peers};
 use crate::rng::{scale, WyRand};
 use crate::state::{SavedHalf, SavedPeer, SavedTorrent};
-use tracker_proto::{Announce, AnnounceEvent, AnswerPeers, IpFamily, PeerId, ScrapeStats};
+use tracker_proto::{
+    block_key, Announce, AnnounceEvent, AnswerPeers, BlockLevel, IpFamily, PeerId, ScrapeStats,
+};
 
 /// The clocks of a save or a restore: the store's monotonic seconds and the
 /// wall clock's Unix seconds at the same moment, and the peer time-out that
@@ -52,9 +55,21 @@ pub(super) struct Visit<'a> {
     pub keep_ids: bool,
     /// Whether the swarm may take a peer it does not hold yet.
     pub room: bool,
-    /// The most peers the swarm holds from one IP address (on as many
-    /// ports); `None`: no limit.
-    pub max_per_address: Option<usize>,
+    /// The cap on the peers of this peer's client.
+    pub per_address: AddressCap,
+}
+
+/// The cap on one client's peers in a swarm, as it applies to one peer.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct AddressCap {
+    /// The most peers the swarm holds from the peer's client (its IP address
+    /// on as many ports, an IPv6 /64); `None`: no limit for this peer (none
+    /// is set, or its client is exempt).
+    pub max: Option<usize>,
+    /// Whether large halves count their peers per client: whenever the cap
+    /// is set, whoever this peer is, so that an exempt client's peer never
+    /// leaves a half without the counts that the others' need.
+    pub counted: bool,
 }
 
 /// Why a new peer was answered but not stored.
@@ -69,8 +84,11 @@ pub(super) enum Unstored {
 /// What one announce did to a swarm half.
 #[derive(Default)]
 struct Outcome {
-    /// It completes a download: event `completed` from a peer not already
-    /// stored as a seeder.
+    /// It completes a download: event `completed` from a peer that the half
+    /// stores (held already, or new and given room), not already as a
+    /// seeder. A peer answered without being stored counts nothing, or
+    /// anyone could count downloads at will from ports and addresses that
+    /// the limits turn away.
     completes: bool,
     /// A new peer answered but not stored, and why.
     unstored: Option<Unstored>,
@@ -135,7 +153,7 @@ impl<I: PeerIp> Half<I> {
     }
 
     /// Stores a new peer; returns its position. `count_ips`: the peers are
-    /// counted per address once the half is large (see `Peers::count_ip`).
+    /// counted per client once the half is large (see `Peers::count_client`).
     fn insert(
         &mut self,
         ids: &mut Ids,
@@ -228,8 +246,9 @@ impl<I: PeerIp> Half<I> {
             }
             return Outcome::default();
         }
-        let completes =
-            req.event == AnnounceEvent::Completed && !found.is_some_and(|i| self.is_seeder(i));
+        let completed = req.event == AnnounceEvent::Completed;
+        // Before `set_seeder` moves it: a seeder completes nothing again.
+        let was_seeder = completed && found.is_some_and(|i| self.is_seeder(i));
         let seeder = req.left == 0;
         let mut unstored = None;
         let requester = match found {
@@ -245,8 +264,9 @@ impl<I: PeerIp> Half<I> {
             // this address's run in the index.
             None if visit.room
                 && visit
-                    .max_per_address
-                    .is_some_and(|max| self.peers.count_ip(ip) >= max) =>
+                    .per_address
+                    .max
+                    .is_some_and(|max| self.peers.count_client(ip) >= max) =>
             {
                 unstored = Some(Unstored::AddressLimit);
                 None
@@ -258,7 +278,7 @@ impl<I: PeerIp> Half<I> {
                     expiry: visit.expiry,
                 };
                 let id = visit.keep_ids.then_some(req.peer_id);
-                Some(self.insert(ids, peer, id, seeder, visit.max_per_address.is_some()))
+                Some(self.insert(ids, peer, id, seeder, visit.per_address.counted))
             }
             None => {
                 unstored = Some(Unstored::NoRoom);
@@ -268,7 +288,7 @@ impl<I: PeerIp> Half<I> {
         self.select(ids.as_deref(), requester, seeder, visit, rng, out);
         self.peers.draw_next_start(rng);
         Outcome {
-            completes,
+            completes: completed && requester.is_some() && !was_seeder,
             unstored,
         }
     }
@@ -341,22 +361,25 @@ impl<I: PeerIp> Half<I> {
     }
 
     /// Stores a peer from a state file unless one with its address is here
-    /// already, or `max_per_address` from its IP.
+    /// already, or its client's share (`cap`).
     fn restore(
         &mut self,
         ids: &mut Ids,
         peer: Peer<I>,
         id: Option<PeerId>,
         seeder: bool,
-        max_per_address: Option<usize>,
+        cap: AddressCap,
     ) -> Restore {
         if self.peers.find(peer.ip, peer.port).is_some() {
             return Restore::Present;
         }
-        if max_per_address.is_some_and(|max| self.peers.count_ip(peer.ip) >= max) {
+        if cap
+            .max
+            .is_some_and(|max| self.peers.count_client(peer.ip) >= max)
+        {
             return Restore::AddressLimit;
         }
-        self.insert(ids, peer, id, seeder, max_per_address.is_some());
+        self.insert(ids, peer, id, seeder, cap.counted);
         Restore::Stored
     }
 
@@ -489,7 +512,7 @@ impl Torrent {
 
     /// The `completed` events counted: those of its IPv6 half, while it has
     /// one, and the rest in its IPv4 half, which takes the count of an IPv6
-    /// half that empties and of an IPv6 peer's completion that no half holds.
+    /// half that empties.
     fn completed(&self) -> u32 {
         self.v4.completed.saturating_add(self.v6_completed())
     }
@@ -540,9 +563,10 @@ impl Torrent {
                     let More { v6, v6_ids, .. } = &mut **self.more.insert(Box::default());
                     v6.announce(v6_ids, ip, visit, rng, out)
                 }
-                // No IPv6 peer to update or hand out, and none to store.
+                // No IPv6 peer to update or hand out, and none to store
+                // (nor a completion to count: see `Outcome::completes`).
                 None => Outcome {
-                    completes: visit.req.event == AnnounceEvent::Completed,
+                    completes: false,
                     unstored: (visit.req.event != AnnounceEvent::Stopped)
                         .then_some(Unstored::NoRoom),
                 },
@@ -581,7 +605,7 @@ impl Torrent {
         peer: Peer<Ipv4Addr>,
         id: Option<PeerId>,
         seeder: bool,
-        max: Option<usize>,
+        cap: AddressCap,
     ) -> Restore {
         let mut no_ids = None;
         let ids = match (&mut self.more, id) {
@@ -589,7 +613,7 @@ impl Torrent {
             (None, Some(_)) => &mut self.more.insert(Box::default()).v4_ids,
             (None, None) => &mut no_ids,
         };
-        self.v4.restore(ids, peer, id, seeder, max)
+        self.v4.restore(ids, peer, id, seeder, cap)
     }
 
     /// Stores an IPv6 peer from a state file, making the box if needed.
@@ -598,10 +622,43 @@ impl Torrent {
         peer: Peer<Ipv6Addr>,
         id: Option<PeerId>,
         seeder: bool,
-        max: Option<usize>,
+        cap: AddressCap,
     ) -> Restore {
         let More { v6, v6_ids, .. } = &mut **self.more.get_or_insert_with(Box::default);
-        v6.restore(v6_ids, peer, id, seeder, max)
+        v6.restore(v6_ids, peer, id, seeder, cap)
+    }
+
+    /// What eviction weighs of it, with the address of its first peer (for
+    /// `Candidate::spent`, which the store fills in): None unless it may be
+    /// dropped for a new torrent, holding at most `evict::MAX_PEERS` peers,
+    /// all of one network (see `evict`). Reads its peers only then.
+    pub fn candidate(&self, now: u32) -> Option<(Candidate, Option<IpAddr>)> {
+        let v4 = self.v4.peers.as_slice();
+        let v6 = self.v6().map_or(&[][..], |h| h.peers.as_slice());
+        let peers = v4.len() + v6.len();
+        if peers > evict::MAX_PEERS {
+            return None;
+        }
+        let v4s = v4.iter().map(|p| (IpAddr::V4(p.ip), p.expiry));
+        let v6s = v6.iter().map(|p| (IpAddr::V6(p.ip), p.expiry));
+        let (mut network, mut first, mut live) = (None, None, false);
+        for (ip, expiry) in v4s.chain(v6s) {
+            let key = block_key(ip, BlockLevel::Network);
+            if network.is_some_and(|n| n != key) {
+                return None;
+            }
+            network = Some(key);
+            first = first.or(Some(ip));
+            live |= expiry.is_live(now);
+        }
+        let candidate = Candidate {
+            live,
+            network,
+            peers,
+            completed: self.completed(),
+            spent: 0,
+        };
+        Some((candidate, first))
     }
 
     /// Peers stored, of both families.

@@ -546,7 +546,7 @@ impl UdpService {
             Err(refused) => {
                 match refused {
                     AnnounceRefused::NotAllowed => self.stats.not_allowed.inc(),
-                    AnnounceRefused::TorrentLimit | AnnounceRefused::AddressBudget => {
+                    AnnounceRefused::TorrentLimit | AnnounceRefused::AddressBudget(_) => {
                         self.stats.refused.inc()
                     }
                 }

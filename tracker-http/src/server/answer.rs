@@ -87,7 +87,7 @@ impl HttpService {
             Err(refused) => {
                 match refused {
                     AnnounceRefused::NotAllowed => self.stats.not_allowed.inc(),
-                    AnnounceRefused::TorrentLimit | AnnounceRefused::AddressBudget => {
+                    AnnounceRefused::TorrentLimit | AnnounceRefused::AddressBudget(_) => {
                         self.stats.refused.inc()
                     }
                 }

@@ -5,6 +5,7 @@
 
 use crate::access::AccessList;
 use crate::clock;
+use crate::config::ExemptNetworks;
 use crate::contain::contain;
 use crate::counters::MeshStats;
 use crate::mesh::{AnnounceAnswers, Envelope, Meshes, RouteError, ShardReply, ShardRequest};
@@ -13,19 +14,22 @@ use crate::owner::Owners;
 use crate::quantum::waited;
 use crate::quantum::Quantum;
 use crate::reloadable::{LocalCopy, Reloadable};
+use crate::throttle::LogThrottle;
 use glommio::channels::channel_mesh::Senders;
 use glommio::{GlommioError, ResourceType};
 use slab::Slab;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
-use tracker_proto::{Announce, AnnounceAnswer, AnswerPeers, InfoHash, IpFamily, ScrapeStats};
-use tracker_swarm::{AnnounceRefused, SwarmCounts, SwarmStore};
+use tracker_proto::{
+    Announce, AnnounceAnswer, AnswerPeers, BlockLevel, InfoHash, IpFamily, ScrapeStats,
+};
+use tracker_swarm::{AnnounceRefused, Quota, SwarmCounts, SwarmStore};
 
 mod exchange;
 
@@ -49,10 +53,33 @@ pub struct Shard {
     /// This worker's view of the access list; None when lists are off, so
     /// that then no announce pays for a look.
     access: Option<RefCell<LocalCopy<AccessList>>>,
+    /// Clients that no limit per client counts (`runtime.exempt_networks`):
+    /// the store's are decided here, announce by announce.
+    exempt: ExemptNetworks,
     pub stats: MeshStats,
     /// The worker's services, whose counters every scrape includes. Weak:
     /// they hold the shard.
     metric_sources: RefCell<Vec<Weak<dyn MetricSource>>>,
+}
+
+/// Says, once a minute at most (the first at once), that a budget of new
+/// torrents refused a client: a load test from one machine trips it and
+/// looks like a broken tracker, so the line says which limit it was and how
+/// to exempt such a load.
+fn budget_spent(ip: IpAddr, level: BlockLevel, budget: Option<u32>) {
+    static THROTTLE: LogThrottle = LogThrottle::new();
+    if let Some(left_out) = THROTTLE.allow() {
+        let width = level.as_str();
+        tracing::warn!(
+            "new torrents refused: the {width} of {ip} (/{prefix}) created its budget of \
+             swarm.new_torrents_per_{width}_per_minute = {budget} this minute on a worker \
+             ({left_out} more refusals, of any client, since the last such line); \
+             clients retry later. For a load test from this host, exempt it: \
+             runtime.exempt_networks = [\"127.0.0.0/8\", \"::1\"]",
+            prefix = level.prefix(ip.is_ipv4()),
+            budget = budget.unwrap_or_default(),
+        );
+    }
 }
 
 /// How often a worker looks whether a new access list was published, to drop
@@ -66,6 +93,8 @@ impl Shard {
     /// forever) and starts the tasks that serve other workers' requests and
     /// deliver their answers to ours. `access` is the shared access list, None
     /// when access lists are off. `owners` must be the same on every worker.
+    /// `exempt`: the clients whose announces count against no limit per
+    /// client of the store.
     pub async fn join(
         index: usize,
         meshes: Meshes,
@@ -73,6 +102,7 @@ impl Shard {
         store: SwarmStore,
         max_waiting: usize,
         access: Option<Arc<Reloadable<AccessList>>>,
+        exempt: ExemptNetworks,
     ) -> Result<Rc<Shard>, String> {
         let workers = meshes.workers;
         if owners.workers() != workers {
@@ -114,6 +144,7 @@ impl Shard {
             peers_scratch: RefCell::new(AnswerPeers::default()),
             ahead_scratch: RefCell::new(Vec::new()),
             access: access.map(|shared| RefCell::new(LocalCopy::new(shared))),
+            exempt,
             stats: MeshStats::default(),
             metric_sources: RefCell::new(Vec::new()),
         });
@@ -200,12 +231,23 @@ impl Shard {
             peers.reset(IpFamily::of(req.peer_addr.ip()));
             return Err(AnnounceRefused::NotAllowed);
         }
+        let ip = req.peer_addr.ip();
+        let quota = if self.exempt.contains(ip) {
+            Quota::Exempt
+        } else {
+            Quota::Counted
+        };
         let mut store = self.store.borrow_mut();
         // Debug builds only: lets tests make a request panic here, with the
         // store borrowed, to prove that the panic is contained and the borrow
         // released.
         crate::contain::test_panic_hook(&req.info_hash);
-        store.announce(req, clock::now_secs(), peers)
+        let answer = store.announce_as(req, clock::now_secs(), quota, peers);
+        if let Err(AnnounceRefused::AddressBudget(level)) = answer {
+            let budgets = store.limits().new_torrents_per_minute;
+            budget_spent(ip, level, budgets.get(level as usize).copied());
+        }
+        answer
     }
 
     /// Starts loading what a batch of announces to come will read, each its
@@ -391,6 +433,7 @@ impl Shard {
             (&[("kind", "peer_not_stored")], full.unstored_peers),
             (&[("kind", "peers_per_address")], full.address_peers),
             (&[("kind", "torrent_budget")], full.torrent_budget),
+            (&[("kind", "torrent_evicted")], full.evicted_torrents),
         ] {
             out.push(Sample::new(&STORE_FULL, labels, count));
         }
