@@ -301,7 +301,7 @@ fn read_to_the_end(tcp: &mut TcpStream, wait: Duration) -> Result<usize, ErrorKi
 }
 
 /// Creates `n` torrents through `addr`, over one plain HTTP connection.
-fn create_torrents(addr: SocketAddr, n: u32) {
+fn create_torrents_over_http(addr: SocketAddr, n: u32) {
     let mut requests = String::new();
     for i in 0..n {
         let mut hash = [0x77; 20];
@@ -349,7 +349,7 @@ fn a_slow_reader_cut_at_the_write_timeout_leaves_nothing_in_the_kernel() {
         .https(None)
         .metrics()
         .start();
-    create_torrents(tracker.http[0], 1000);
+    create_torrents_over_http(tracker.http[0], 1000);
     // 40 full scrapes of some 70 KB each: more than the buffers on the way.
     let requests = "GET /scrape HTTP/1.1\r\n\r\n".repeat(40);
     // Reads 1 KiB every 250 ms until the tracker counts its `n`th cut; true
