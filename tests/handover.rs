@@ -147,6 +147,79 @@ fn a_hand_over_that_fails_midway_leaves_the_old_tracker_serving() {
     assert_eq!(client.scrape(&hashes)[0].leechers, 2);
 }
 
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Asks the tracker at `control` for its sockets as a new tracker would,
+/// and reads the manifest (its descriptors are closed unread): the
+/// connection, ready for `go`.
+fn ask_for_sockets(control: &Path) -> std::os::unix::net::UnixStream {
+    use std::io::{BufRead, BufReader, Write};
+    let stream = std::os::unix::net::UnixStream::connect(control).unwrap();
+    (&stream).write_all(b"take-over 1\n").unwrap();
+    // Byte by byte, so that nothing past the manifest is read.
+    let mut reader = BufReader::with_capacity(1, &stream);
+    let mut line = String::new();
+    while line != "end\n" {
+        line.clear();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "manifest cut short"
+        );
+    }
+    stream
+}
+
+/// The system call `pid`'s main thread waits in, from /proc/PID/syscall.
+fn waits_in(pid: u32) -> Option<i64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/syscall")).ok()?;
+    text.split(' ').next()?.parse().ok()
+}
+
+/// Two new trackers at once: the second waits its turn, through a signal
+/// that interrupts its wait (a stop and a continue, as a debugger or a job
+/// shell sends), then takes over once the first has gone away.
+#[test]
+fn a_second_successor_waits_its_turn_through_a_signal() {
+    if !is_root() {
+        eprintln!("skipped: needs root (a successor started by hand must be root)");
+        return;
+    }
+    let control = TempPath::new("tracker-test-control", "sock");
+    let config = control_config(&control.0);
+    let old = Tracker::builder().udp(None).config(&config).start();
+    let (hashes, before) = fill(old.udp[0]);
+    // The first: it holds the old tracker's attention and says nothing.
+    let first = ask_for_sockets(&control.0);
+    let mut second = Tracker::builder()
+        .udp(Some(old.udp[0]))
+        .config(&config)
+        .arg("--take-over")
+        .spawn();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while waits_in(second.pid()) != Some(libc::SYS_recvmsg) {
+        assert!(std::time::Instant::now() < deadline, "it never waited");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    second.signal(libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(100));
+    second.signal(libc::SIGCONT);
+    std::thread::sleep(Duration::from_millis(200));
+    if !second.is_running() {
+        let (code, log) = second.wait_exit(Duration::from_secs(1));
+        panic!("the second gave up ({code:?}): {log}");
+    }
+    drop(first);
+    let (code, log) = old.wait_exit(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{log}");
+    let mut client = Client::new("127.0.0.10:0", second.udp[0]);
+    assert_eq!(client.scrape(&hashes), before);
+    let log = second.stop();
+    assert!(log.contains("took over"), "{log}");
+}
+
 /// The pid of the process whose command line is `cmdline` (NUL-separated).
 fn pid_running(cmdline: &[u8]) -> Option<i32> {
     std::fs::read_dir("/proc")

@@ -226,6 +226,11 @@ impl Predecessor {
     /// done with the state file, which this one then writes alone.
     pub fn wait_gone(self) {
         let _ = self.0.set_read_timeout(Some(STEP_TIMEOUT));
-        let _ = (&self.0).read(&mut [0u8; 1]);
+        // A signal (a stop and a continue) must not end the wait early.
+        while let Err(e) = (&self.0).read(&mut [0u8; 1]) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                break;
+            }
+        }
     }
 }

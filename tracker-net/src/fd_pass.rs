@@ -55,12 +55,11 @@ pub fn send_with_fds(socket: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Re
             );
         }
     }
-    // SAFETY: msg points at live buffers of the lengths it states.
-    let sent = unsafe { libc::sendmsg(socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
-    if sent < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let rest = bytes.get(sent as usize..).unwrap_or_default();
+    let sent = retry_interrupted(|| {
+        // SAFETY: msg points at live buffers of the lengths it states.
+        unsafe { libc::sendmsg(socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) }
+    })?;
+    let rest = bytes.get(sent..).unwrap_or_default();
     io::Write::write_all(&mut &*socket, rest)
 }
 
@@ -84,11 +83,10 @@ pub fn recv_with_fds(
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = space(MAX_FDS) as _;
-    // SAFETY: msg points at live buffers of the lengths it states.
-    let received = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if received < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let received = retry_interrupted(|| {
+        // SAFETY: msg points at live buffers of the lengths it states.
+        unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) }
+    })?;
     // SAFETY: the kernel filled the control buffer; the CMSG macros walk it
     // within msg_controllen, and each SCM_RIGHTS payload is whole descriptors
     // that are now ours.
@@ -111,7 +109,25 @@ pub fn recv_with_fds(
             "more descriptors than one message may carry",
         ));
     }
-    Ok(received as usize)
+    Ok(received)
+}
+
+/// Runs `call` (a system call's -1 or count) again while a signal
+/// interrupts it: a socket with a timeout (`SO_RCVTIMEO`, `SO_SNDTIMEO`) is
+/// never restarted by the kernel after a signal, not even after a stop and a
+/// continue with no handler at all (signal(7)). Nothing is lost: an
+/// interrupted call has moved no bytes and no descriptors.
+fn retry_interrupted(mut call: impl FnMut() -> isize) -> io::Result<usize> {
+    loop {
+        let n = call();
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
 }
 
 /// The credentials of the peer of a connected Unix socket (`SO_PEERCRED`):
@@ -181,5 +197,42 @@ mod tests {
         let many = vec![a.as_raw_fd(); MAX_FDS + 1];
         assert!(send_with_fds(&a, b"x", &many).is_err());
         assert!(send_with_fds(&a, b"", &[]).is_err());
+    }
+
+    extern "C" fn ignore(_: libc::c_int) {}
+
+    #[test]
+    fn a_signal_does_not_end_a_wait_for_descriptors() {
+        // A socket with a receive timeout: the kernel never restarts its
+        // recvmsg after a signal handler ran (signal(7)), whatever SA_RESTART
+        // says. SIGURG is used by nothing else in these tests.
+        // SAFETY: a handler that does nothing, for one signal.
+        unsafe {
+            let mut action: libc::sigaction = mem::zeroed();
+            action.sa_sigaction = ignore as *const () as usize;
+            libc::sigaction(libc::SIGURG, &action, std::ptr::null_mut());
+        }
+        let (a, b) = UnixStream::pair().unwrap();
+        b.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            .unwrap();
+        let waiting = std::thread::spawn(move || {
+            let mut buf = [0u8; 16];
+            let mut fds = Vec::new();
+            recv_with_fds(&b, &mut buf, &mut fds).map(|n| buf[..n].to_vec())
+        });
+        use std::os::unix::thread::JoinHandleExt;
+        for _ in 0..3 {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            // SAFETY: the thread is alive: it waits until `a` sends.
+            unsafe { libc::pthread_kill(waiting.as_pthread_t(), libc::SIGURG) };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(
+            !waiting.is_finished(),
+            "the wait ended early: {:?}",
+            waiting.join().unwrap()
+        );
+        send_with_fds(&a, b"late", &[]).unwrap();
+        assert_eq!(waiting.join().unwrap().unwrap(), b"late");
     }
 }
