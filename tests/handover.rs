@@ -79,6 +79,8 @@ fn a_hand_over_under_load_loses_no_request_and_no_swarm() {
     let (code, log) = old.wait_exit(Duration::from_secs(30));
     assert_eq!(code, Some(0), "{log}");
     assert!(log.contains("handed over"), "{log}");
+    // The control socket is the new tracker's now: the old one left it.
+    assert!(std::fs::symlink_metadata(&control.0).is_ok(), "{log}");
 
     for (name, summary) in [
         ("udp", udp.join().unwrap().expect("load-test udp")),
@@ -95,6 +97,8 @@ fn a_hand_over_under_load_loses_no_request_and_no_swarm() {
     assert_eq!(client.scrape(&hashes), before);
     let log = new.stop();
     assert!(log.contains("took over"), "{log}");
+    // ... and removes it at its own stop.
+    assert!(std::fs::symlink_metadata(&control.0).is_err(), "{log}");
 }
 
 #[test]
@@ -361,4 +365,78 @@ fn a_successor_lost_after_go_costs_a_restart_not_a_swarm() {
     let restarted = Tracker::builder().udp(None).state_file(&state.0).start();
     let mut client = Client::new("127.0.0.9:0", restarted.udp[0]);
     assert_eq!(client.scrape(&hashes), before);
+}
+
+/// Only a socket that no tracker listens on may be replaced: any other file
+/// at `runtime.control_socket` is a start-up error that names it, and stays.
+#[test]
+fn a_file_at_the_control_socket_path_is_a_start_up_error() {
+    let control = TempPath::new("tracker-test-control", "sock");
+    let config = control_config(&control.0);
+    let target = TempPath::new("tracker-test-control-target", "txt");
+    std::fs::write(&target.0, "not a socket").unwrap();
+    for kind in ["a regular file", "a symbolic link"] {
+        let _ = std::fs::remove_file(&control.0);
+        match kind {
+            "a regular file" => std::fs::write(&control.0, "an operator's file").unwrap(),
+            _ => std::os::unix::fs::symlink(&target.0, &control.0).unwrap(),
+        }
+        let (code, err) = Tracker::builder()
+            .udp(None)
+            .config(&config)
+            .spawn()
+            .wait_exit(Duration::from_secs(20));
+        assert_eq!(code, Some(1), "{kind}: {err}");
+        assert!(
+            err.contains(&control.0.display().to_string())
+                && err.contains("runtime.control_socket")
+                && err.contains(kind),
+            "{kind}: {err}"
+        );
+        let left = std::fs::symlink_metadata(&control.0).expect("still there");
+        assert_eq!(left.file_type().is_symlink(), kind == "a symbolic link");
+    }
+    assert_eq!(std::fs::read(&target.0).unwrap(), b"not a socket");
+}
+
+/// The control socket goes at a stop; a stale one (no tracker listens) is
+/// replaced at start.
+#[test]
+fn the_control_socket_is_removed_at_a_stop() {
+    let control = TempPath::new("tracker-test-control", "sock");
+    let config = control_config(&control.0);
+    for _ in 0..2 {
+        let tracker = Tracker::builder().udp(None).config(&config).start();
+        assert!(std::fs::symlink_metadata(&control.0).is_ok());
+        let log = tracker.stop();
+        assert!(std::fs::symlink_metadata(&control.0).is_err(), "{log}");
+    }
+    // One left by a tracker killed outright is replaced.
+    let killed = Tracker::builder().udp(None).config(&config).start();
+    drop(killed);
+    assert!(std::fs::symlink_metadata(&control.0).is_ok());
+    let tracker = Tracker::builder().udp(None).config(&config).start();
+    tracker.stop();
+    assert!(std::fs::symlink_metadata(&control.0).is_err());
+}
+
+/// A relative `runtime.control_socket` (the default, `tracker.control`) is
+/// taken from `$RUNTIME_DIRECTORY`, which systemd sets from
+/// `RuntimeDirectory=`.
+#[test]
+fn a_relative_control_socket_goes_to_the_runtime_directory() {
+    let dir = std::env::temp_dir().join(format!("tracker-test-runtime-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tracker = Tracker::builder()
+        .udp(None)
+        .config("[runtime]\ncontrol_socket = \"tracker-test.control\"\n")
+        .env("RUNTIME_DIRECTORY", dir.to_str().unwrap())
+        .start();
+    let socket = dir.join("tracker-test.control");
+    let meta = std::fs::symlink_metadata(&socket);
+    let log = tracker.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+    use std::os::unix::fs::FileTypeExt;
+    assert!(meta.is_ok_and(|m| m.file_type().is_socket()), "{log}");
+    assert!(!Path::new("tracker-test.control").exists(), "{log}");
 }

@@ -4,9 +4,8 @@
 use std::io::{self, BufReader, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use tracing::{info, warn};
@@ -18,15 +17,18 @@ use crate::start::bind::WorkerSockets;
 use crate::start::instance::InstanceLock;
 
 use super::{
-    check_peer, peer_pid, read_line, write_manifest, Handed, Kind, Manifest, STEP_TIMEOUT, VERSION,
+    check_peer, peer_pid, read_line, write_manifest, ControlFile, Handed, Kind, Manifest,
+    STEP_TIMEOUT, VERSION,
 };
 
 /// Copies of every socket a hand-over gives away (its own descriptors, so
-/// that the workers keep theirs).
+/// that the workers keep theirs); the control socket's with the id of its
+/// file, for the successor to remove it at its stop.
 pub fn copies(
     sockets: &[WorkerSockets],
     locks: &InstanceLock,
     control: &UnixListener,
+    control_file: &ControlFile,
 ) -> io::Result<Vec<Handed>> {
     let mut handed = Vec::new();
     let mut push = |kind, worker, addr: io::Result<SocketAddr>, fd: io::Result<OwnedFd>| {
@@ -63,7 +65,7 @@ pub fn copies(
     handed.push(Handed {
         kind: Kind::Control,
         worker: 0,
-        addr: "-".into(),
+        addr: control_file.id(),
         fd: dup(control)?,
     });
     Ok(handed)
@@ -71,37 +73,6 @@ pub fn copies(
 
 fn dup(fd: &impl AsFd) -> io::Result<OwnedFd> {
     fd.as_fd().try_clone_to_owned()
-}
-
-/// The control socket at `path`, for the user the tracker will serve as
-/// (`owner`, when it drops root): None when another tracker holds it (its
-/// own hand-overs go on; this one has none).
-pub fn bind_control(
-    path: &Path,
-    owner: Option<(libc::uid_t, libc::gid_t)>,
-) -> Result<Option<UnixListener>, String> {
-    let fail = |e: io::Error| format!("control socket {}: {e}", path.display());
-    match UnixStream::connect(path) {
-        Ok(_) => {
-            warn!(
-                "control socket {}: another tracker listens there; this one takes no \
-                 hand-over (set runtime.control_socket to a path of its own)",
-                path.display()
-            );
-            return Ok(None);
-        }
-        // A socket left by a tracker that is gone, or no file at all.
-        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-            std::fs::remove_file(path).map_err(fail)?;
-        }
-        Err(_) => {}
-    }
-    let listener = UnixListener::bind(path).map_err(fail)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(fail)?;
-    if let Some((uid, gid)) = owner {
-        std::os::unix::fs::chown(path, Some(uid), Some(gid)).map_err(fail)?;
-    }
-    Ok(Some(listener))
 }
 
 /// Starts this tracker's successor: the binary at the path this one was

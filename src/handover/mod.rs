@@ -28,10 +28,12 @@
 //! successor), `take` the new one's; the manifest and the checks both sides
 //! make are here.
 
+mod control;
 mod give;
 mod take;
 
-pub use give::{bind_control, copies, send_swarms, serve_control, start_successor, Pending};
+pub use control::{bind_control, ControlFile};
+pub use give::{copies, send_swarms, serve_control, start_successor, Pending};
 pub use take::TakeOver;
 
 use std::io::{self, BufRead, Read};

@@ -16,8 +16,8 @@ use crate::start::bind::WorkerSockets;
 use crate::start::instance::InstanceLock;
 
 use super::{
-    check_peer, parse_manifest, read_line, Handed, Kind, Manifest, MAX_MANIFEST, STEP_TIMEOUT,
-    VERSION,
+    check_peer, parse_manifest, read_line, ControlFile, Handed, Kind, Manifest, MAX_MANIFEST,
+    STEP_TIMEOUT, VERSION,
 };
 
 /// The new tracker's side: connected, with the old one's sockets.
@@ -77,13 +77,13 @@ impl TakeOver {
 
     /// The old tracker's sockets as this one's workers take them, after
     /// checking that they serve what `config` asks for, `workers` workers
-    /// alike; its locks go to `lock`. And its control socket.
+    /// alike; its locks go to `lock`. And its control socket, with its file.
     pub fn sockets(
         &mut self,
         config: &Config,
         workers: usize,
         lock: &mut InstanceLock,
-    ) -> Result<(Vec<WorkerSockets>, UnixListener), String> {
+    ) -> Result<(Vec<WorkerSockets>, (UnixListener, ControlFile)), String> {
         if workers != self.manifest.workers {
             return Err(format!(
                 "cannot take over: the running tracker has {} workers and this one would have \
@@ -130,7 +130,12 @@ impl TakeOver {
         for h in self.handed.drain(..) {
             match h.kind {
                 Kind::Lock => lock.adopt(h.fd),
-                Kind::Control => control = Some(UnixListener::from(h.fd)),
+                Kind::Control => {
+                    control = Some((
+                        UnixListener::from(h.fd),
+                        ControlFile::taken(&self.path, &h.addr),
+                    ))
+                }
                 kind => {
                     let sockets = per_worker.get_mut(h.worker).ok_or_else(|| {
                         format!("cannot take over: a socket of worker {}", h.worker)

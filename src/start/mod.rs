@@ -90,7 +90,7 @@ pub fn run(
     let tls = tls_config(&config)?;
     // Held until the process ends: the ports are this tracker's alone.
     let mut lock = InstanceLock::default();
-    let control_path = config.runtime.control_socket().map(PathBuf::from);
+    let control_path = config.runtime.control_socket();
     let owner = match &privilege_plan {
         PrivilegePlan::Drop { identity, .. } => Some((identity.uid, identity.gid)),
         PrivilegePlan::Keep => None,
@@ -187,8 +187,10 @@ pub fn run(
     let (snapshot_writer, snapshots) = snapshots.unzip();
     let shutdown = Shutdown::new(workers);
     let hand_over = Arc::new(handover::Pending::default());
-    if let Some(control) = control {
-        let handed = handover::copies(&sockets, &lock, &control)
+    // Removed when this returns, unless a successor took it.
+    let (control, mut control_file) = control.unzip();
+    if let (Some(control), Some(control_file)) = (control, &control_file) {
+        let handed = handover::copies(&sockets, &lock, &control, control_file)
             .map_err(|e| format!("cannot copy the sockets for a hand-over: {e}"))?;
         let manifest = handover::Manifest { workers, secret };
         handover::serve_control(
@@ -259,6 +261,9 @@ pub fn run(
                     sections.iter().map(|s| s.peers()).sum::<u64>(),
                     started.elapsed().as_millis()
                 );
+                if let Some(file) = &mut control_file {
+                    file.handed_over();
+                }
                 // The state file is written below for a crash of the new one
                 // before its first snapshot: with a CPU no one else wants,
                 // as the new one restores the swarms on the same CPUs.

@@ -9,7 +9,7 @@
 //! values of `Default`, so it cannot drift from the code.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use documented::{Documented, DocumentedFields};
 use serde::{Deserialize, Serialize};
@@ -170,8 +170,14 @@ pub struct RuntimeConfig {
     /// The Unix socket through which a new tracker started with
     /// --take-over takes this one's sockets and swarms (an upgrade without
     /// a gap). Created at start, private to the user the tracker serves as
-    /// (mode 0600, and a peer of any other user is refused); a relative
-    /// path is taken from the working directory. Empty: no hand-over.
+    /// (mode 0600, and a peer of any other user is refused), and removed at
+    /// the stop. A relative path is taken from $RUNTIME_DIRECTORY, which
+    /// systemd sets from the unit's RuntimeDirectory= (/run/tracker for
+    /// the unit in deploy/), else from the working directory. Keep it in a
+    /// directory only the tracker's user and root can write, such as that
+    /// one: whoever can write there can remove the socket, and so the
+    /// hand-overs. Only a socket no tracker listens on is replaced at start;
+    /// any other file there stops the start. Empty: no hand-over.
     pub control_socket: String,
     /// Networks (such as "127.0.0.0/8" or "2001:db8::/48") whose clients no
     /// limit per client counts: not the new-torrent budgets, the peers per
@@ -232,10 +238,13 @@ impl RuntimeConfig {
         )
     }
 
-    /// The key of the owner function, if one is set (validated already).
-    /// The control socket, when hand-overs are on.
-    pub fn control_socket(&self) -> Option<&Path> {
-        Some(Path::new(&self.control_socket)).filter(|_| !self.control_socket.is_empty())
+    /// The control socket, when hand-overs are on: a relative path in
+    /// `$RUNTIME_DIRECTORY` (the service's runtime directory), when set.
+    pub fn control_socket(&self) -> Option<PathBuf> {
+        control_socket_in(
+            &self.control_socket,
+            std::env::var_os("RUNTIME_DIRECTORY").as_deref(),
+        )
     }
 
     /// The networks exempt from the limits per client (validated already).
@@ -248,10 +257,28 @@ impl RuntimeConfig {
         )
     }
 
+    /// The key of the owner function, if one is set (validated already).
     pub fn owner_key(&self) -> Option<[u8; KEY_BYTES]> {
         hex_secret("runtime.owner_key", &self.owner_key)
             .ok()
             .flatten()
+    }
+}
+
+/// `path` (empty: none), a relative one in the first directory that
+/// `runtime_dirs` lists (systemd separates several with `:`), if any.
+fn control_socket_in(path: &str, runtime_dirs: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    if path.is_empty() {
+        return None;
+    }
+    let runtime_dir = runtime_dirs
+        .and_then(|dirs| dirs.as_bytes().split(|&b| b == b':').next())
+        .filter(|dir| !dir.is_empty())
+        .map(|dir| Path::new(std::ffi::OsStr::from_bytes(dir)));
+    match runtime_dir {
+        Some(dir) if Path::new(path).is_relative() => Some(dir.join(path)),
+        _ => Some(PathBuf::from(path)),
     }
 }
 
@@ -555,6 +582,29 @@ mod tests {
         ///
         /// And a paragraph.
         b: Vec<String>,
+    }
+
+    #[test]
+    fn a_relative_control_socket_is_in_the_runtime_directory() {
+        let dirs = |s: &'static str| Some(std::ffi::OsStr::new(s));
+        let at = |path, dirs| control_socket_in(path, dirs);
+        assert_eq!(at("", dirs("/run/tracker")), None);
+        assert_eq!(
+            at("tracker.control", dirs("/run/tracker:/run/other")),
+            Some(PathBuf::from("/run/tracker/tracker.control"))
+        );
+        assert_eq!(
+            at("/srv/t.control", dirs("/run/tracker")),
+            Some(PathBuf::from("/srv/t.control"))
+        );
+        assert_eq!(
+            at("tracker.control", None),
+            Some(PathBuf::from("tracker.control"))
+        );
+        assert_eq!(
+            at("tracker.control", dirs("")),
+            Some(PathBuf::from("tracker.control"))
+        );
     }
 
     #[test]
