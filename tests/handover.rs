@@ -35,6 +35,10 @@ fn fill(target: SocketAddr) -> ([InfoHash; 2], Vec<ScrapeStats>) {
 
 #[test]
 fn a_hand_over_under_load_loses_no_request_and_no_swarm() {
+    if !is_root() {
+        eprintln!("skipped: needs root (a successor started by hand must be root)");
+        return;
+    }
     let control = TempPath::new("tracker-test-control", "sock");
     let state = TempPath::new("tracker-test-handover", "state");
     let config = control_config(&control.0);
@@ -103,6 +107,10 @@ fn a_hand_over_under_load_loses_no_request_and_no_swarm() {
 
 #[test]
 fn a_hand_over_that_fails_midway_leaves_the_old_tracker_serving() {
+    if !is_root() {
+        eprintln!("skipped: needs root (a successor started by hand must be root)");
+        return;
+    }
     let control = TempPath::new("tracker-test-control", "sock");
     let config = control_config(&control.0);
     let old = Tracker::builder().udp(None).config(&config).start();
@@ -149,6 +157,30 @@ fn a_hand_over_that_fails_midway_leaves_the_old_tracker_serving() {
     assert!(log.contains("abandoned by it: still serving"), "{log}");
     let mut client = Client::new("127.0.0.6:0", new.udp[0]);
     assert_eq!(client.scrape(&hashes)[0].leechers, 2);
+}
+
+/// nobody's uid and gid, as `become_nobody` assumes.
+const NOBODY: u32 = 65534;
+
+/// Whether this test can start processes as nobody: it runs as root and
+/// nobody is uid 65534.
+fn can_be_nobody() -> bool {
+    // SAFETY: getpwnam's entry is read at once, before any other lookup.
+    is_root() && unsafe { (*libc::getpwnam(c"nobody".as_ptr())).pw_uid } == NOBODY
+}
+
+/// In a child before it runs the tracker: becomes nobody.
+fn become_nobody() -> std::io::Result<()> {
+    // SAFETY: plain system calls, async-signal-safe.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setgid(NOBODY) != 0
+            || libc::setuid(NOBODY) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 fn is_root() -> bool {
@@ -328,11 +360,113 @@ fn a_successor_started_as_root_takes_over_from_one_that_dropped_root() {
     assert_eq!(client.scrape(&hashes), before);
 }
 
+/// A tracker that serves as nobody (as a start-up message once suggested)
+/// is not taken over by any other process of nobody's: only root, or the
+/// successor it starts itself on SIGUSR2, may take it over.
+#[test]
+fn another_process_of_the_same_user_cannot_take_over() {
+    if !can_be_nobody() {
+        eprintln!("skipped: needs root, and nobody as uid {NOBODY}");
+        return;
+    }
+    let control = TempPath::new("tracker-test-control", "sock");
+    let config = control_config(&control.0);
+    let old = Tracker::builder()
+        .udp(None)
+        .config(&config)
+        .arg("--user")
+        .arg("nobody")
+        .without_allow_root()
+        .start();
+    let (hashes, before) = fill(old.udp[0]);
+    // The same binary, with the same config, started by nobody.
+    let (code, err) = Tracker::builder()
+        .udp(Some(old.udp[0]))
+        .config(&config)
+        .arg("--user")
+        .arg("nobody")
+        .without_allow_root()
+        .arg("--take-over")
+        .pre_exec(become_nobody)
+        .spawn()
+        .wait_exit(Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{err}");
+    let mut client = Client::new("127.0.0.11:0", old.udp[0]);
+    assert_eq!(client.scrape(&hashes), before);
+    let log = old.stop();
+    assert!(
+        log.contains("refused") && log.contains("neither root nor the tracker"),
+        "{log}"
+    );
+}
+
+/// Under a user of its own, SIGUSR2 still upgrades: the successor it starts
+/// runs as that user, and is the one process of it let in.
+#[test]
+fn sigusr2_upgrades_a_tracker_that_dropped_root() {
+    if !can_be_nobody() {
+        eprintln!("skipped: needs root, and nobody as uid {NOBODY}");
+        return;
+    }
+    let control = TempPath::new("tracker-test-control", "sock");
+    let config = control_config(&control.0);
+    let mut old = Tracker::builder()
+        .udp(None)
+        .config(&config)
+        .arg("--user")
+        .arg("nobody")
+        .without_allow_root()
+        .start();
+    let (hashes, before) = fill(old.udp[0]);
+    let old_pid = old.pid() as i32;
+    let mut cmdline = std::fs::read(format!("/proc/{old_pid}/cmdline")).unwrap();
+    cmdline.extend_from_slice(b"--take-over\0");
+    // The second while the first is under way (held up behind a request
+    // that says nothing) starts none: the first, once it has taken over,
+    // would refuse it.
+    let holding = ask_for_sockets(&control.0);
+    old.signal(libc::SIGUSR2);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while pid_running(&cmdline).is_none() {
+        assert!(std::time::Instant::now() < deadline, "no successor");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    old.signal(libc::SIGUSR2);
+    std::thread::sleep(Duration::from_millis(200));
+    drop(holding);
+    while old.is_running() {
+        assert!(std::time::Instant::now() < deadline, "no hand-over");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let new_pid = pid_running(&cmdline).expect("the successor, running");
+    let mut client = Client::new("127.0.0.12:0", old.udp[0]);
+    assert_eq!(client.scrape(&hashes), before);
+    // SAFETY: a signal to the successor, which this test started.
+    unsafe { libc::kill(new_pid, libc::SIGTERM) };
+    while !gone(new_pid) {
+        assert!(std::time::Instant::now() < deadline, "it did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (code, log) = old.wait_exit(Duration::from_secs(5));
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("took over"), "{log}");
+    assert!(
+        log.contains(&format!(
+            "SIGUSR2: pid {new_pid}, started on an earlier SIGUSR2"
+        )),
+        "{log}"
+    );
+}
+
 /// A successor that goes away after `go` (once the old tracker has
 /// stopped): the old one saves its swarms to its state file and exits 1,
 /// and the restart it then gets serves them.
 #[test]
 fn a_successor_lost_after_go_costs_a_restart_not_a_swarm() {
+    if !is_root() {
+        eprintln!("skipped: needs root (a successor started by hand must be root)");
+        return;
+    }
     use std::io::{BufRead, BufReader, Write};
     let control = TempPath::new("tracker-test-control", "sock");
     let state = TempPath::new("tracker-test-handover", "state");

@@ -153,3 +153,46 @@ fn too_little_locked_memory_for_the_workers_is_a_start_up_error() {
         "{err}"
     );
 }
+
+/// In a child before it runs the tracker: becomes nobody (uid and gid 65534).
+fn become_nobody() -> std::io::Result<()> {
+    // SAFETY: plain system calls, async-signal-safe.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setgid(65534) != 0
+            || libc::setuid(65534) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Another process of the tracker's user can neither trace it nor read its
+/// memory (the connection-id key, the swarms): it is not dumpable, which
+/// shows as its /proc files belonging to root. Started as that user, not
+/// dropped to it (a drop alone may leave it undumpable, as fs.suid_dumpable
+/// says).
+#[test]
+fn a_process_of_the_same_user_cannot_read_the_trackers_memory() {
+    // SAFETY: getpwnam's entry is read at once, before any other lookup.
+    if !is_root() || unsafe { (*libc::getpwnam(c"nobody".as_ptr())).pw_uid } != 65534 {
+        eprintln!("skipped: needs root, and nobody as uid 65534");
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    for started in ["as nobody", "as root, dropping to nobody"] {
+        let builder = Tracker::builder().udp(None);
+        let tracker = match started {
+            "as nobody" => builder.pre_exec(become_nobody),
+            _ => builder.arg("--user").arg("nobody").without_allow_root(),
+        }
+        .start();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", tracker.pid())).unwrap();
+        assert_eq!(ids(&status, "Uid:"), vec![65534; 4], "{started}: {status}");
+        let mem = std::fs::metadata(format!("/proc/{}/mem", tracker.pid())).unwrap();
+        assert_eq!(mem.uid(), 0, "{started}: /proc/PID/mem is its user's");
+        // And it serves as before.
+        assert!(connect_answers(&tracker), "{started}");
+    }
+}

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use tracing::{info, warn};
-use tracker_net::fd_pass::{send_with_fds, MAX_FDS};
+use tracker_net::fd_pass::{peer_credentials, peer_pidfd, pidfd_signal, send_with_fds, MAX_FDS};
 use tracker_runtime::shutdown::Shutdown;
 use tracker_swarm::state::{Framed, Section};
 
@@ -17,8 +17,7 @@ use crate::start::bind::WorkerSockets;
 use crate::start::instance::InstanceLock;
 
 use super::{
-    check_peer, peer_pid, read_line, write_manifest, ControlFile, Handed, Kind, Manifest,
-    STEP_TIMEOUT, VERSION,
+    peer_pid, read_line, write_manifest, ControlFile, Handed, Kind, Manifest, STEP_TIMEOUT, VERSION,
 };
 
 /// Copies of every socket a hand-over gives away (its own descriptors, so
@@ -75,12 +74,37 @@ fn dup(fd: &impl AsFd) -> io::Result<OwnedFd> {
     fd.as_fd().try_clone_to_owned()
 }
 
+/// The successors this tracker started on SIGUSR2 and has not reaped: the
+/// only processes of its own user (not root) it lets take over. Listed until
+/// reaped, so that no other process can have the pid meanwhile.
+#[derive(Default)]
+pub struct Successors(Mutex<Vec<u32>>);
+impl Successors {
+    fn edit(&self, f: impl FnOnce(&mut Vec<u32>)) {
+        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    fn contains(&self, pid: u32) -> bool {
+        let mut found = false;
+        self.edit(|pids| found = pids.contains(&pid));
+        found
+    }
+
+    /// The one under way, if any.
+    pub fn under_way(&self) -> Option<u32> {
+        let mut first = None;
+        self.edit(|pids| first = pids.first().copied());
+        first
+    }
+}
+
 /// Starts this tracker's successor: the binary at the path this one was
 /// started from (a new version installed there, typically), with the same
-/// arguments and `--take-over`. It inherits the environment, the output,
-/// the user and (under systemd) the unit. A thread reports its exit if it
-/// fails; once it has taken over, this process is gone.
-pub fn start_successor() -> io::Result<u32> {
+/// arguments and `--take-over`, listed in `successors` until it exits. It
+/// inherits the environment, the output, the user and (under systemd) the
+/// unit. A thread reports its exit if it fails; once it has taken over,
+/// this process is gone.
+pub fn start_successor(successors: &Arc<Successors>) -> io::Result<u32> {
     let mut args = std::env::args_os();
     let started_as = args.next().map(PathBuf::from);
     // The path, not /proc/self/exe: that is the old binary, even once a new
@@ -95,9 +119,13 @@ pub fn start_successor() -> io::Result<u32> {
         .stdin(std::process::Stdio::null())
         .spawn()?;
     let pid = child.id();
+    successors.edit(|pids| pids.push(pid));
+    let successors = successors.clone();
     std::thread::Builder::new()
         .name("successor".into())
         .spawn(move || {
+            wait_exited(pid);
+            successors.edit(|pids| pids.retain(|&p| p != pid));
             if let Ok(status) = child.wait() {
                 warn!(
                     "the new tracker (pid {pid}) exited ({status}) without taking over; this \
@@ -108,12 +136,31 @@ pub fn start_successor() -> io::Result<u32> {
     Ok(pid)
 }
 
-/// Where the old tracker keeps the connection of a hand-over under way, for
-/// the swarms once its workers have stopped.
+/// Waits until the child `pid` has exited, without reaping it.
+fn wait_exited(pid: u32) {
+    loop {
+        // SAFETY: siginfo_t is plain data that waitid fills.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: a child's pid and a siginfo_t to fill.
+        let rc =
+            unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) };
+        if rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return;
+        }
+    }
+}
+
+/// A hand-over under way: the connection, for the swarms once the workers
+/// have stopped.
+pub struct Handing {
+    pub stream: UnixStream,
+}
+
+/// Where the old tracker keeps the hand-over under way.
 #[derive(Default)]
-pub struct Pending(Mutex<Option<UnixStream>>);
+pub struct Pending(Mutex<Option<Handing>>);
 impl Pending {
-    pub fn take(&self) -> Option<UnixStream> {
+    pub fn take(&self) -> Option<Handing> {
         self.0.lock().ok().and_then(|mut s| s.take())
     }
 }
@@ -124,6 +171,7 @@ pub fn serve_control(
     listener: UnixListener,
     handed: Vec<Handed>,
     manifest: Manifest,
+    successors: Arc<Successors>,
     shutdown: Arc<Shutdown>,
     pending: Arc<Pending>,
 ) -> io::Result<()> {
@@ -133,7 +181,9 @@ pub fn serve_control(
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
                 let peer = peer_pid(&stream);
-                match offer(&stream, &handed, &manifest) {
+                let offered = admit(&stream, &successors)
+                    .and_then(|_successor| offer(&stream, &handed, &manifest));
+                match offered {
                     Ok(true) => {
                         if !shutdown.hand_over() {
                             warn!("hand-over to pid {peer}: refused, the tracker is stopping");
@@ -144,7 +194,7 @@ pub fn serve_control(
                              sending the swarms"
                         );
                         if let Ok(mut slot) = pending.0.lock() {
-                            *slot = Some(stream);
+                            *slot = Some(Handing { stream });
                         }
                         return;
                     }
@@ -156,10 +206,34 @@ pub fn serve_control(
     Ok(())
 }
 
+/// Lets in root, and a successor this tracker started itself (the process
+/// that connected, alive: not one that had its pid before); its pidfd. Any
+/// other process, of this tracker's own user too, is refused: under a user
+/// that other programs share, any of them could otherwise take the sockets,
+/// the swarms and the connection-id key.
+fn admit(stream: &UnixStream, successors: &Successors) -> io::Result<OwnedFd> {
+    let cred = peer_credentials(stream)?;
+    let pidfd = peer_pidfd(stream)?;
+    let started_here = || {
+        u32::try_from(cred.pid).is_ok_and(|pid| successors.contains(pid))
+            && pidfd_signal(&pidfd, 0).is_ok()
+    };
+    if cred.uid != 0 && !started_here() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "it runs as uid {}, and is neither root nor the tracker this one started on \
+                 SIGUSR2",
+                cred.uid
+            ),
+        ));
+    }
+    Ok(pidfd)
+}
+
 /// One request on the control socket: the sockets sent, then whether the
 /// new tracker said `go`.
 fn offer(stream: &UnixStream, handed: &[Handed], manifest: &Manifest) -> io::Result<bool> {
-    check_peer(stream, None)?;
     stream.set_read_timeout(Some(STEP_TIMEOUT))?;
     stream.set_write_timeout(Some(STEP_TIMEOUT))?;
     let mut reader = BufReader::new(stream);

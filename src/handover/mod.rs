@@ -2,9 +2,10 @@
 //! the running one's sockets and swarms.
 //!
 //! The running tracker listens on a Unix socket (`runtime.control_socket`),
-//! mode 0600 and owned by the user it serves as; a peer of any other user
-//! than that one or root is refused (`SO_PEERCRED`). The exchange, in lines
-//! of text:
+//! mode 0600 and owned by the user it serves as; it lets in root, and the
+//! successor it started itself on SIGUSR2 (`SO_PEERCRED`, `SO_PEERPIDFD`),
+//! and refuses any other process, of its own user too. The exchange, in
+//! lines of text:
 //!
 //! ```text
 //! new -> old  take-over 1
@@ -33,7 +34,7 @@ mod give;
 mod take;
 
 pub use control::{bind_control, ControlFile};
-pub use give::{copies, send_swarms, serve_control, start_successor, Pending};
+pub use give::{copies, send_swarms, serve_control, start_successor, Pending, Successors};
 pub use take::TakeOver;
 
 use std::io::{self, BufRead, Read};
@@ -166,10 +167,10 @@ fn read_line(reader: &mut impl BufRead) -> io::Result<String> {
     Ok(line)
 }
 
-/// The peer's credentials; refuses any user but ours and root.
-/// Refuses a peer that runs as another user than ours, root, or `also`
-/// (the user a new tracker started as root will become: the old one runs
-/// as it).
+/// The new tracker's check of the old one: refuses a peer that runs as
+/// another user than ours, root, or `also` (the user a new tracker started
+/// as root will become: the old one runs as it). The old one's check of the
+/// new one is stricter (`give::admit`).
 fn check_peer(stream: &UnixStream, also: Option<libc::uid_t>) -> io::Result<()> {
     let cred = peer_credentials(stream)?;
     // SAFETY: geteuid cannot fail.

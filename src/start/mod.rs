@@ -187,6 +187,7 @@ pub fn run(
     let (snapshot_writer, snapshots) = snapshots.unzip();
     let shutdown = Shutdown::new(workers);
     let hand_over = Arc::new(handover::Pending::default());
+    let successors = Arc::new(handover::Successors::default());
     // Removed when this returns, unless a successor took it.
     let (control, mut control_file) = control.unzip();
     if let (Some(control), Some(control_file)) = (control, &control_file) {
@@ -197,6 +198,7 @@ pub fn run(
             control,
             handed,
             manifest,
+            successors.clone(),
             shutdown.clone(),
             hand_over.clone(),
         )
@@ -208,6 +210,7 @@ pub fn run(
         tls.clone(),
         access.clone(),
         shutdown.clone(),
+        successors,
     )?;
     // Each worker takes its own handle on the file's bytes and drops it once
     // it has restored its torrents, so the bytes go as soon as all have.
@@ -251,9 +254,13 @@ pub fn run(
     // Every worker stopped on request and has handed over its swarms.
     drop(snapshot_writer);
     let sections: Vec<_> = sections.into_iter().flatten().collect();
-    if let Some(stream) = hand_over.take() {
+    if let Some(handing) = hand_over.take() {
         let started = std::time::Instant::now();
-        match handover::send_swarms(stream, &sections, tracker_runtime::clock::unix_secs()) {
+        match handover::send_swarms(
+            handing.stream,
+            &sections,
+            tracker_runtime::clock::unix_secs(),
+        ) {
             Ok(pid) => {
                 info!(
                     "handed over {} torrents and {} peers to pid {pid} in {} ms",

@@ -155,6 +155,65 @@ pub fn peer_credentials(socket: &impl AsRawFd) -> io::Result<libc::ucred> {
     Ok(cred)
 }
 
+/// `SO_PEERPIDFD` (Linux 6.5), in asm-generic's numbering (x86-64, arm64),
+/// which the libc crate does not have yet.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const SO_PEERPIDFD: libc::c_int = 77;
+
+/// A pidfd of the peer of a connected Unix socket: of the very process that
+/// connected (`SO_PEERPIDFD`, Linux 6.5), which a signal through it reaches
+/// or, once it has exited, no process at all. Before 6.5 (or on other
+/// architectures), of the process that has its pid now (`pidfd_open`),
+/// which is the one that connected unless it exited and its pid was reused.
+pub fn peer_pidfd(socket: &impl AsRawFd) -> io::Result<OwnedFd> {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    {
+        let mut fd: libc::c_int = -1;
+        let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes to `fd`.
+        let rc = unsafe {
+            libc::getsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                SO_PEERPIDFD,
+                (&mut fd as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        if rc == 0 && fd >= 0 {
+            // SAFETY: a new descriptor that the kernel made for us.
+            return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
+    }
+    let pid = peer_credentials(socket)?.pid;
+    // SAFETY: pidfd_open takes a pid and flags; the fd returned is ours.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Sends `signal` to the process of `pidfd` (0: none, to see whether it is
+/// still there): Err(ESRCH) once it has exited.
+pub fn pidfd_signal(pidfd: &OwnedFd, signal: libc::c_int) -> io::Result<()> {
+    // SAFETY: a valid pidfd, a signal number, no siginfo, no flags.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            signal,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,6 +256,17 @@ mod tests {
         let many = vec![a.as_raw_fd(); MAX_FDS + 1];
         assert!(send_with_fds(&a, b"x", &many).is_err());
         assert!(send_with_fds(&a, b"", &[]).is_err());
+    }
+
+    #[test]
+    fn the_pidfd_of_a_peer_is_of_the_process_that_connected() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        let pidfd = peer_pidfd(&a).unwrap();
+        pidfd_signal(&pidfd, 0).unwrap();
+        let fdinfo =
+            std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd())).unwrap();
+        let me = format!("Pid:\t{}", std::process::id());
+        assert!(fdinfo.lines().any(|l| l == me), "{fdinfo}");
     }
 
     extern "C" fn ignore(_: libc::c_int) {}
