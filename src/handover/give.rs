@@ -14,7 +14,6 @@ use tracker_runtime::shutdown::Shutdown;
 use tracker_swarm::state::{Framed, Section};
 
 use crate::start::bind::WorkerSockets;
-use crate::start::instance::InstanceLock;
 
 use super::{
     peer_pid, read_line, write_manifest, ControlFile, Handed, Kind, Manifest, STEP_TIMEOUT, VERSION,
@@ -25,7 +24,6 @@ use super::{
 /// file, for the successor to remove it at its stop.
 pub fn copies(
     sockets: &[WorkerSockets],
-    locks: &InstanceLock,
     control: &UnixListener,
     control_file: &ControlFile,
 ) -> io::Result<Vec<Handed>> {
@@ -52,14 +50,6 @@ pub fn copies(
                 push(kind, worker, listener.local_addr(), dup(listener))?;
             }
         }
-    }
-    for lock in locks.fds() {
-        handed.push(Handed {
-            kind: Kind::Lock,
-            worker: 0,
-            addr: "-".into(),
-            fd: dup(lock)?,
-        });
     }
     handed.push(Handed {
         kind: Kind::Control,

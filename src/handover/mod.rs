@@ -11,7 +11,7 @@
 //! new -> old  take-over 1
 //! old -> new  workers N / KIND WORKER ADDR ... / end     with every socket
 //!             (SCM_RIGHTS): each worker's UDP sockets and listeners, the
-//!             metrics listeners, the instance locks, the control socket
+//!             metrics listeners, the control socket (with its file's id)
 //! new -> old  go          once everything that can fail at its start has
 //! old         stops as on SIGTERM: no more reading, answers what it took
 //! old -> new  state LEN   and LEN bytes: the swarms, as a state file
@@ -67,6 +67,7 @@ pub enum Kind {
     Http,
     Https,
     Metrics,
+    /// A port's lock, which trackers of earlier versions send: dropped.
     Lock,
     Control,
 }

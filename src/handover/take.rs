@@ -13,7 +13,6 @@ use tracker_swarm::state::StateFile;
 
 use crate::config::Config;
 use crate::start::bind::WorkerSockets;
-use crate::start::instance::InstanceLock;
 
 use super::{
     check_peer, parse_manifest, read_line, ControlFile, Handed, Kind, Manifest, MAX_MANIFEST,
@@ -77,12 +76,11 @@ impl TakeOver {
 
     /// The old tracker's sockets as this one's workers take them, after
     /// checking that they serve what `config` asks for, `workers` workers
-    /// alike; its locks go to `lock`. And its control socket, with its file.
+    /// alike. And its control socket, with its file.
     pub fn sockets(
         &mut self,
         config: &Config,
         workers: usize,
-        lock: &mut InstanceLock,
     ) -> Result<(Vec<WorkerSockets>, (UnixListener, ControlFile)), String> {
         if workers != self.manifest.workers {
             return Err(format!(
@@ -129,7 +127,9 @@ impl TakeOver {
         let mut control = None;
         for h in self.handed.drain(..) {
             match h.kind {
-                Kind::Lock => lock.adopt(h.fd),
+                // The lock of a port, from a tracker of an earlier version:
+                // no longer used (see `crate::start::instance`).
+                Kind::Lock => drop(h.fd),
                 Kind::Control => {
                     control = Some((
                         UnixListener::from(h.fd),

@@ -30,7 +30,6 @@ use crate::signals::{
 };
 use crate::worker::{RestoreProgress, Worker, WorkerState};
 use bind::{bind_all, steer_udp, WorkerSockets};
-use instance::InstanceLock;
 use privileges::PrivilegePlan;
 
 /// The shared access list, read from its file; None when lists are off.
@@ -88,8 +87,6 @@ pub fn run(
     // Certificate problems first: they are the user's to fix, and a clear
     // message beats a bound port.
     let tls = tls_config(&config)?;
-    // Held until the process ends: the ports are this tracker's alone.
-    let mut lock = InstanceLock::default();
     let control_path = config.runtime.control_socket();
     let owner = match &privilege_plan {
         PrivilegePlan::Drop { identity, .. } => Some((identity.uid, identity.gid)),
@@ -100,10 +97,10 @@ pub fn run(
             "--take-over needs runtime.control_socket, the running tracker's control socket",
         )?;
         let mut taken = TakeOver::connect(path, owner.map(|(uid, _)| uid))?;
-        let (sockets, control) = taken.sockets(&config, workers, &mut lock)?;
+        let (sockets, control) = taken.sockets(&config, workers)?;
         (Some(taken), sockets, Some(control))
     } else {
-        let sockets = bind_all(&config, workers, &mut lock)?;
+        let sockets = bind_all(&config, workers)?;
         let control = match &control_path {
             Some(path) => handover::bind_control(path, owner)?,
             None => None,
@@ -191,7 +188,7 @@ pub fn run(
     // Removed when this returns, unless a successor took it.
     let (control, mut control_file) = control.unzip();
     if let (Some(control), Some(control_file)) = (control, &control_file) {
-        let handed = handover::copies(&sockets, &lock, &control, control_file)
+        let handed = handover::copies(&sockets, &control, control_file)
             .map_err(|e| format!("cannot copy the sockets for a hand-over: {e}"))?;
         let manifest = handover::Manifest { workers, secret };
         handover::serve_control(
