@@ -353,6 +353,14 @@ mod tests {
                 "runtime.control_socket",
             ),
             (
+                |c: &mut Config| c.runtime.handover_timeout_secs = 0,
+                "runtime.handover_timeout_secs",
+            ),
+            (
+                |c: &mut Config| c.runtime.handover_timeout_secs = 601,
+                "runtime.handover_timeout_secs",
+            ),
+            (
                 |c: &mut Config| c.swarm.max_peers_per_torrent = (1 << 24) - 1,
                 "swarm.max_peers_per_torrent",
             ),

@@ -458,16 +458,109 @@ fn sigusr2_upgrades_a_tracker_that_dropped_root() {
     );
 }
 
-/// A successor that goes away after `go` (once the old tracker has
-/// stopped): the old one saves its swarms to its state file and exits 1,
-/// and the restart it then gets serves them.
+/// Not a test of its own: the new tracker that the next test starts as a
+/// process of its own (`TRACKER_TEST_FAKE_SUCCESSOR=MODE:PATH`). It asks
+/// for the sockets, says `go`, then hangs up (MODE `hang-up`) or keeps the
+/// connection and says nothing more (`silent`), and waits to be killed.
 #[test]
-fn a_successor_lost_after_go_costs_a_restart_not_a_swarm() {
+fn fake_successor() {
+    let Ok(spec) = std::env::var("TRACKER_TEST_FAKE_SUCCESSOR") else {
+        return;
+    };
+    let (mode, path) = spec.split_once(':').expect("MODE:PATH");
+    let stream = ask_for_sockets(Path::new(path));
+    use std::io::Write;
+    (&stream).write_all(b"go\n").unwrap();
+    if mode == "hang-up" {
+        drop(stream);
+    }
+    loop {
+        std::thread::sleep(Duration::from_secs(60));
+    }
+}
+
+/// A child process, killed when dropped.
+struct Child(std::process::Child);
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A successor that goes away (hangs up) or silent after `go`, once the old
+/// tracker has stopped: the old one kills it, as it holds every socket, and
+/// serves again within seconds, in the same process, with the same swarms
+/// and connection ids; and can still hand over after.
+#[test]
+fn a_successor_lost_after_go_is_killed_and_the_old_tracker_serves_again() {
     if !is_root() {
         eprintln!("skipped: needs root (a successor started by hand must be root)");
         return;
     }
-    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::process::ExitStatusExt;
+    let control = TempPath::new("tracker-test-control", "sock");
+    let config = control_config(&control.0);
+    let old = Tracker::builder().udp(None).config(&config).start();
+    let (hashes, before) = fill(old.udp[0]);
+    let mut client = Client::new("127.0.0.9:0", old.udp[0]);
+    for mode in ["hang-up", "silent"] {
+        let mut fake = Child(
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "fake_successor",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(
+                    "TRACKER_TEST_FAKE_SUCCESSOR",
+                    format!("{mode}:{}", control.0.display()),
+                )
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        // Killed after runtime.handover_timeout_secs (5 s) of silence at
+        // most, once the old one has stopped (its drain: well under 1 s).
+        let started = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = fake.0.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(15),
+                "{mode}: the lost successor was not killed"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{mode}");
+        // The same swarms, and the same connection id still good.
+        assert_eq!(client.scrape(&hashes), before, "{mode}");
+    }
+    // It hands over as before.
+    let new = Tracker::builder()
+        .udp(Some(old.udp[0]))
+        .config(&config)
+        .arg("--take-over")
+        .start();
+    let (code, log) = old.wait_exit(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{log}");
+    assert_eq!(log.matches("killed it; serving again").count(), 2, "{log}");
+    let mut client = Client::new("127.0.0.13:0", new.udp[0]);
+    assert_eq!(client.scrape(&hashes), before);
+}
+
+/// A lost successor that the old tracker cannot kill (root's, while the old
+/// one dropped root) might still serve on its sockets: the old one does not
+/// serve beside it, but saves its swarms and exits 1, for a restart.
+#[test]
+fn a_lost_successor_that_cannot_be_killed_costs_a_restart_not_a_swarm() {
+    if !can_be_nobody() {
+        eprintln!("skipped: needs root, and nobody as uid {NOBODY}");
+        return;
+    }
     let control = TempPath::new("tracker-test-control", "sock");
     let state = TempPath::new("tracker-test-handover", "state");
     let config = control_config(&control.0);
@@ -475,29 +568,33 @@ fn a_successor_lost_after_go_costs_a_restart_not_a_swarm() {
         .udp(None)
         .config(&config)
         .state_file(&state.0)
+        .arg("--user")
+        .arg("nobody")
+        .without_allow_root()
         .start();
     let (hashes, before) = fill(old.udp[0]);
-    // A successor of our own that reads the manifest (its descriptors are
-    // closed unread), says go and hangs up.
-    let stream = std::os::unix::net::UnixStream::connect(&control.0).unwrap();
-    (&stream).write_all(b"take-over 1\n").unwrap();
-    let mut reader = BufReader::new(&stream);
-    let mut line = String::new();
-    while line != "end\n" {
-        line.clear();
-        assert!(
-            reader.read_line(&mut line).unwrap() > 0,
-            "manifest cut short"
-        );
-    }
-    (&stream).write_all(b"go\n").unwrap();
-    drop(reader);
-    drop(stream);
+    let _fake = Child(
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "fake_successor",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(
+                "TRACKER_TEST_FAKE_SUCCESSOR",
+                format!("silent:{}", control.0.display()),
+            )
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let (code, log) = old.wait_exit(Duration::from_secs(30));
     assert_eq!(code, Some(1), "{log}");
-    assert!(log.contains("hand-over failed after the stop"), "{log}");
+    assert!(log.contains("cannot serve again"), "{log}");
     let restarted = Tracker::builder().udp(None).state_file(&state.0).start();
-    let mut client = Client::new("127.0.0.9:0", restarted.udp[0]);
+    let mut client = Client::new("127.0.0.14:0", restarted.udp[0]);
     assert_eq!(client.scrape(&hashes), before);
 }
 

@@ -7,6 +7,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tracing::{info, warn};
 use tracker_net::fd_pass::{peer_credentials, peer_pidfd, pidfd_signal, send_with_fds, MAX_FDS};
@@ -16,7 +17,8 @@ use tracker_swarm::state::{Framed, Section};
 use crate::start::bind::WorkerSockets;
 
 use super::{
-    peer_pid, read_line, write_manifest, ControlFile, Handed, Kind, Manifest, STEP_TIMEOUT, VERSION,
+    distribute, notify_main_pid, peer_pid, read_line, write_manifest, ControlFile, Handed, Kind,
+    Manifest, STEP_TIMEOUT, VERSION,
 };
 
 /// Copies of every socket a hand-over gives away (its own descriptors, so
@@ -141,9 +143,12 @@ fn wait_exited(pid: u32) {
 }
 
 /// A hand-over under way: the connection, for the swarms once the workers
-/// have stopped.
+/// have stopped; the new tracker's process; and this one's copies of the
+/// sockets it was sent, to serve again should it be lost.
 pub struct Handing {
-    pub stream: UnixStream,
+    stream: UnixStream,
+    successor: OwnedFd,
+    handed: Vec<Handed>,
 }
 
 /// Where the old tracker keeps the hand-over under way.
@@ -171,10 +176,11 @@ pub fn serve_control(
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
                 let peer = peer_pid(&stream);
-                let offered = admit(&stream, &successors)
-                    .and_then(|_successor| offer(&stream, &handed, &manifest));
+                let offered = admit(&stream, &successors).and_then(|successor| {
+                    Ok(offer(&stream, &handed, &manifest)?.then_some(successor))
+                });
                 match offered {
-                    Ok(true) => {
+                    Ok(Some(successor)) => {
                         if !shutdown.hand_over() {
                             warn!("hand-over to pid {peer}: refused, the tracker is stopping");
                             continue;
@@ -184,11 +190,15 @@ pub fn serve_control(
                              sending the swarms"
                         );
                         if let Ok(mut slot) = pending.0.lock() {
-                            *slot = Some(Handing { stream });
+                            *slot = Some(Handing {
+                                stream,
+                                successor,
+                                handed,
+                            });
                         }
                         return;
                     }
-                    Ok(false) => info!("hand-over to pid {peer} abandoned by it: still serving"),
+                    Ok(None) => info!("hand-over to pid {peer} abandoned by it: still serving"),
                     Err(e) => warn!("hand-over to pid {peer} refused: {e}; still serving"),
                 }
             }
@@ -247,21 +257,86 @@ fn offer(stream: &UnixStream, handed: &[Handed], manifest: &Manifest) -> io::Res
     }
 }
 
-/// Sends the swarms to the new tracker and waits for its `ok`.
-pub fn send_swarms(stream: UnixStream, sections: &[Section], now_unix: u64) -> io::Result<u64> {
-    stream.set_write_timeout(Some(STEP_TIMEOUT))?;
-    stream.set_read_timeout(Some(STEP_TIMEOUT))?;
-    let file = Framed::new(sections, now_unix);
-    let mut out = io::BufWriter::with_capacity(1 << 20, &stream);
-    writeln!(out, "state {}", file.byte_len())?;
-    for part in file.parts() {
-        out.write_all(part)?;
+impl Handing {
+    /// The new tracker's pid.
+    pub fn pid(&self) -> i32 {
+        peer_pid(&self.stream)
     }
-    out.flush()?;
-    drop(out);
-    let answer = read_line(&mut BufReader::new(&stream))?;
-    if answer != "ok" {
-        return Err(io::Error::other(format!("the new tracker said `{answer}`")));
+
+    /// Sends the swarms to the new tracker and waits for its `ok`, at most
+    /// `timeout` for each write and for the `ok`.
+    pub fn send_swarms(
+        &self,
+        sections: &[Section],
+        now_unix: u64,
+        timeout: Duration,
+    ) -> io::Result<()> {
+        let stream = &self.stream;
+        stream.set_write_timeout(Some(timeout))?;
+        stream.set_read_timeout(Some(timeout))?;
+        let file = Framed::new(sections, now_unix);
+        let mut out = io::BufWriter::with_capacity(1 << 20, stream);
+        writeln!(out, "state {}", file.byte_len())?;
+        for part in file.parts() {
+            out.write_all(part)?;
+        }
+        out.flush()?;
+        drop(out);
+        let answer = read_line(&mut BufReader::new(stream))?;
+        if answer != "ok" {
+            return Err(io::Error::other(format!("the new tracker said `{answer}`")));
+        }
+        Ok(())
     }
-    Ok(peer_pid(&stream) as u64)
+
+    /// After a hand-over failed past `go`: kills the new tracker, which
+    /// holds every socket and must not serve on them beside this one, and
+    /// gives the sockets back for this one's workers, with the control
+    /// socket. Err when it cannot be killed (it runs as root, this one not).
+    pub fn reclaim(self, workers: usize) -> Result<(Vec<WorkerSockets>, UnixListener), String> {
+        let pid = self.pid();
+        // Before the kill: the service manager must not take the death of
+        // a process it was told is the main one for the service's.
+        notify_main_pid();
+        match pidfd_signal(&self.successor, libc::SIGKILL) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+            Err(e) => return Err(format!("cannot kill the new tracker (pid {pid}): {e}")),
+        }
+        if !exits_within(&self.successor, KILL_WAIT) {
+            return Err(format!(
+                "the new tracker (pid {pid}) has not exited {} s after SIGKILL",
+                KILL_WAIT.as_secs()
+            ));
+        }
+        let (sockets, control) = distribute(self.handed, workers)?;
+        let (control, _) = control.ok_or("no copy of the control socket")?;
+        Ok((sockets, control))
+    }
+}
+
+/// How long a killed successor may take to exit (and so to close the
+/// sockets it holds): a process killed takes milliseconds, unless stuck in
+/// the kernel.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// Whether the process of `pidfd` exits within `wait` (a pidfd reads as
+/// ready once it has).
+fn exits_within(pidfd: &OwnedFd, wait: Duration) -> bool {
+    let mut poll = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        // SAFETY: one pollfd, alive for the call.
+        match unsafe { libc::poll(&mut poll, 1, left.as_millis() as libc::c_int) } {
+            n if n > 0 => return true,
+            0 => return false,
+            _ if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => {}
+            _ => return false,
+        }
+    }
 }

@@ -2,12 +2,10 @@
 //! against its config, then the swarms.
 
 use std::io::{self, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, UdpSocket};
-use std::os::unix::ffi::OsStrExt;
+use std::net::SocketAddr;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 
-use tracing::warn;
 use tracker_net::fd_pass::recv_with_fds;
 use tracker_swarm::state::StateFile;
 
@@ -15,8 +13,8 @@ use crate::config::Config;
 use crate::start::bind::WorkerSockets;
 
 use super::{
-    check_peer, parse_manifest, read_line, ControlFile, Handed, Kind, Manifest, MAX_MANIFEST,
-    STEP_TIMEOUT, VERSION,
+    check_peer, distribute, notify_main_pid, parse_manifest, read_line, ControlFile, Handed, Kind,
+    Manifest, MAX_MANIFEST, STEP_TIMEOUT, VERSION,
 };
 
 /// The new tracker's side: connected, with the old one's sockets.
@@ -122,36 +120,11 @@ impl TakeOver {
                 ));
             }
         }
-        let mut per_worker: Vec<WorkerSockets> =
-            (0..workers).map(|_| WorkerSockets::default()).collect();
-        let mut control = None;
-        for h in self.handed.drain(..) {
-            match h.kind {
-                // The lock of a port, from a tracker of an earlier version:
-                // no longer used (see `crate::start::instance`).
-                Kind::Lock => drop(h.fd),
-                Kind::Control => {
-                    control = Some((
-                        UnixListener::from(h.fd),
-                        ControlFile::taken(&self.path, &h.addr),
-                    ))
-                }
-                kind => {
-                    let sockets = per_worker.get_mut(h.worker).ok_or_else(|| {
-                        format!("cannot take over: a socket of worker {}", h.worker)
-                    })?;
-                    match kind {
-                        Kind::Udp => sockets.udp.push(UdpSocket::from(h.fd)),
-                        Kind::Http => sockets.http.push(TcpListener::from(h.fd)),
-                        Kind::Https => sockets.https.push(TcpListener::from(h.fd)),
-                        _ => sockets.metrics.push(TcpListener::from(h.fd)),
-                    }
-                }
-            }
-        }
-        let control =
+        let (per_worker, control) = distribute(std::mem::take(&mut self.handed), workers)
+            .map_err(|e| format!("cannot take over: {e}"))?;
+        let (control, id) =
             control.ok_or_else(|| "cannot take over: no control socket came".to_string())?;
-        Ok((per_worker, control))
+        Ok((per_worker, (control, ControlFile::taken(&self.path, &id))))
     }
 
     /// The control socket it came through.
@@ -198,28 +171,6 @@ impl TakeOver {
         notify_main_pid();
         (&self.stream).write_all(b"ok\n").map_err(fail)?;
         Ok((bytes, Predecessor(self.stream)))
-    }
-}
-
-/// Tells the service manager that started the tracker (systemd, through
-/// `$NOTIFY_SOCKET`, with `NotifyAccess=all`) that this process is now the
-/// service's main one, before the old one exits.
-fn notify_main_pid() {
-    use std::os::linux::net::SocketAddrExt;
-    use std::os::unix::net::{SocketAddr as UnixAddr, UnixDatagram};
-    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
-        return;
-    };
-    let path = path.as_encoded_bytes();
-    let addr = match path.strip_prefix(b"@") {
-        Some(name) => UnixAddr::from_abstract_name(name),
-        None => UnixAddr::from_pathname(Path::new(std::ffi::OsStr::from_bytes(path))),
-    };
-    let message = format!("MAINPID={}\n", std::process::id());
-    let sent = UnixDatagram::unbound()
-        .and_then(|socket| addr.and_then(|addr| socket.send_to_addr(message.as_bytes(), &addr)));
-    if let Err(e) = sent {
-        warn!("cannot tell the service manager this is the main process now: {e}");
     }
 }
 
