@@ -143,6 +143,21 @@ fn a_hand_over_that_fails_midway_leaves_the_old_tracker_serving() {
         .wait_exit(Duration::from_secs(20));
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("a hand-over keeps the addresses"), "{err}");
+    // It took the sockets and failed later (a chroot that is not there):
+    // the control socket is still the old one's, and stays.
+    let (code, err) = Tracker::builder()
+        .udp(Some(old.udp[0]))
+        .config(&config)
+        .arg("--user")
+        .arg("root")
+        .arg("--chroot")
+        .arg("/nonexistent-chroot-of-the-tests")
+        .arg("--take-over")
+        .spawn()
+        .wait_exit(Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("cannot chroot"), "{err}");
+    assert!(std::fs::symlink_metadata(&control.0).is_ok(), "{err}");
 
     // The old one serves on, with its swarms, and can still hand over.
     assert_eq!(client.scrape(&hashes), before);

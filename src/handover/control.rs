@@ -25,12 +25,14 @@ pub struct ControlFile {
     /// Its device and inode, which only this file has; None when a
     /// predecessor did not say (one from before this was sent).
     id: Option<(u64, u64)>,
-    /// Handed over with its socket: the successor removes it.
-    handed_over: bool,
+    /// This tracker's to remove: not while a predecessor still answers on
+    /// it, nor once a successor does.
+    ours: bool,
 }
 
 impl ControlFile {
-    /// The file of a predecessor, from the id its manifest gives.
+    /// The file of a predecessor, from the id its manifest gives: its own
+    /// until it has handed over (`took_over`).
     pub fn taken(path: &Path, id: &str) -> ControlFile {
         let id = id
             .split_once(':')
@@ -38,8 +40,13 @@ impl ControlFile {
         ControlFile {
             path: path.to_path_buf(),
             id,
-            handed_over: false,
+            ours: false,
         }
+    }
+
+    /// The predecessor has handed over: this tracker answers at this path.
+    pub fn took_over(&mut self) {
+        self.ours = true;
     }
 
     /// Its id for a successor's manifest (`-` when unknown).
@@ -48,9 +55,10 @@ impl ControlFile {
             .map_or_else(|| "-".into(), |(dev, ino)| format!("{dev}:{ino}"))
     }
 
-    /// The socket went to a successor, which now answers at this path.
+    /// The socket went to a successor, which now answers at this path (or
+    /// may: one lost that could not be killed).
     pub fn handed_over(&mut self) {
-        self.handed_over = true;
+        self.ours = false;
     }
 }
 
@@ -58,7 +66,7 @@ impl Drop for ControlFile {
     /// Removes the file while its path still names it: not one another
     /// tracker made since, nor whatever the path names inside a chroot.
     fn drop(&mut self) {
-        let Some(id) = self.id.filter(|_| !self.handed_over) else {
+        let Some(id) = self.id.filter(|_| self.ours) else {
             return;
         };
         let removed = split(&self.path).and_then(|(dir, name)| {
@@ -141,7 +149,7 @@ pub fn bind_control(
         ControlFile {
             path: path.to_path_buf(),
             id: Some(id),
-            handed_over: false,
+            ours: true,
         },
     )))
 }

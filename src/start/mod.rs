@@ -93,7 +93,7 @@ pub fn run(
         PrivilegePlan::Drop { identity, .. } => Some((identity.uid, identity.gid)),
         PrivilegePlan::Keep => None,
     };
-    let (mut taking_over, sockets, control) = if take_over {
+    let (mut taking_over, sockets, mut control) = if take_over {
         let path = control_path.as_deref().ok_or(
             "--take-over needs runtime.control_socket, the running tracker's control socket",
         )?;
@@ -153,6 +153,9 @@ pub fn run(
             let started = std::time::Instant::now();
             predecessor_name = Some(format!("the tracker at {}", taken.path().display()));
             let (bytes, old) = taken.swarms()?;
+            if let Some((_, file)) = &mut control {
+                file.took_over();
+            }
             info!(
                 "took over: {} bytes of swarms received in {} ms; restoring",
                 bytes.len(),
@@ -273,6 +276,9 @@ pub fn run(
                 // Saved, for the restart that serves them.
                 Err(why) => {
                     warn!("hand-over to pid {pid} failed after the stop: {e}; {why}");
+                    if let Some(file) = &mut control_file {
+                        file.handed_over();
+                    }
                     if let Some(path) = &state_path {
                         state_file::save(path, &sections)?;
                     }
