@@ -174,14 +174,15 @@ pub struct RuntimeConfig {
     /// The Unix socket through which a new tracker started with
     /// --take-over takes this one's sockets and swarms (an upgrade without
     /// a gap). Created at start, private to the user the tracker serves as
-    /// (mode 0600, and a peer of any other user is refused), and removed at
-    /// the stop. A relative path is taken from $RUNTIME_DIRECTORY, which
-    /// systemd sets from the unit's RuntimeDirectory= (/run/tracker for
-    /// the unit in deploy/), else from the working directory. Keep it in a
-    /// directory only the tracker's user and root can write, such as that
-    /// one: whoever can write there can remove the socket, and so the
-    /// hand-overs. Only a socket no tracker listens on is replaced at start;
-    /// any other file there stops the start. Empty: no hand-over.
+    /// (mode 0600; only root, and the successor SIGUSR2 starts, may take
+    /// over), and removed at the stop where that user may. A relative path
+    /// is taken from $RUNTIME_DIRECTORY, which systemd sets from the unit's
+    /// RuntimeDirectory= (/run/tracker for the unit in deploy/), else from
+    /// the working directory. Keep it in a directory only the tracker's
+    /// user and root can write, such as that one: whoever can write there
+    /// can remove the socket, and so the hand-overs. Only a socket no
+    /// tracker listens on is replaced at start; any other file there stops
+    /// the start. Empty: no hand-over.
     pub control_socket: String,
     /// Seconds a tracker that has stopped for a hand-over waits on the new
     /// tracker at each step after its `go` (1 to 600): to take each write
