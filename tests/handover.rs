@@ -516,7 +516,7 @@ fn a_successor_lost_after_go_is_killed_and_the_old_tracker_serves_again() {
     use std::os::unix::process::ExitStatusExt;
     let control = TempPath::new("tracker-test-control", "sock");
     let config = control_config(&control.0);
-    let old = Tracker::builder().udp(None).config(&config).start();
+    let mut old = Tracker::builder().udp(None).config(&config).start();
     let (hashes, before) = fill(old.udp[0]);
     let mut client = Client::new("127.0.0.9:0", old.udp[0]);
     for mode in ["hang-up", "silent"] {
@@ -538,16 +538,17 @@ fn a_successor_lost_after_go_is_killed_and_the_old_tracker_serves_again() {
                 .unwrap(),
         );
         // Killed after runtime.handover_timeout_secs (5 s) of silence at
-        // most, once the old one has stopped (its drain: well under 1 s).
+        // most, once the old one has stopped (its drain: well under 1 s);
+        // the bound leaves room for a busy machine, and is half of the
+        // minute an old tracker used to wait.
         let started = std::time::Instant::now();
         let status = loop {
             if let Some(status) = fake.0.try_wait().unwrap() {
                 break status;
             }
-            assert!(
-                started.elapsed() < Duration::from_secs(15),
-                "{mode}: the lost successor was not killed"
-            );
+            if started.elapsed() > Duration::from_secs(30) || !old.is_running() {
+                panic!("{mode}: the lost successor was not killed: {}", old.stop());
+            }
             std::thread::sleep(Duration::from_millis(50));
         };
         assert_eq!(status.signal(), Some(libc::SIGKILL), "{mode}");
