@@ -55,8 +55,10 @@ impl Default for LogConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct PrivilegesConfig {
     /// The user to become once the ports are bound, when started as root (so
-    /// ports below 1024 need no capabilities). Empty: stay who we are; as root
-    /// that needs allow_root.
+    /// ports below 1024 need no capabilities). Give it a user of its own,
+    /// such as tracker, not one other programs share such as nobody: any
+    /// process of that user could stop it, or remove its control socket.
+    /// Empty: stay who we are; as root that needs allow_root.
     pub user: String,
     /// The group to become; empty means the user's own group.
     pub group: String,
@@ -349,6 +351,14 @@ mod tests {
             (
                 |c: &mut Config| c.runtime.control_socket = "/run/tracker/".into(),
                 "runtime.control_socket",
+            ),
+            (
+                |c: &mut Config| c.runtime.handover_timeout_secs = 0,
+                "runtime.handover_timeout_secs",
+            ),
+            (
+                |c: &mut Config| c.runtime.handover_timeout_secs = 601,
+                "runtime.handover_timeout_secs",
             ),
             (
                 |c: &mut Config| c.swarm.max_peers_per_torrent = (1 << 24) - 1,

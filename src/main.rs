@@ -9,6 +9,12 @@ use tracker::config::{default_config_file, Config};
 use tracker::start;
 
 fn main() -> ExitCode {
+    // Before any secret is read: no other process of this user may read
+    // this one's memory.
+    if let Err(e) = start::privileges::undumpable() {
+        eprintln!("tracker: {e}");
+        return ExitCode::FAILURE;
+    }
     let cli = Cli::parse();
     if cli.print_config {
         print!("{}", default_config_file());

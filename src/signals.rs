@@ -21,6 +21,7 @@ use tracker_runtime::reloadable::Reloadable;
 use tracker_runtime::shutdown::Shutdown;
 
 use crate::config::Config;
+use crate::handover::Successors;
 use crate::reload::{Reloader, TimeLimit};
 
 pub use libc::{SIGHUP, SIGINT, SIGTERM, SIGUSR2};
@@ -111,13 +112,14 @@ pub struct Reloaded {
 /// stop, exits at once without saving, as a process killed by it would.
 /// SIGHUP asks the reload thread to reread the files (see `reload`) and
 /// returns at once: whatever a reload waits for, a stop is taken. SIGUSR2
-/// starts an upgrade (see `upgrade`).
+/// starts an upgrade (see `upgrade`), a successor listed in `successors`.
 pub fn spawn_signal_handler(
     signals: BlockedSignals,
     config: &Config,
     tls: Option<SharedTlsConfig>,
     access: Option<Arc<Reloadable<AccessList>>>,
     shutdown: Arc<Shutdown>,
+    successors: Arc<Successors>,
 ) -> Result<(), String> {
     let reloader = Reloader::spawn(reload(config, tls, access))
         .map_err(|e| format!("cannot start the reload thread: {e}"))?;
@@ -147,7 +149,7 @@ pub fn spawn_signal_handler(
             } else if signal == SIGHUP && !reloader.request() {
                 info!("SIGHUP: a reload is under way and another waits; this one joins it");
             } else if signal == SIGUSR2 {
-                upgrade(upgrades, &shutdown);
+                upgrade(upgrades, &shutdown, &successors);
             }
             ControlFlow::Continue(())
         })
@@ -156,18 +158,24 @@ pub fn spawn_signal_handler(
 }
 
 /// SIGUSR2: starts the binary at this tracker's path to take over from it
-/// (see `crate::handover`); this one serves until it has.
-fn upgrade(upgrades: bool, shutdown: &Shutdown) {
+/// (see `crate::handover`); this one serves until it has. One at a time:
+/// a second would be refused by the first once it has taken over, as it
+/// was not the one to start it.
+fn upgrade(upgrades: bool, shutdown: &Shutdown, successors: &Arc<Successors>) {
     if !upgrades {
         warn!("SIGUSR2: no upgrade without runtime.control_socket");
     } else if shutdown.is_requested() {
         warn!("SIGUSR2: the tracker is stopping; no upgrade");
+    } else if let Some(pid) = successors.under_way() {
+        warn!(
+            "SIGUSR2: pid {pid}, started on an earlier SIGUSR2, has not taken over yet; this \
+             one starts no other (send it again once that one has taken over or exited)"
+        );
     } else {
-        match crate::handover::start_successor() {
-            Ok(pid) => info!(
-                "SIGUSR2: started pid {pid} to take over; this tracker serves until it has \
-                 (a second SIGUSR2 meanwhile starts a second, which waits its turn)"
-            ),
+        match crate::handover::start_successor(successors) {
+            Ok(pid) => {
+                info!("SIGUSR2: started pid {pid} to take over; this tracker serves until it has")
+            }
             Err(e) => warn!("SIGUSR2: cannot start the new tracker: {e}; this one serves on"),
         }
     }

@@ -153,3 +153,130 @@ fn too_little_locked_memory_for_the_workers_is_a_start_up_error() {
         "{err}"
     );
 }
+
+/// In a child before it runs the tracker: becomes nobody (uid and gid 65534).
+fn become_nobody() -> std::io::Result<()> {
+    // SAFETY: plain system calls, async-signal-safe.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setgid(65534) != 0
+            || libc::setuid(65534) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Another process of the tracker's user can neither trace it nor read its
+/// memory (the connection-id key, the swarms): it is not dumpable, which
+/// shows as its /proc files belonging to root. Started as that user, not
+/// dropped to it (a drop alone may leave it undumpable, as fs.suid_dumpable
+/// says).
+#[test]
+fn a_process_of_the_same_user_cannot_read_the_trackers_memory() {
+    // SAFETY: getpwnam's entry is read at once, before any other lookup.
+    if !is_root() || unsafe { (*libc::getpwnam(c"nobody".as_ptr())).pw_uid } != 65534 {
+        eprintln!("skipped: needs root, and nobody as uid 65534");
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    for started in ["as nobody", "as root, dropping to nobody"] {
+        let builder = Tracker::builder().udp(None);
+        let tracker = match started {
+            "as nobody" => builder.pre_exec(become_nobody),
+            _ => builder.arg("--user").arg("nobody").without_allow_root(),
+        }
+        .start();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", tracker.pid())).unwrap();
+        assert_eq!(ids(&status, "Uid:"), vec![65534; 4], "{started}: {status}");
+        let mem = std::fs::metadata(format!("/proc/{}/mem", tracker.pid())).unwrap();
+        assert_eq!(mem.uid(), 0, "{started}: /proc/PID/mem is its user's");
+        // And it serves as before.
+        assert!(connect_answers(&tracker), "{started}");
+    }
+}
+
+/// A process of another user that holds a name a tracker of old took as
+/// its lock of a port (any user may bind any abstract socket name): it
+/// could not share the port with a tracker of root's (SO_REUSEPORT lets
+/// only sockets of one user share a port), so it must not stop one.
+#[test]
+fn a_lock_name_squatted_by_another_user_does_not_stop_the_start() {
+    // SAFETY: getpwnam's entry is read at once, before any other lookup.
+    if !is_root() || unsafe { (*libc::getpwnam(c"nobody".as_ptr())).pw_uid } != 65534 {
+        eprintln!("skipped: needs root, and nobody as uid 65534");
+        return;
+    }
+    let port = support::free_port();
+    let squatters: Vec<Squatter> = ["udp4", "tcp4"]
+        .iter()
+        .map(|proto| Squatter::start(&format!("tracker-lock/{proto}/{port}/*")))
+        .collect();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let tracker = Tracker::builder().udp(Some(addr)).http(Some(addr)).start();
+    assert!(connect_answers(&tracker));
+    drop(squatters);
+}
+
+/// A child process of nobody's that listens on an abstract Unix socket
+/// name; killed when dropped.
+struct Squatter(libc::pid_t);
+
+impl Squatter {
+    fn start(name: &str) -> Squatter {
+        // Everything the child needs is made before the fork: after it, the
+        // child makes system calls only.
+        // SAFETY: sockaddr_un is plain data; all zeroes is valid.
+        let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (to, from) in addr.sun_path[1..].iter_mut().zip(name.as_bytes()) {
+            *to = *from as libc::c_char;
+        }
+        let len = (std::mem::size_of::<libc::sa_family_t>() + 1 + name.len()) as libc::socklen_t;
+        let mut ready = [0; 2];
+        // SAFETY: a pipe into two ints.
+        assert_eq!(unsafe { libc::pipe(ready.as_mut_ptr()) }, 0);
+        // SAFETY: the child makes async-signal-safe system calls only, then
+        // waits to be killed.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe {
+                // Only the pipe's end kept: no copy of another test's socket
+                // (a port it is about to give a tracker) outlives the fork.
+                libc::dup2(ready[1], 3);
+                libc::syscall(libc::SYS_close_range, 4, u32::MAX, 0);
+                libc::setgroups(0, std::ptr::null());
+                libc::setgid(65534);
+                libc::setuid(65534);
+                let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+                let bound = libc::bind(fd, (&addr as *const libc::sockaddr_un).cast(), len) == 0
+                    && libc::listen(fd, 16) == 0;
+                libc::write(3, [bound as u8].as_ptr().cast(), 1);
+                loop {
+                    libc::pause();
+                }
+            }
+        }
+        let mut bound = [0u8];
+        // SAFETY: reads one byte into a one-byte buffer.
+        unsafe {
+            libc::close(ready[1]);
+            assert_eq!(libc::read(ready[0], bound.as_mut_ptr().cast(), 1), 1);
+            libc::close(ready[0]);
+        }
+        let squatter = Squatter(pid);
+        assert_eq!(bound[0], 1, "the squatter could not bind {name}");
+        squatter
+    }
+}
+
+impl Drop for Squatter {
+    fn drop(&mut self) {
+        // SAFETY: our own child, killed and reaped.
+        unsafe {
+            libc::kill(self.0, libc::SIGKILL);
+            libc::waitpid(self.0, std::ptr::null_mut(), 0);
+        }
+    }
+}

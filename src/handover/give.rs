@@ -4,29 +4,30 @@
 use std::io::{self, BufReader, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tracing::{info, warn};
-use tracker_net::fd_pass::{send_with_fds, MAX_FDS};
+use tracker_net::fd_pass::{peer_credentials, peer_pidfd, pidfd_signal, send_with_fds, MAX_FDS};
 use tracker_runtime::shutdown::Shutdown;
 use tracker_swarm::state::{Framed, Section};
 
 use crate::start::bind::WorkerSockets;
-use crate::start::instance::InstanceLock;
 
 use super::{
-    check_peer, peer_pid, read_line, write_manifest, Handed, Kind, Manifest, STEP_TIMEOUT, VERSION,
+    distribute, notify_main_pid, peer_pid, read_line, write_manifest, ControlFile, Handed, Kind,
+    Manifest, STEP_TIMEOUT, VERSION,
 };
 
 /// Copies of every socket a hand-over gives away (its own descriptors, so
-/// that the workers keep theirs).
+/// that the workers keep theirs); the control socket's with the id of its
+/// file, for the successor to remove it at its stop.
 pub fn copies(
     sockets: &[WorkerSockets],
-    locks: &InstanceLock,
     control: &UnixListener,
+    control_file: &ControlFile,
 ) -> io::Result<Vec<Handed>> {
     let mut handed = Vec::new();
     let mut push = |kind, worker, addr: io::Result<SocketAddr>, fd: io::Result<OwnedFd>| {
@@ -52,18 +53,10 @@ pub fn copies(
             }
         }
     }
-    for lock in locks.fds() {
-        handed.push(Handed {
-            kind: Kind::Lock,
-            worker: 0,
-            addr: "-".into(),
-            fd: dup(lock)?,
-        });
-    }
     handed.push(Handed {
         kind: Kind::Control,
         worker: 0,
-        addr: "-".into(),
+        addr: control_file.id(),
         fd: dup(control)?,
     });
     Ok(handed)
@@ -73,43 +66,37 @@ fn dup(fd: &impl AsFd) -> io::Result<OwnedFd> {
     fd.as_fd().try_clone_to_owned()
 }
 
-/// The control socket at `path`, for the user the tracker will serve as
-/// (`owner`, when it drops root): None when another tracker holds it (its
-/// own hand-overs go on; this one has none).
-pub fn bind_control(
-    path: &Path,
-    owner: Option<(libc::uid_t, libc::gid_t)>,
-) -> Result<Option<UnixListener>, String> {
-    let fail = |e: io::Error| format!("control socket {}: {e}", path.display());
-    match UnixStream::connect(path) {
-        Ok(_) => {
-            warn!(
-                "control socket {}: another tracker listens there; this one takes no \
-                 hand-over (set runtime.control_socket to a path of its own)",
-                path.display()
-            );
-            return Ok(None);
-        }
-        // A socket left by a tracker that is gone, or no file at all.
-        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-            std::fs::remove_file(path).map_err(fail)?;
-        }
-        Err(_) => {}
+/// The successors this tracker started on SIGUSR2 and has not reaped: the
+/// only processes of its own user (not root) it lets take over. Listed until
+/// reaped, so that no other process can have the pid meanwhile.
+#[derive(Default)]
+pub struct Successors(Mutex<Vec<u32>>);
+impl Successors {
+    fn edit(&self, f: impl FnOnce(&mut Vec<u32>)) {
+        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()));
     }
-    let listener = UnixListener::bind(path).map_err(fail)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(fail)?;
-    if let Some((uid, gid)) = owner {
-        std::os::unix::fs::chown(path, Some(uid), Some(gid)).map_err(fail)?;
+
+    fn contains(&self, pid: u32) -> bool {
+        let mut found = false;
+        self.edit(|pids| found = pids.contains(&pid));
+        found
     }
-    Ok(Some(listener))
+
+    /// The one under way, if any.
+    pub fn under_way(&self) -> Option<u32> {
+        let mut first = None;
+        self.edit(|pids| first = pids.first().copied());
+        first
+    }
 }
 
 /// Starts this tracker's successor: the binary at the path this one was
 /// started from (a new version installed there, typically), with the same
-/// arguments and `--take-over`. It inherits the environment, the output,
-/// the user and (under systemd) the unit. A thread reports its exit if it
-/// fails; once it has taken over, this process is gone.
-pub fn start_successor() -> io::Result<u32> {
+/// arguments and `--take-over`, listed in `successors` until it exits. It
+/// inherits the environment, the output, the user and (under systemd) the
+/// unit. A thread reports its exit if it fails; once it has taken over,
+/// this process is gone.
+pub fn start_successor(successors: &Arc<Successors>) -> io::Result<u32> {
     let mut args = std::env::args_os();
     let started_as = args.next().map(PathBuf::from);
     // The path, not /proc/self/exe: that is the old binary, even once a new
@@ -124,9 +111,13 @@ pub fn start_successor() -> io::Result<u32> {
         .stdin(std::process::Stdio::null())
         .spawn()?;
     let pid = child.id();
+    successors.edit(|pids| pids.push(pid));
+    let successors = successors.clone();
     std::thread::Builder::new()
         .name("successor".into())
         .spawn(move || {
+            wait_exited(pid);
+            successors.edit(|pids| pids.retain(|&p| p != pid));
             if let Ok(status) = child.wait() {
                 warn!(
                     "the new tracker (pid {pid}) exited ({status}) without taking over; this \
@@ -137,12 +128,34 @@ pub fn start_successor() -> io::Result<u32> {
     Ok(pid)
 }
 
-/// Where the old tracker keeps the connection of a hand-over under way, for
-/// the swarms once its workers have stopped.
+/// Waits until the child `pid` has exited, without reaping it.
+fn wait_exited(pid: u32) {
+    loop {
+        // SAFETY: siginfo_t is plain data that waitid fills.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: a child's pid and a siginfo_t to fill.
+        let rc =
+            unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) };
+        if rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return;
+        }
+    }
+}
+
+/// A hand-over under way: the connection, for the swarms once the workers
+/// have stopped; the new tracker's process; and this one's copies of the
+/// sockets it was sent, to serve again should it be lost.
+pub struct Handing {
+    stream: UnixStream,
+    successor: OwnedFd,
+    handed: Vec<Handed>,
+}
+
+/// Where the old tracker keeps the hand-over under way.
 #[derive(Default)]
-pub struct Pending(Mutex<Option<UnixStream>>);
+pub struct Pending(Mutex<Option<Handing>>);
 impl Pending {
-    pub fn take(&self) -> Option<UnixStream> {
+    pub fn take(&self) -> Option<Handing> {
         self.0.lock().ok().and_then(|mut s| s.take())
     }
 }
@@ -153,6 +166,7 @@ pub fn serve_control(
     listener: UnixListener,
     handed: Vec<Handed>,
     manifest: Manifest,
+    successors: Arc<Successors>,
     shutdown: Arc<Shutdown>,
     pending: Arc<Pending>,
 ) -> io::Result<()> {
@@ -162,8 +176,11 @@ pub fn serve_control(
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
                 let peer = peer_pid(&stream);
-                match offer(&stream, &handed, &manifest) {
-                    Ok(true) => {
+                let offered = admit(&stream, &successors).and_then(|successor| {
+                    Ok(offer(&stream, &handed, &manifest)?.then_some(successor))
+                });
+                match offered {
+                    Ok(Some(successor)) => {
                         if !shutdown.hand_over() {
                             warn!("hand-over to pid {peer}: refused, the tracker is stopping");
                             continue;
@@ -173,11 +190,15 @@ pub fn serve_control(
                              sending the swarms"
                         );
                         if let Ok(mut slot) = pending.0.lock() {
-                            *slot = Some(stream);
+                            *slot = Some(Handing {
+                                stream,
+                                successor,
+                                handed,
+                            });
                         }
                         return;
                     }
-                    Ok(false) => info!("hand-over to pid {peer} abandoned by it: still serving"),
+                    Ok(None) => info!("hand-over to pid {peer} abandoned by it: still serving"),
                     Err(e) => warn!("hand-over to pid {peer} refused: {e}; still serving"),
                 }
             }
@@ -185,10 +206,34 @@ pub fn serve_control(
     Ok(())
 }
 
+/// Lets in root, and a successor this tracker started itself (the process
+/// that connected, alive: not one that had its pid before); its pidfd. Any
+/// other process, of this tracker's own user too, is refused: under a user
+/// that other programs share, any of them could otherwise take the sockets,
+/// the swarms and the connection-id key.
+fn admit(stream: &UnixStream, successors: &Successors) -> io::Result<OwnedFd> {
+    let cred = peer_credentials(stream)?;
+    let pidfd = peer_pidfd(stream)?;
+    let started_here = || {
+        u32::try_from(cred.pid).is_ok_and(|pid| successors.contains(pid))
+            && pidfd_signal(&pidfd, 0).is_ok()
+    };
+    if cred.uid != 0 && !started_here() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "it runs as uid {}, and is neither root nor the tracker this one started on \
+                 SIGUSR2",
+                cred.uid
+            ),
+        ));
+    }
+    Ok(pidfd)
+}
+
 /// One request on the control socket: the sockets sent, then whether the
 /// new tracker said `go`.
 fn offer(stream: &UnixStream, handed: &[Handed], manifest: &Manifest) -> io::Result<bool> {
-    check_peer(stream, None)?;
     stream.set_read_timeout(Some(STEP_TIMEOUT))?;
     stream.set_write_timeout(Some(STEP_TIMEOUT))?;
     let mut reader = BufReader::new(stream);
@@ -212,21 +257,86 @@ fn offer(stream: &UnixStream, handed: &[Handed], manifest: &Manifest) -> io::Res
     }
 }
 
-/// Sends the swarms to the new tracker and waits for its `ok`.
-pub fn send_swarms(stream: UnixStream, sections: &[Section], now_unix: u64) -> io::Result<u64> {
-    stream.set_write_timeout(Some(STEP_TIMEOUT))?;
-    stream.set_read_timeout(Some(STEP_TIMEOUT))?;
-    let file = Framed::new(sections, now_unix);
-    let mut out = io::BufWriter::with_capacity(1 << 20, &stream);
-    writeln!(out, "state {}", file.byte_len())?;
-    for part in file.parts() {
-        out.write_all(part)?;
+impl Handing {
+    /// The new tracker's pid.
+    pub fn pid(&self) -> i32 {
+        peer_pid(&self.stream)
     }
-    out.flush()?;
-    drop(out);
-    let answer = read_line(&mut BufReader::new(&stream))?;
-    if answer != "ok" {
-        return Err(io::Error::other(format!("the new tracker said `{answer}`")));
+
+    /// Sends the swarms to the new tracker and waits for its `ok`, at most
+    /// `timeout` for each write and for the `ok`.
+    pub fn send_swarms(
+        &self,
+        sections: &[Section],
+        now_unix: u64,
+        timeout: Duration,
+    ) -> io::Result<()> {
+        let stream = &self.stream;
+        stream.set_write_timeout(Some(timeout))?;
+        stream.set_read_timeout(Some(timeout))?;
+        let file = Framed::new(sections, now_unix);
+        let mut out = io::BufWriter::with_capacity(1 << 20, stream);
+        writeln!(out, "state {}", file.byte_len())?;
+        for part in file.parts() {
+            out.write_all(part)?;
+        }
+        out.flush()?;
+        drop(out);
+        let answer = read_line(&mut BufReader::new(stream))?;
+        if answer != "ok" {
+            return Err(io::Error::other(format!("the new tracker said `{answer}`")));
+        }
+        Ok(())
     }
-    Ok(peer_pid(&stream) as u64)
+
+    /// After a hand-over failed past `go`: kills the new tracker, which
+    /// holds every socket and must not serve on them beside this one, and
+    /// gives the sockets back for this one's workers, with the control
+    /// socket. Err when it cannot be killed (it runs as root, this one not).
+    pub fn reclaim(self, workers: usize) -> Result<(Vec<WorkerSockets>, UnixListener), String> {
+        let pid = self.pid();
+        // Before the kill: the service manager must not take the death of
+        // a process it was told is the main one for the service's.
+        notify_main_pid();
+        match pidfd_signal(&self.successor, libc::SIGKILL) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+            Err(e) => return Err(format!("cannot kill the new tracker (pid {pid}): {e}")),
+        }
+        if !exits_within(&self.successor, KILL_WAIT) {
+            return Err(format!(
+                "the new tracker (pid {pid}) has not exited {} s after SIGKILL",
+                KILL_WAIT.as_secs()
+            ));
+        }
+        let (sockets, control) = distribute(self.handed, workers)?;
+        let (control, _) = control.ok_or("no copy of the control socket")?;
+        Ok((sockets, control))
+    }
+}
+
+/// How long a killed successor may take to exit (and so to close the
+/// sockets it holds): a process killed takes milliseconds, unless stuck in
+/// the kernel.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// Whether the process of `pidfd` exits within `wait` (a pidfd reads as
+/// ready once it has).
+fn exits_within(pidfd: &OwnedFd, wait: Duration) -> bool {
+    let mut poll = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        // SAFETY: one pollfd, alive for the call.
+        match unsafe { libc::poll(&mut poll, 1, left.as_millis() as libc::c_int) } {
+            n if n > 0 => return true,
+            0 => return false,
+            _ if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => {}
+            _ => return false,
+        }
+    }
 }

@@ -2,15 +2,16 @@
 //! the running one's sockets and swarms.
 //!
 //! The running tracker listens on a Unix socket (`runtime.control_socket`),
-//! mode 0600 and owned by the user it serves as; a peer of any other user
-//! than that one or root is refused (`SO_PEERCRED`). The exchange, in lines
-//! of text:
+//! mode 0600 and owned by the user it serves as; it lets in root, and the
+//! successor it started itself on SIGUSR2 (`SO_PEERCRED`, `SO_PEERPIDFD`),
+//! and refuses any other process, of its own user too. The exchange, in
+//! lines of text:
 //!
 //! ```text
 //! new -> old  take-over 1
 //! old -> new  workers N / KIND WORKER ADDR ... / end     with every socket
 //!             (SCM_RIGHTS): each worker's UDP sockets and listeners, the
-//!             metrics listeners, the instance locks, the control socket
+//!             metrics listeners, the control socket (with its file's id)
 //! new -> old  go          once everything that can fail at its start has
 //! old         stops as on SIGTERM: no more reading, answers what it took
 //! old -> new  state LEN   and LEN bytes: the swarms, as a state file
@@ -20,32 +21,44 @@
 //! The sockets are the same open sockets in both processes, so a datagram
 //! or a connection that arrives while neither reads waits in its queue. Up
 //! to `go` the old tracker serves as before: a new one that fails or goes
-//! away leaves it serving. After `go` the old one's swarms go to its state
-//! file too, so a new one that dies before `ok` loses nothing but the time
-//! a restart takes.
+//! away leaves it serving. After `go` it waits on the new one at most
+//! `runtime.handover_timeout_secs` at each step; a new one that goes away
+//! or falls silent before `ok` is killed (it holds every socket), and the
+//! old one serves again from the copies of the sockets and the swarms it
+//! still holds. Only one it cannot kill makes it save its state file and
+//! exit 1, for a restart.
 //!
 //! `give` is the running tracker's side (and how SIGUSR2 starts a
 //! successor), `take` the new one's; the manifest and the checks both sides
 //! make are here.
 
+mod control;
 mod give;
 mod take;
 
-pub use give::{bind_control, copies, send_swarms, serve_control, start_successor, Pending};
+pub use control::{bind_control, ControlFile};
+pub use give::{copies, serve_control, start_successor, Pending, Successors};
 pub use take::TakeOver;
 
 use std::io::{self, BufRead, Read};
+use std::net::{TcpListener, UdpSocket};
 use std::os::fd::OwnedFd;
-use std::os::unix::net::UnixStream;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
 use std::time::Duration;
+
+use tracing::warn;
 
 use tracker_net::fd_pass::peer_credentials;
 use tracker_proto::{decode_hex, Hex};
 
+use crate::start::bind::WorkerSockets;
+
 /// The version of the exchange; both ends must speak the same.
 const VERSION: u32 = 1;
 /// How long either end waits for the other at each step before the
-/// `go` (after it, the old one waits this long for `ok`).
+/// `go` (after it, the old one waits `runtime.handover_timeout_secs`).
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest manifest: a line per socket, at most `MAX_FDS` of them.
 const MAX_MANIFEST: usize = 64 << 10;
@@ -64,6 +77,7 @@ pub enum Kind {
     Http,
     Https,
     Metrics,
+    /// A port's lock, which trackers of earlier versions send: dropped.
     Lock,
     Control,
 }
@@ -153,6 +167,65 @@ fn parse_manifest(text: &str, fds: Vec<OwnedFd>) -> Result<(Manifest, Vec<Handed
     Ok((Manifest { workers, secret }, handed))
 }
 
+/// The control socket handed over, and the id of its file.
+type HandedControl = (UnixListener, String);
+
+/// The sockets handed over, as the workers take them: worker `i`'s to
+/// worker `i`, each kind in the order of the manifest, so that every
+/// `SO_REUSEPORT` group keeps its order; and the control socket, with its
+/// file's id.
+fn distribute(
+    handed: Vec<Handed>,
+    workers: usize,
+) -> Result<(Vec<WorkerSockets>, Option<HandedControl>), String> {
+    let mut per_worker: Vec<WorkerSockets> =
+        (0..workers).map(|_| WorkerSockets::default()).collect();
+    let mut control = None;
+    for h in handed {
+        match h.kind {
+            // The lock of a port, from a tracker of an earlier version: no
+            // longer used (see `crate::start::instance`).
+            Kind::Lock => drop(h.fd),
+            Kind::Control => control = Some((UnixListener::from(h.fd), h.addr)),
+            kind => {
+                let sockets = per_worker
+                    .get_mut(h.worker)
+                    .ok_or_else(|| format!("a socket of worker {}", h.worker))?;
+                match kind {
+                    Kind::Udp => sockets.udp.push(UdpSocket::from(h.fd)),
+                    Kind::Http => sockets.http.push(TcpListener::from(h.fd)),
+                    Kind::Https => sockets.https.push(TcpListener::from(h.fd)),
+                    _ => sockets.metrics.push(TcpListener::from(h.fd)),
+                }
+            }
+        }
+    }
+    Ok((per_worker, control))
+}
+
+/// Tells the service manager that started the tracker (systemd, through
+/// `$NOTIFY_SOCKET`, with `NotifyAccess=all`) that this process is now the
+/// service's main one: a new tracker before the old one exits, or an old
+/// one that serves again after a hand-over failed.
+pub(crate) fn notify_main_pid() {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr as UnixAddr, UnixDatagram};
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let path = path.as_encoded_bytes();
+    let addr = match path.strip_prefix(b"@") {
+        Some(name) => UnixAddr::from_abstract_name(name),
+        None => UnixAddr::from_pathname(Path::new(std::ffi::OsStr::from_bytes(path))),
+    };
+    let message = format!("MAINPID={}\n", std::process::id());
+    let sent = UnixDatagram::unbound()
+        .and_then(|socket| addr.and_then(|addr| socket.send_to_addr(message.as_bytes(), &addr)));
+    if let Err(e) = sent {
+        warn!("cannot tell the service manager this is the main process now: {e}");
+    }
+}
+
 /// One line, without its newline; at most 256 bytes.
 fn read_line(reader: &mut impl BufRead) -> io::Result<String> {
     let mut line = String::new();
@@ -164,10 +237,10 @@ fn read_line(reader: &mut impl BufRead) -> io::Result<String> {
     Ok(line)
 }
 
-/// The peer's credentials; refuses any user but ours and root.
-/// Refuses a peer that runs as another user than ours, root, or `also`
-/// (the user a new tracker started as root will become: the old one runs
-/// as it).
+/// The new tracker's check of the old one: refuses a peer that runs as
+/// another user than ours, root, or `also` (the user a new tracker started
+/// as root will become: the old one runs as it). The old one's check of the
+/// new one is stricter (`give::admit`).
 fn check_peer(stream: &UnixStream, also: Option<libc::uid_t>) -> io::Result<()> {
     let cred = peer_credentials(stream)?;
     // SAFETY: geteuid cannot fail.

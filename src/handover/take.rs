@@ -2,22 +2,19 @@
 //! against its config, then the swarms.
 
 use std::io::{self, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, UdpSocket};
-use std::os::unix::ffi::OsStrExt;
+use std::net::SocketAddr;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 
-use tracing::warn;
 use tracker_net::fd_pass::recv_with_fds;
 use tracker_swarm::state::StateFile;
 
 use crate::config::Config;
 use crate::start::bind::WorkerSockets;
-use crate::start::instance::InstanceLock;
 
 use super::{
-    check_peer, parse_manifest, read_line, Handed, Kind, Manifest, MAX_MANIFEST, STEP_TIMEOUT,
-    VERSION,
+    check_peer, distribute, notify_main_pid, parse_manifest, read_line, ControlFile, Handed, Kind,
+    Manifest, MAX_MANIFEST, STEP_TIMEOUT, VERSION,
 };
 
 /// The new tracker's side: connected, with the old one's sockets.
@@ -77,13 +74,12 @@ impl TakeOver {
 
     /// The old tracker's sockets as this one's workers take them, after
     /// checking that they serve what `config` asks for, `workers` workers
-    /// alike; its locks go to `lock`. And its control socket.
+    /// alike. And its control socket, with its file.
     pub fn sockets(
         &mut self,
         config: &Config,
         workers: usize,
-        lock: &mut InstanceLock,
-    ) -> Result<(Vec<WorkerSockets>, UnixListener), String> {
+    ) -> Result<(Vec<WorkerSockets>, (UnixListener, ControlFile)), String> {
         if workers != self.manifest.workers {
             return Err(format!(
                 "cannot take over: the running tracker has {} workers and this one would have \
@@ -124,29 +120,11 @@ impl TakeOver {
                 ));
             }
         }
-        let mut per_worker: Vec<WorkerSockets> =
-            (0..workers).map(|_| WorkerSockets::default()).collect();
-        let mut control = None;
-        for h in self.handed.drain(..) {
-            match h.kind {
-                Kind::Lock => lock.adopt(h.fd),
-                Kind::Control => control = Some(UnixListener::from(h.fd)),
-                kind => {
-                    let sockets = per_worker.get_mut(h.worker).ok_or_else(|| {
-                        format!("cannot take over: a socket of worker {}", h.worker)
-                    })?;
-                    match kind {
-                        Kind::Udp => sockets.udp.push(UdpSocket::from(h.fd)),
-                        Kind::Http => sockets.http.push(TcpListener::from(h.fd)),
-                        Kind::Https => sockets.https.push(TcpListener::from(h.fd)),
-                        _ => sockets.metrics.push(TcpListener::from(h.fd)),
-                    }
-                }
-            }
-        }
-        let control =
+        let (per_worker, control) = distribute(std::mem::take(&mut self.handed), workers)
+            .map_err(|e| format!("cannot take over: {e}"))?;
+        let (control, id) =
             control.ok_or_else(|| "cannot take over: no control socket came".to_string())?;
-        Ok((per_worker, control))
+        Ok((per_worker, (control, ControlFile::taken(&self.path, &id))))
     }
 
     /// The control socket it came through.
@@ -196,28 +174,6 @@ impl TakeOver {
     }
 }
 
-/// Tells the service manager that started the tracker (systemd, through
-/// `$NOTIFY_SOCKET`, with `NotifyAccess=all`) that this process is now the
-/// service's main one, before the old one exits.
-fn notify_main_pid() {
-    use std::os::linux::net::SocketAddrExt;
-    use std::os::unix::net::{SocketAddr as UnixAddr, UnixDatagram};
-    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
-        return;
-    };
-    let path = path.as_encoded_bytes();
-    let addr = match path.strip_prefix(b"@") {
-        Some(name) => UnixAddr::from_abstract_name(name),
-        None => UnixAddr::from_pathname(Path::new(std::ffi::OsStr::from_bytes(path))),
-    };
-    let message = format!("MAINPID={}\n", std::process::id());
-    let sent = UnixDatagram::unbound()
-        .and_then(|socket| addr.and_then(|addr| socket.send_to_addr(message.as_bytes(), &addr)));
-    if let Err(e) = sent {
-        warn!("cannot tell the service manager this is the main process now: {e}");
-    }
-}
-
 /// The old tracker after a hand-over: it writes its swarms to its state
 /// file, then exits.
 pub struct Predecessor(UnixStream);
@@ -226,6 +182,11 @@ impl Predecessor {
     /// done with the state file, which this one then writes alone.
     pub fn wait_gone(self) {
         let _ = self.0.set_read_timeout(Some(STEP_TIMEOUT));
-        let _ = (&self.0).read(&mut [0u8; 1]);
+        // A signal (a stop and a continue) must not end the wait early.
+        while let Err(e) = (&self.0).read(&mut [0u8; 1]) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                break;
+            }
+        }
     }
 }

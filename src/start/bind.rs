@@ -7,7 +7,7 @@ use tracker_runtime::owner::Owners;
 use tracker_udp::steering;
 
 use crate::config::Config;
-use crate::start::instance::InstanceLock;
+use crate::start::instance;
 
 /// What one worker serves: its own socket for every address.
 #[derive(Default)]
@@ -21,23 +21,18 @@ pub struct WorkerSockets {
 
 /// Binds every address once per worker, before any worker starts, so that a
 /// port in use is a clear start-up error. An address with port 0 gets its port
-/// from the first bind, so that all workers share it. Each address is locked
-/// first (`lock`), so that a second tracker cannot join the first's
-/// `SO_REUSEPORT` groups. Each address is bound for worker 0, 1, 2, ... in
-/// turn, so that worker `i`'s socket is index `i` of the address's group, as
-/// UDP steering needs (see `tracker_udp::steering`).
-pub fn bind_all(
-    config: &Config,
-    workers: usize,
-    lock: &mut InstanceLock,
-) -> Result<Vec<WorkerSockets>, String> {
+/// from the first bind, so that all workers share it. Once bound, each address
+/// must be this tracker's alone (`instance::alone`): a second tracker must not
+/// join the first's `SO_REUSEPORT` groups. Each address is bound for worker 0,
+/// 1, 2, ... in turn, so that worker `i`'s socket is index `i` of the
+/// address's group, as UDP steering needs (see `tracker_udp::steering`).
+pub fn bind_all(config: &Config, workers: usize) -> Result<Vec<WorkerSockets>, String> {
     let mut per_worker: Vec<WorkerSockets> =
         (0..workers).map(|_| WorkerSockets::default()).collect();
     let recv_buffer = config.udp.recv_buffer_bytes;
     bind_each(
         &config.udp.listen,
         ("udp", "UDP", "--udp"),
-        lock,
         &mut per_worker,
         |addr| tracker_net::udp::bind_reuseport(addr, recv_buffer),
         |s| &mut s.udp,
@@ -45,7 +40,6 @@ pub fn bind_all(
     bind_each(
         &config.http.listen,
         ("tcp", "HTTP", "--http"),
-        lock,
         &mut per_worker,
         tracker_net::tcp::bind_reuseport,
         |s| &mut s.http,
@@ -53,7 +47,6 @@ pub fn bind_all(
     bind_each(
         &config.http.https_listen,
         ("tcp", "HTTPS", "--https"),
-        lock,
         &mut per_worker,
         tracker_net::tcp::bind_reuseport,
         |s| &mut s.https,
@@ -62,7 +55,6 @@ pub fn bind_all(
     bind_each(
         &config.metrics.listen,
         ("tcp", "metrics", "--metrics"),
-        lock,
         &mut per_worker[..1],
         tracker_http::metrics_endpoint::bind,
         |s| &mut s.metrics,
@@ -71,21 +63,20 @@ pub fn bind_all(
 }
 
 /// Binds each of `addrs` once for every worker with `bind`, into the list
-/// `slot` picks, once it holds the address's lock. `names`: the transport
-/// ("udp" or "tcp"), the protocol as messages name it, and its flag.
-fn bind_each<S: LocalAddr>(
+/// `slot` picks, and checks that no other tracker shares it. `names`: the
+/// transport ("udp" or "tcp"), the protocol as messages name it, and its
+/// flag.
+fn bind_each<S: LocalAddr + std::os::fd::AsFd>(
     addrs: &[SocketAddr],
     (transport, protocol, flag): (&str, &str, &str),
-    lock: &mut InstanceLock,
     per_worker: &mut [WorkerSockets],
     bind: impl Fn(SocketAddr) -> std::io::Result<S>,
     slot: impl Fn(&mut WorkerSockets) -> &mut Vec<S>,
 ) -> Result<(), String> {
     for &addr in addrs {
-        lock.take(transport, protocol, addr)
-            .map_err(|e| format!("{e} with {flag}"))?;
         let mut addr = addr;
-        for sockets in per_worker.iter_mut() {
+        let mut bound = Vec::with_capacity(per_worker.len());
+        for _ in 0..per_worker.len() {
             let socket = bind(addr).map_err(|e| {
                 if e.kind() == std::io::ErrorKind::AddrInUse {
                     format!("cannot bind {protocol} {addr}: the port is in use by another program; stop it or choose another address with {flag}")
@@ -93,12 +84,12 @@ fn bind_each<S: LocalAddr>(
                     format!("cannot bind {protocol} {addr}: {e}")
                 }
             })?;
-            let bound = socket.local_addr().map_err(|e| e.to_string())?;
-            if addr.port() == 0 {
-                // Its port is known now: locked, as a port given in full is.
-                lock.take(transport, protocol, bound)?;
-            }
-            addr = bound;
+            addr = socket.local_addr().map_err(|e| e.to_string())?;
+            bound.push(socket);
+        }
+        instance::alone(transport, protocol, addr, &bound)
+            .map_err(|e| format!("{e} with {flag}"))?;
+        for (sockets, socket) in per_worker.iter_mut().zip(bound) {
             slot(sockets).push(socket);
         }
     }

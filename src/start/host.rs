@@ -157,7 +157,7 @@ pub fn check_memlock(
 pub const FDS_PER_WORKER: u64 = 16;
 
 /// Descriptors of the process outside the workers' own: the standard
-/// streams, the instance locks, the metrics listeners, a file read on
+/// streams, the control socket, the metrics listeners, a file read on
 /// SIGHUP or written at the stop, with room to spare.
 pub const FDS_OF_THE_PROCESS: u64 = 64;
 

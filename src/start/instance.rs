@@ -1,265 +1,216 @@
 //! One tracker per port. Every worker binds its sockets with `SO_REUSEPORT`,
 //! so a second tracker started on the same ports (by the same user) would be
 //! let into the same groups, and the kernel would split the clients, and so
-//! the swarms, between the two without a word. Before it binds, a tracker
-//! takes a lock for each address it serves, and refuses to start when
-//! another tracker holds a lock that overlaps it.
+//! the swarms, between the two without a word.
 //!
-//! A lock is an abstract Unix socket named after the protocol, family, port
-//! and address: like ports, such names are per network namespace, and the
-//! kernel releases them when the process ends, however it ends, so no stale
-//! lock outlives a crash. A wildcard address overlaps every address of its
-//! family on that port; the names in `/proc/net/unix` show which are held.
-//! The holder is named by its process id (`SO_PEERCRED` on a connection to
-//! its lock).
+//! The kernel lets only sockets of one user share a port this way (a socket
+//! of another user there makes the bind fail: the port is in use), so that
+//! is what is looked for: once an address is bound for every worker, a
+//! socket of this user on the same port and family, on the same address or
+//! a wildcard on either side, that is not one of ours, shares the port, and
+//! the start is refused. The kernel's own tables say so
+//! (`/proc/net/{udp,tcp}{,6}`: each socket's address, port, user and inode),
+//! so there is nothing another user could hold to stop a start, as the
+//! abstract socket names of earlier versions could be. Binding first and
+//! looking after means that of two trackers started at once, at least one
+//! sees the other. The holder is named by its pid where this process may
+//! look into it (`/proc/PID/fd`: root may), else by its user and inode.
 
-use std::io;
-use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd};
 
-use tracker_proto::canonical_ip;
-
-/// The locks this process holds, released when it ends (or this is dropped).
-#[derive(Default)]
-pub struct InstanceLock {
-    held: Vec<OwnedFd>,
+/// The sockets of a kernel table, as `/proc/net/udp` and its kin list them.
+#[derive(Debug, PartialEq, Eq)]
+struct Listed {
+    local: SocketAddr,
+    /// Connected to a remote address: not one that receives for a port.
+    connected: bool,
+    /// TCP's state (`0A` listening, `07` bound only); UDP's says nothing.
+    state: u8,
+    uid: libc::uid_t,
+    inode: u64,
 }
 
-impl InstanceLock {
-    /// The locks held, for a hand-over to pass on.
-    pub fn fds(&self) -> &[OwnedFd] {
-        &self.held
-    }
+/// TCP states of a socket bound to a port for anyone: listening, or bound
+/// and about to listen.
+const TCP_LISTEN: u8 = 0x0a;
+const TCP_CLOSE: u8 = 0x07;
 
-    /// Holds a lock a predecessor passed on (see `crate::handover`).
-    pub fn adopt(&mut self, fd: OwnedFd) {
-        self.held.push(fd);
-    }
+/// Refuses to share `addr` (`transport` "udp" or "tcp", served as `served`,
+/// such as "HTTPS"), just bound for every worker by `ours`, with a socket of
+/// this user that is not one of them.
+pub fn alone<S: AsFd>(
+    transport: &str,
+    served: &str,
+    addr: SocketAddr,
+    ours: &[S],
+) -> Result<(), String> {
+    let table = format!(
+        "/proc/net/{transport}{}",
+        if addr.is_ipv6() { "6" } else { "" }
+    );
+    let text = std::fs::read_to_string(&table).map_err(|e| {
+        format!("cannot read {table}, to see whether another tracker serves {served} {addr}: {e}")
+    })?;
+    let ours: Vec<u64> = ours
+        .iter()
+        .filter_map(|s| fstat_inode(s.as_fd().as_raw_fd()))
+        .collect();
+    let euid = crate::start::privileges::euid();
+    let other = text.lines().skip(1).filter_map(parse_line).find(|s| {
+        s.uid == euid
+            && !s.connected
+            && (transport != "tcp" || s.state == TCP_LISTEN || s.state == TCP_CLOSE)
+            && s.local.port() == addr.port()
+            && overlaps(s.local.ip(), addr.ip())
+            && !ours.contains(&s.inode)
+    });
+    let Some(other) = other else {
+        return Ok(());
+    };
+    let holder = match holder_pid(other.inode) {
+        Some((pid, name)) if name == "tracker" => format!("another tracker (pid {pid})"),
+        Some((pid, name)) => format!("another program ({name}, pid {pid})"),
+        None => format!(
+            "another program of uid {euid} (socket inode {}, which `ss -ap` names)",
+            other.inode
+        ),
+    };
+    Err(format!(
+        "{holder} already serves {served} {addr}: two trackers on one port would split its \
+         clients, and so its swarms, between them (SO_REUSEPORT); stop it, or choose another \
+         port"
+    ))
+}
 
-    /// Takes the lock of `addr` for `transport` ("udp" or "tcp"), or says
-    /// which tracker holds an overlapping one, naming the address as
-    /// `served` (such as "HTTPS"). An address with port 0 needs none (it is
-    /// given a port no one holds).
-    pub fn take(&mut self, transport: &str, served: &str, addr: SocketAddr) -> Result<(), String> {
-        if addr.port() == 0 {
-            return Ok(());
-        }
-        let name = lock_name(transport, addr);
-        let overlapping = match held_names() {
-            Ok(held) => held.into_iter().find(|other| overlaps(&name, other)),
-            Err(_) => None,
-        };
-        let taken = match overlapping {
-            Some(other) => Err(other),
-            None => bind_listening(&name).map_err(|e| match e.raw_os_error() {
-                Some(libc::EADDRINUSE) => name.clone(),
-                _ => format!("{e}"),
-            }),
-        };
-        match taken {
-            Ok(fd) => {
-                self.held.push(fd);
-                Ok(())
+/// Whether two addresses of a family cover a common one: the same, or a
+/// wildcard on either side.
+fn overlaps(a: IpAddr, b: IpAddr) -> bool {
+    a == b || a.is_unspecified() || b.is_unspecified()
+}
+
+/// One line of `/proc/net/{udp,tcp}{,6}`: `sl local remote st tx:rx tr:when
+/// retrnsmt uid timeout inode ...`, addresses in hex as the kernel holds
+/// them (32-bit words in this machine's byte order) and ports in hex.
+fn parse_line(line: &str) -> Option<Listed> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let (local, remote) = (parse_addr(fields.get(1)?)?, parse_addr(fields.get(2)?)?);
+    Some(Listed {
+        local,
+        connected: remote.port() != 0 || !remote.ip().is_unspecified(),
+        state: u8::from_str_radix(fields.get(3)?, 16).ok()?,
+        uid: fields.get(7)?.parse().ok()?,
+        inode: fields.get(9)?.parse().ok()?,
+    })
+}
+
+fn parse_addr(text: &str) -> Option<SocketAddr> {
+    let (ip, port) = text.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let word = |i: usize| -> Option<[u8; 4]> {
+        let hex = ip.get(i * 8..i * 8 + 8)?;
+        Some(u32::from_str_radix(hex, 16).ok()?.to_ne_bytes())
+    };
+    let ip = match ip.len() {
+        8 => IpAddr::V4(Ipv4Addr::from(word(0)?)),
+        32 => {
+            let mut bytes = [0u8; 16];
+            for (i, chunk) in bytes.chunks_exact_mut(4).enumerate() {
+                chunk.copy_from_slice(&word(i)?);
             }
-            Err(other) if other.starts_with(PREFIX) => {
-                let holder = match holder_pid(&other) {
-                    Some(pid) => format!("another tracker (pid {pid})"),
-                    None => "another tracker".to_string(),
-                };
-                Err(format!(
-                    "{holder} already serves {served} {addr}: two trackers on one port would \
-                     split its clients, and so its swarms, between them (SO_REUSEPORT); stop \
-                     it, or choose another port"
-                ))
-            }
-            Err(e) => Err(format!(
-                "cannot take the lock of {served} {addr} (an abstract Unix socket): {e}"
-            )),
+            IpAddr::V6(Ipv6Addr::from(bytes))
         }
-    }
-}
-
-const PREFIX: &str = "tracker-lock/";
-
-/// `tracker-lock/udp4/6969/127.0.0.1`, or `.../*` for a wildcard address.
-fn lock_name(protocol: &str, addr: SocketAddr) -> String {
-    let ip = canonical_ip(addr.ip());
-    let family = if ip.is_ipv4() { 4 } else { 6 };
-    let host = if ip.is_unspecified() {
-        "*".to_string()
-    } else {
-        ip.to_string()
+        _ => return None,
     };
-    format!("{PREFIX}{protocol}{family}/{}/{host}", addr.port())
+    Some(SocketAddr::new(ip, port))
 }
 
-/// Whether two lock names cover a common address: the same protocol, family
-/// and port, and the same address or a wildcard on either side.
-fn overlaps(a: &str, b: &str) -> bool {
-    let (Some((a_port, a_host)), Some((b_port, b_host))) = (a.rsplit_once('/'), b.rsplit_once('/'))
-    else {
-        return false;
-    };
-    // `a_port` is all before the address: protocol, family and port.
-    a_port == b_port && (a_host == b_host || a_host == "*" || b_host == "*")
+fn fstat_inode(fd: libc::c_int) -> Option<u64> {
+    // SAFETY: stat is plain data that fstat fills.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid fd and a stat to fill.
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_ino)
 }
 
-/// The tracker locks held in this network namespace, from `/proc/net/unix`
-/// (where an abstract name is shown after an `@`).
-fn held_names() -> io::Result<Vec<String>> {
-    let table = std::fs::read_to_string("/proc/net/unix")?;
-    Ok(table
-        .lines()
-        .filter_map(|line| line.split_whitespace().nth(7))
-        .filter_map(|path| path.strip_prefix('@'))
-        .filter(|name| name.starts_with(PREFIX))
-        .map(str::to_string)
-        .collect())
-}
-
-/// A `sockaddr_un` for the abstract name `name`, and its length.
-fn abstract_address(name: &str) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
-    // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let bytes = name.as_bytes();
-    // The first byte stays 0: that makes the name abstract.
-    if bytes.len() + 1 > addr.sun_path.len() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "name too long"));
-    }
-    for (to, from) in addr.sun_path[1..].iter_mut().zip(bytes) {
-        *to = *from as libc::c_char;
-    }
-    let len = std::mem::size_of::<libc::sa_family_t>() + 1 + bytes.len();
-    Ok((addr, len as libc::socklen_t))
-}
-
-fn unix_socket(flags: libc::c_int) -> io::Result<OwnedFd> {
-    // SAFETY: socket() with constant arguments; the fd is ours.
-    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | flags, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new fd that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// A socket bound to the abstract name and listening, so that another
-/// process can connect to learn who holds it.
-fn bind_listening(name: &str) -> io::Result<OwnedFd> {
-    let (addr, len) = abstract_address(name)?;
-    let fd = unix_socket(libc::SOCK_CLOEXEC)?;
-    // SAFETY: a valid socket and address of `len` bytes.
-    let rc = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&addr as *const libc::sockaddr_un).cast(),
-            len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above. The backlog fills with the connections of trackers
-    // that asked who holds it; once full, they can no longer be told.
-    if unsafe { libc::listen(fd.as_raw_fd(), 64) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(fd)
-}
-
-/// The process id of whoever listens on the abstract name.
-fn holder_pid(name: &str) -> Option<libc::pid_t> {
-    let (addr, len) = abstract_address(name).ok()?;
-    let fd = unix_socket(libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK).ok()?;
-    // SAFETY: a valid socket and address of `len` bytes.
-    let rc = unsafe {
-        libc::connect(
-            fd.as_raw_fd(),
-            (&addr as *const libc::sockaddr_un).cast(),
-            len,
-        )
-    };
-    if rc != 0 {
-        return None;
-    }
-    let cred = tracker_net::fd_pass::peer_credentials(&fd).ok()?;
-    (cred.pid > 0).then_some(cred.pid)
+/// The process (pid, name) holding the socket `inode`, among those this
+/// one may look into.
+fn holder_pid(inode: u64) -> Option<(u32, String)> {
+    let wanted = format!("socket:[{inode}]");
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let holds = std::fs::read_dir(entry.path().join("fd"))
+                .ok()?
+                .flatten()
+                .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|link| link == *wanted));
+            let name = std::fs::read_to_string(entry.path().join("comm")).ok()?;
+            holds.then(|| (pid, name.trim_end().to_string()))
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::UdpSocket;
 
     #[test]
-    fn names_say_protocol_family_port_and_address() {
-        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+    fn the_kernels_tables_are_read_as_it_writes_them() {
+        let udp = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
+                   \x20 1: 0100007F:1B39 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 4242 2 0000000000000000 0\n";
+        let listed = parse_line(udp.lines().nth(1).unwrap()).unwrap();
         assert_eq!(
-            lock_name("udp", addr("0.0.0.0:6969")),
-            "tracker-lock/udp4/6969/*"
+            listed,
+            Listed {
+                local: "127.0.0.1:6969".parse().unwrap(),
+                connected: false,
+                state: 7,
+                uid: 0,
+                inode: 4242,
+            }
         );
+        let tcp6 = "   0: 00000000000000000000000001000000:1B3A 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 77 1 0000000000000000 100 0 0 10 0";
+        let listed = parse_line(tcp6).unwrap();
+        assert_eq!(listed.local, "[::1]:6970".parse().unwrap());
         assert_eq!(
-            lock_name("tcp", addr("[::]:6970")),
-            "tracker-lock/tcp6/6970/*"
+            (listed.state, listed.uid, listed.inode),
+            (TCP_LISTEN, 1000, 77)
         );
-        assert_eq!(
-            lock_name("udp", addr("[::ffff:127.0.0.1]:1")),
-            "tracker-lock/udp4/1/127.0.0.1"
-        );
-        assert_eq!(
-            lock_name("tcp", addr("[::1]:80")),
-            "tracker-lock/tcp6/80/::1"
-        );
+        let connected = "   1: 0100007F:1B39 0200007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 5 1";
+        assert!(parse_line(connected).unwrap().connected);
+        assert_eq!(parse_line("garbage"), None);
     }
 
     #[test]
-    fn a_wildcard_overlaps_every_address_of_its_port_and_family() {
-        let name = |s: &str| lock_name("udp", s.parse().unwrap());
-        let any = name("0.0.0.0:7000");
-        assert!(overlaps(&any, &name("127.0.0.1:7000")));
-        assert!(overlaps(&name("127.0.0.1:7000"), &any));
-        assert!(overlaps(&name("127.0.0.1:7000"), &name("127.0.0.1:7000")));
-        assert!(!overlaps(&name("127.0.0.1:7000"), &name("127.0.0.2:7000")));
-        assert!(!overlaps(&any, &name("0.0.0.0:7001")));
-        assert!(!overlaps(&any, &name("[::]:7000")));
-        assert!(!overlaps(
-            &any,
-            &lock_name("tcp", "0.0.0.0:7000".parse().unwrap())
-        ));
-    }
-
-    #[test]
-    fn a_second_lock_on_an_address_is_refused_naming_the_holder() {
-        // A port no test tracker uses; the holder is this very process.
-        let mut first = InstanceLock::default();
-        first
-            .take("udp", "UDP", "127.0.0.9:1".parse().unwrap())
-            .unwrap();
-        let mut second = InstanceLock::default();
-        let err = second
-            .take("udp", "UDP", "127.0.0.9:1".parse().unwrap())
-            .unwrap_err();
+    fn a_socket_of_this_user_on_the_port_is_refused_naming_its_process() {
+        let first =
+            tracker_net::udp::bind_reuseport("127.0.0.9:0".parse().unwrap(), 1 << 16).unwrap();
+        let addr = first.local_addr().unwrap();
+        let second = tracker_net::udp::bind_reuseport(addr, 1 << 16).unwrap();
+        // Both ours: alone.
+        alone("udp", "UDP", addr, &[&first, &second]).unwrap();
+        // The first another's: refused, named.
+        let err = alone("udp", "UDP", addr, &[&second]).unwrap_err();
         let me = std::process::id();
-        assert!(err.contains(&format!("(pid {me})")), "{err}");
-        let err = second
-            .take("udp", "UDP", "0.0.0.0:1".parse().unwrap())
-            .unwrap_err();
-        assert!(err.contains("already serves UDP 0.0.0.0:1"), "{err}");
-        second
-            .take("udp", "UDP", "127.0.0.10:1".parse().unwrap())
-            .unwrap();
-        second
-            .take("tcp", "HTTP", "127.0.0.9:1".parse().unwrap())
-            .unwrap();
-        drop(first);
-        second
-            .take("udp", "UDP", "127.0.0.9:1".parse().unwrap())
-            .unwrap();
-        // Port 0 takes nothing.
-        let mut third = InstanceLock::default();
-        third
-            .take("udp", "UDP", "127.0.0.9:0".parse().unwrap())
-            .unwrap();
-        assert!(third.held.is_empty());
+        assert!(
+            err.contains(&format!("pid {me})")) && err.contains("already serves UDP"),
+            "{err}"
+        );
+        // A wildcard address overlaps it.
+        let any = SocketAddr::from(([0, 0, 0, 0], addr.port()));
+        let wildcard = tracker_net::udp::bind_reuseport(any, 1 << 16).unwrap();
+        assert!(alone("udp", "UDP", any, &[&wildcard]).is_err());
+        // Another address, or another protocol on the port: alone.
+        let other = UdpSocket::bind("127.0.0.10:0").unwrap();
+        alone("udp", "UDP", other.local_addr().unwrap(), &[&other]).unwrap();
+        drop(wildcard);
+        let tcp = tracker_net::tcp::bind_reuseport("127.0.0.9:0".parse().unwrap()).unwrap();
+        let addr = tcp.local_addr().unwrap();
+        alone("tcp", "HTTP", addr, &[&tcp]).unwrap();
+        // A TCP listener of this user on the port, not ours: refused.
+        let tcp2 = tracker_net::tcp::bind_reuseport(addr).unwrap();
+        assert!(alone("tcp", "HTTP", addr, &[&tcp2]).is_err());
+        alone("tcp", "HTTP", addr, &[&tcp, &tcp2]).unwrap();
     }
 }

@@ -21,7 +21,8 @@ use tracker_runtime::owner::Owners;
 use tracker_runtime::reloadable::Reloadable;
 use tracker_runtime::shutdown::Shutdown;
 use tracker_runtime::workers::{self, WorkerPlacement};
-use tracker_runtime::{snapshot, state_file};
+use tracker_runtime::{clock, snapshot, state_file};
+use tracker_swarm::state::{Framed, Section};
 
 use crate::config::Config;
 use crate::handover::{self, TakeOver};
@@ -30,7 +31,6 @@ use crate::signals::{
 };
 use crate::worker::{RestoreProgress, Worker, WorkerState};
 use bind::{bind_all, steer_udp, WorkerSockets};
-use instance::InstanceLock;
 use privileges::PrivilegePlan;
 
 /// The shared access list, read from its file; None when lists are off.
@@ -88,22 +88,20 @@ pub fn run(
     // Certificate problems first: they are the user's to fix, and a clear
     // message beats a bound port.
     let tls = tls_config(&config)?;
-    // Held until the process ends: the ports are this tracker's alone.
-    let mut lock = InstanceLock::default();
-    let control_path = config.runtime.control_socket().map(PathBuf::from);
+    let control_path = config.runtime.control_socket();
     let owner = match &privilege_plan {
         PrivilegePlan::Drop { identity, .. } => Some((identity.uid, identity.gid)),
         PrivilegePlan::Keep => None,
     };
-    let (mut taking_over, sockets, control) = if take_over {
+    let (mut taking_over, sockets, mut control) = if take_over {
         let path = control_path.as_deref().ok_or(
             "--take-over needs runtime.control_socket, the running tracker's control socket",
         )?;
         let mut taken = TakeOver::connect(path, owner.map(|(uid, _)| uid))?;
-        let (sockets, control) = taken.sockets(&config, workers, &mut lock)?;
+        let (sockets, control) = taken.sockets(&config, workers)?;
         (Some(taken), sockets, Some(control))
     } else {
-        let sockets = bind_all(&config, workers, &mut lock)?;
+        let sockets = bind_all(&config, workers)?;
         let control = match &control_path {
             Some(path) => handover::bind_control(path, owner)?,
             None => None,
@@ -155,6 +153,9 @@ pub fn run(
             let started = std::time::Instant::now();
             predecessor_name = Some(format!("the tracker at {}", taken.path().display()));
             let (bytes, old) = taken.swarms()?;
+            if let Some((_, file)) = &mut control {
+                file.took_over();
+            }
             info!(
                 "took over: {} bytes of swarms received in {} ms; restoring",
                 bytes.len(),
@@ -168,118 +169,225 @@ pub fn run(
             .and_then(state_file::load)
             .map(Arc::new),
     };
-    // Stopped (and any write of it finished) when it drops: before the
-    // stop's own save below, which it must never overwrite.
-    let snapshots = match (&state_path, config.state.snapshot_interval()) {
-        (Some(path), Some(interval)) => {
-            // The predecessor of a hand-over saves to the same file as it
-            // exits: no snapshot before it is gone.
-            let first = predecessor
-                .take()
-                .map(|old| Box::new(move || old.wait_gone()) as Box<dyn FnOnce() + Send>);
-            let (writer, snapshots) =
-                snapshot::Writer::start(path.clone(), workers, interval, first)
-                    .map_err(|e| format!("cannot start the snapshot thread: {e}"))?;
-            Some((writer, snapshots))
-        }
-        _ => None,
-    };
-    let (snapshot_writer, snapshots) = snapshots.unzip();
     let shutdown = Shutdown::new(workers);
     let hand_over = Arc::new(handover::Pending::default());
-    if let Some(control) = control {
-        let handed = handover::copies(&sockets, &lock, &control)
-            .map_err(|e| format!("cannot copy the sockets for a hand-over: {e}"))?;
-        let manifest = handover::Manifest { workers, secret };
-        handover::serve_control(
-            control,
-            handed,
-            manifest,
-            shutdown.clone(),
-            hand_over.clone(),
-        )
-        .map_err(|e| format!("cannot start the control thread: {e}"))?;
-    }
+    let successors = Arc::new(handover::Successors::default());
     spawn_signal_handler(
         signals,
         &config,
         tls.clone(),
         access.clone(),
         shutdown.clone(),
+        successors.clone(),
     )?;
-    // Each worker takes its own handle on the file's bytes and drops it once
-    // it has restored its torrents, so the bytes go as soon as all have.
-    let restore = Arc::new(Mutex::new(RestoreProgress::new(
-        predecessor_name.unwrap_or_else(|| config.state.file.clone()),
-    )));
-    let state_bytes: Vec<Option<Arc<Vec<u8>>>> = (0..workers).map(|_| loaded.clone()).collect();
-    drop(loaded);
-    let state_bytes = Arc::new(Mutex::new(state_bytes));
-
-    let meshes = Meshes::new(workers, config.runtime.channel_capacity);
-    let sockets = Arc::new(Mutex::new(sockets));
-    let busy_poll = Duration::from_micros(config.runtime.busy_poll_us.into());
-    let sections = workers::run_workers(placements, busy_poll, move |index| {
-        let config = config.clone();
-        let meshes = meshes.clone();
-        let sockets = std::mem::take(&mut sockets.lock().expect("not poisoned")[index]);
-        let reloaded = Reloaded {
-            tls: tls.clone(),
-            access: access.clone(),
+    let handover_timeout = Duration::from_secs(config.runtime.handover_timeout_secs.into());
+    let serving = Serving {
+        placements,
+        config,
+        tls,
+        access,
+        shutdown: shutdown.clone(),
+        secret,
+        owners,
+        seed,
+    };
+    // Removed when this returns, unless a successor took it.
+    let (mut control, mut control_file) = control.unzip();
+    let mut sockets = sockets;
+    let mut loaded = loaded;
+    let mut source = predecessor_name.unwrap_or_else(|| serving.config.state.file.clone());
+    // The predecessor of a hand-over saves to the same file as it exits: no
+    // snapshot before it is gone.
+    let mut first = predecessor
+        .take()
+        .map(|old| Box::new(move || old.wait_gone()) as Box<dyn FnOnce() + Send>);
+    let sections = loop {
+        // Stopped (and any write of it finished) when it drops: before the
+        // stop's own save below, which it must never overwrite.
+        let snapshots = match (&state_path, serving.config.state.snapshot_interval()) {
+            (Some(path), Some(interval)) => Some(
+                snapshot::Writer::start(path.clone(), workers, interval, first.take())
+                    .map_err(|e| format!("cannot start the snapshot thread: {e}"))?,
+            ),
+            _ => None,
         };
-        let state = WorkerState {
-            shutdown: shutdown.clone(),
-            bytes: state_bytes.lock().expect("not poisoned")[index].take(),
-            restore: restore.clone(),
-            snapshots: snapshots.clone(),
-        };
-        Worker {
-            index,
-            config,
-            meshes,
-            sockets,
-            reloaded,
-            secret,
-            owners,
-            seed: seed ^ index as u64,
-            state,
+        let (snapshot_writer, snapshots) = snapshots.unzip();
+        if let (Some(control), Some(control_file)) = (control.take(), &control_file) {
+            let handed = handover::copies(&sockets, &control, control_file)
+                .map_err(|e| format!("cannot copy the sockets for a hand-over: {e}"))?;
+            let manifest = handover::Manifest { workers, secret };
+            handover::serve_control(
+                control,
+                handed,
+                manifest,
+                successors.clone(),
+                shutdown.clone(),
+                hand_over.clone(),
+            )
+            .map_err(|e| format!("cannot start the control thread: {e}"))?;
         }
-        .run()
-    })?;
-    // Every worker stopped on request and has handed over its swarms.
-    drop(snapshot_writer);
-    let sections: Vec<_> = sections.into_iter().flatten().collect();
-    if let Some(stream) = hand_over.take() {
+        let sections = serving.serve(
+            std::mem::take(&mut sockets),
+            loaded.take(),
+            &source,
+            snapshots,
+        )?;
+        drop(snapshot_writer);
+        let Some(handing) = hand_over.take() else {
+            break sections;
+        };
         let started = std::time::Instant::now();
-        match handover::send_swarms(stream, &sections, tracker_runtime::clock::unix_secs()) {
-            Ok(pid) => {
+        let pid = handing.pid();
+        match handing.send_swarms(&sections, clock::unix_secs(), handover_timeout) {
+            Ok(()) => {
                 info!(
                     "handed over {} torrents and {} peers to pid {pid} in {} ms",
                     sections.iter().map(|s| s.torrents()).sum::<u64>(),
                     sections.iter().map(|s| s.peers()).sum::<u64>(),
                     started.elapsed().as_millis()
                 );
+                if let Some(file) = &mut control_file {
+                    file.handed_over();
+                }
                 // The state file is written below for a crash of the new one
                 // before its first snapshot: with a CPU no one else wants,
                 // as the new one restores the swarms on the same CPUs.
                 let _ = workers::run_when_idle();
+                break sections;
             }
-            Err(e) => {
-                // Saved below, for the restart that serves them.
-                warn!("hand-over failed after the stop: {e}");
-                if let Some(path) = &state_path {
-                    state_file::save(path, &sections)?;
+            // It holds every socket: once it cannot serve on them, this one
+            // serves again rather than leave clients with no one for a
+            // restart's time.
+            Err(e) => match handing.reclaim(workers) {
+                Ok((reclaimed, listener)) => {
+                    warn!(
+                        "hand-over to pid {pid} failed after the stop: {e}; killed it; serving \
+                         again, the same swarms on the same sockets"
+                    );
+                    // Its steering program, keyed by its own owner key, is
+                    // on the groups now.
+                    steer_udp(&serving.config, &reclaimed, &serving.owners);
+                    sockets = reclaimed;
+                    control = Some(listener);
+                    loaded = Some(Arc::new(state_bytes(&sections)));
+                    source = format!("the swarms held before the hand-over to pid {pid}");
+                    shutdown.resume();
                 }
-                return Err(format!("the hand-over failed after the stop: {e}"));
-            }
+                // Saved, for the restart that serves them.
+                Err(why) => {
+                    warn!("hand-over to pid {pid} failed after the stop: {e}; {why}");
+                    if let Some(file) = &mut control_file {
+                        file.handed_over();
+                    }
+                    if let Some(path) = &state_path {
+                        state_file::save(path, &sections)?;
+                    }
+                    return Err(format!(
+                        "the hand-over failed after the stop ({e}), and this tracker cannot \
+                         serve again: {why}"
+                    ));
+                }
+            },
         }
-    }
+    };
     match state_path {
         Some(path) => state_file::save(&path, &sections),
         None => {
             info!("stopped (no state file configured: the swarms are not saved)");
             Ok(())
         }
+    }
+}
+
+/// The swarms as a state file's bytes, as a start reads them.
+fn state_bytes(sections: &[Section]) -> Vec<u8> {
+    let file = Framed::new(sections, clock::unix_secs());
+    let mut bytes = Vec::with_capacity(file.byte_len());
+    for part in file.parts() {
+        bytes.extend_from_slice(part);
+    }
+    bytes
+}
+
+/// What the workers are started with, each time they serve.
+struct Serving {
+    placements: Vec<WorkerPlacement>,
+    config: Config,
+    tls: Option<SharedTlsConfig>,
+    access: Option<Arc<Reloadable<AccessList>>>,
+    shutdown: Arc<Shutdown>,
+    secret: [u8; 16],
+    owners: Owners,
+    seed: u64,
+}
+
+impl Serving {
+    /// Runs the workers on `sockets`, their swarms restored from `loaded`
+    /// (a state file's bytes, from `source`), until they stop; their swarms.
+    fn serve(
+        &self,
+        sockets: Vec<WorkerSockets>,
+        loaded: Option<Arc<Vec<u8>>>,
+        source: &str,
+        snapshots: Option<snapshot::Snapshots>,
+    ) -> Result<Vec<Section>, String> {
+        let workers = self.placements.len();
+        // Each worker takes its own handle on the file's bytes and drops it
+        // once it has restored its torrents, so the bytes go as soon as all
+        // have.
+        let restore = Arc::new(Mutex::new(RestoreProgress::new(source.to_string())));
+        let state_bytes: Vec<Option<Arc<Vec<u8>>>> = (0..workers).map(|_| loaded.clone()).collect();
+        drop(loaded);
+        let state_bytes = Arc::new(Mutex::new(state_bytes));
+        let meshes = Meshes::new(workers, self.config.runtime.channel_capacity);
+        let sockets = Arc::new(Mutex::new(sockets));
+        let busy_poll = Duration::from_micros(self.config.runtime.busy_poll_us.into());
+        let Serving {
+            config,
+            tls,
+            access,
+            shutdown,
+            secret,
+            owners,
+            seed,
+            ..
+        } = self;
+        let (config, tls, access, shutdown) = (
+            config.clone(),
+            tls.clone(),
+            access.clone(),
+            shutdown.clone(),
+        );
+        let (secret, owners, seed) = (*secret, *owners, *seed);
+        let sections = workers::run_workers(self.placements.clone(), busy_poll, move |index| {
+            let config = config.clone();
+            let meshes = meshes.clone();
+            let sockets = std::mem::take(&mut sockets.lock().expect("not poisoned")[index]);
+            let reloaded = Reloaded {
+                tls: tls.clone(),
+                access: access.clone(),
+            };
+            let state = WorkerState {
+                shutdown: shutdown.clone(),
+                bytes: state_bytes.lock().expect("not poisoned")[index].take(),
+                restore: restore.clone(),
+                snapshots: snapshots.clone(),
+            };
+            Worker {
+                index,
+                config,
+                meshes,
+                sockets,
+                reloaded,
+                secret,
+                owners,
+                seed: seed ^ index as u64,
+                state,
+            }
+            .run()
+        })?;
+        // Every worker stopped on request and has handed in its swarms.
+        Ok(sections.into_iter().flatten().collect())
     }
 }
 

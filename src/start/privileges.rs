@@ -48,7 +48,8 @@ pub fn plan(
     if config.user.is_empty() {
         if euid == 0 && !config.allow_root {
             return Err(
-                "refusing to serve as root: set `privileges.user` (--user NAME, e.g. \
+                "refusing to serve as root: set `privileges.user` (--user NAME: a user \
+                        of its own, such as tracker, not one other programs share such as \
                         nobody) to drop to that user after binding the ports, or set \
                         `privileges.allow_root = true` (--allow-root) to serve as root"
                     .to_string(),
@@ -145,6 +146,22 @@ pub fn drop_privileges(
         if identity.uid != 0 && libc::setuid(0) == 0 {
             return Err("privileges were not dropped: setuid(0) still succeeds".to_string());
         }
+    }
+    // A change of user sets it as fs.suid_dumpable says, which may be 2.
+    undumpable()
+}
+
+/// Makes this process undumpable: no other process of its user may trace
+/// it or read its memory (the connection-id key, the swarms) or its /proc
+/// files, which then belong to root; and a crash leaves no core with them.
+/// At start, and again after a change of user, which resets it.
+pub fn undumpable() -> Result<(), String> {
+    // SAFETY: prctl with PR_SET_DUMPABLE takes one integer.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(format!(
+            "cannot make the tracker undumpable (PR_SET_DUMPABLE): {}",
+            io::Error::last_os_error()
+        ));
     }
     Ok(())
 }

@@ -9,7 +9,7 @@
 //! values of `Default`, so it cannot drift from the code.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use documented::{Documented, DocumentedFields};
 use serde::{Deserialize, Serialize};
@@ -124,6 +124,10 @@ const MAX_BUSY_POLL_US: u32 = 10_000;
 /// bits. (A torrent's peers: `tracker_swarm::MAX_PEERS_PER_TORRENT`.)
 const MAX_HELD: usize = 1 << 31;
 
+/// The most `runtime.handover_timeout_secs`: the tracker serves no one
+/// while it waits, and service managers give up on a stop sooner.
+const MAX_HANDOVER_TIMEOUT_SECS: u32 = 600;
+
 /// The most `state.drain_timeout_secs`: a stop that waits longer than this
 /// for clients is stuck, and service managers give up sooner.
 const MAX_DRAIN_TIMEOUT_SECS: u32 = 600;
@@ -170,9 +174,24 @@ pub struct RuntimeConfig {
     /// The Unix socket through which a new tracker started with
     /// --take-over takes this one's sockets and swarms (an upgrade without
     /// a gap). Created at start, private to the user the tracker serves as
-    /// (mode 0600, and a peer of any other user is refused); a relative
-    /// path is taken from the working directory. Empty: no hand-over.
+    /// (mode 0600; only root, and the successor SIGUSR2 starts, may take
+    /// over), and removed at the stop where that user may. A relative path
+    /// is taken from $RUNTIME_DIRECTORY, which systemd sets from the unit's
+    /// RuntimeDirectory= (/run/tracker for the unit in deploy/), else from
+    /// the working directory. Keep it in a directory only the tracker's
+    /// user and root can write, such as that one: whoever can write there
+    /// can remove the socket, and so the hand-overs. Only a socket no
+    /// tracker listens on is replaced at start; any other file there stops
+    /// the start. Empty: no hand-over.
     pub control_socket: String,
+    /// Seconds a tracker that has stopped for a hand-over waits on the new
+    /// tracker at each step after its `go` (1 to 600): to take each write
+    /// of the swarms, then to check them all and say `ok`. It serves no one
+    /// meanwhile, so past it the new tracker is killed (it holds every
+    /// socket) and this one serves again, the same swarms on the same
+    /// sockets. The check reads the swarms at about 1 GB/s (a 108 MB state
+    /// file in 0.12 s): raise it only for swarms of several GB.
+    pub handover_timeout_secs: u32,
     /// Networks (such as "127.0.0.0/8" or "2001:db8::/48") whose clients no
     /// limit per client counts: not the new-torrent budgets, the peers per
     /// address in a torrent, the UDP connects per address, nor the HTTP
@@ -197,6 +216,7 @@ impl Default for RuntimeConfig {
             busy_poll_us: 0,
             reload_timeout_secs: 30,
             control_socket: "tracker.control".into(),
+            handover_timeout_secs: 5,
             exempt_networks: Vec::new(),
         }
     }
@@ -226,16 +246,25 @@ impl RuntimeConfig {
             self.busy_poll_us as usize,
             MAX_BUSY_POLL_US as usize,
         )?;
+        within(
+            "runtime.handover_timeout_secs",
+            self.handover_timeout_secs as usize,
+            1,
+            MAX_HANDOVER_TIMEOUT_SECS as usize,
+        )?;
         positive(
             "runtime.reload_timeout_secs",
             self.reload_timeout_secs as usize,
         )
     }
 
-    /// The key of the owner function, if one is set (validated already).
-    /// The control socket, when hand-overs are on.
-    pub fn control_socket(&self) -> Option<&Path> {
-        Some(Path::new(&self.control_socket)).filter(|_| !self.control_socket.is_empty())
+    /// The control socket, when hand-overs are on: a relative path in
+    /// `$RUNTIME_DIRECTORY` (the service's runtime directory), when set.
+    pub fn control_socket(&self) -> Option<PathBuf> {
+        control_socket_in(
+            &self.control_socket,
+            std::env::var_os("RUNTIME_DIRECTORY").as_deref(),
+        )
     }
 
     /// The networks exempt from the limits per client (validated already).
@@ -248,10 +277,28 @@ impl RuntimeConfig {
         )
     }
 
+    /// The key of the owner function, if one is set (validated already).
     pub fn owner_key(&self) -> Option<[u8; KEY_BYTES]> {
         hex_secret("runtime.owner_key", &self.owner_key)
             .ok()
             .flatten()
+    }
+}
+
+/// `path` (empty: none), a relative one in the first directory that
+/// `runtime_dirs` lists (systemd separates several with `:`), if any.
+fn control_socket_in(path: &str, runtime_dirs: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    if path.is_empty() {
+        return None;
+    }
+    let runtime_dir = runtime_dirs
+        .and_then(|dirs| dirs.as_bytes().split(|&b| b == b':').next())
+        .filter(|dir| !dir.is_empty())
+        .map(|dir| Path::new(std::ffi::OsStr::from_bytes(dir)));
+    match runtime_dir {
+        Some(dir) if Path::new(path).is_relative() => Some(dir.join(path)),
+        _ => Some(PathBuf::from(path)),
     }
 }
 
@@ -581,6 +628,29 @@ mod tests {
         ///
         /// And a paragraph.
         b: Vec<String>,
+    }
+
+    #[test]
+    fn a_relative_control_socket_is_in_the_runtime_directory() {
+        let dirs = |s: &'static str| Some(std::ffi::OsStr::new(s));
+        let at = |path, dirs| control_socket_in(path, dirs);
+        assert_eq!(at("", dirs("/run/tracker")), None);
+        assert_eq!(
+            at("tracker.control", dirs("/run/tracker:/run/other")),
+            Some(PathBuf::from("/run/tracker/tracker.control"))
+        );
+        assert_eq!(
+            at("/srv/t.control", dirs("/run/tracker")),
+            Some(PathBuf::from("/srv/t.control"))
+        );
+        assert_eq!(
+            at("tracker.control", None),
+            Some(PathBuf::from("tracker.control"))
+        );
+        assert_eq!(
+            at("tracker.control", dirs("")),
+            Some(PathBuf::from("tracker.control"))
+        );
     }
 
     #[test]

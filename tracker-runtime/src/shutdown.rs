@@ -34,6 +34,7 @@ const DRAIN_POLL: Duration = Duration::from_millis(5);
 /// A stop request shared by the signal thread and every worker.
 pub struct Shutdown {
     requested: AtomicBool,
+    workers: usize,
     /// Workers still answering requests they took before the stop.
     busy: AtomicUsize,
     /// The swarms go to a new tracker: the workers hand them in at the stop
@@ -45,6 +46,7 @@ impl Shutdown {
     pub fn new(workers: usize) -> Arc<Shutdown> {
         Arc::new(Shutdown {
             requested: AtomicBool::new(false),
+            workers,
             busy: AtomicUsize::new(workers),
             handing_over: AtomicBool::new(false),
         })
@@ -63,6 +65,14 @@ impl Shutdown {
         }
         self.handing_over.store(true, Ordering::Release);
         self.request()
+    }
+
+    /// Serves again after a stop for a hand-over that failed, once every
+    /// worker has ended: as new, for the workers started next.
+    pub fn resume(&self) {
+        self.busy.store(self.workers, Ordering::Release);
+        self.handing_over.store(false, Ordering::Release);
+        self.requested.store(false, Ordering::Release);
     }
 
     /// Whether the stop is a hand-over.
@@ -222,6 +232,19 @@ mod tests {
         assert!(shutdown.all_drained());
         shutdown.drained();
         assert!(shutdown.all_drained(), "never below zero");
+    }
+
+    #[test]
+    fn a_failed_hand_over_resumes_as_new() {
+        let shutdown = Shutdown::new(2);
+        assert!(shutdown.hand_over());
+        shutdown.drained();
+        shutdown.drained();
+        shutdown.resume();
+        assert!(!shutdown.is_requested() && !shutdown.is_hand_over());
+        assert!(!shutdown.all_drained());
+        assert!(shutdown.request());
+        assert!(!shutdown.is_hand_over());
     }
 
     #[test]
