@@ -296,8 +296,11 @@ fn a_thousand_idle_tls_sessions_are_cut_while_others_are_served() {
     let tracker = Tracker::builder()
         .config(&format!(
             "[http]\nidle_timeout_secs = {}\nmax_connections_per_worker = {}\n\
-             max_connections_per_address = {}\n",
+             max_connections_per_address = {}\nmax_connections_per_subnet = {}\n\
+             max_connections_per_network = {}\n",
             TIMEOUT.as_secs(),
+            2 * IDLE,
+            2 * IDLE,
             2 * IDLE,
             2 * IDLE
         ))
