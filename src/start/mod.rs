@@ -339,7 +339,13 @@ impl Serving {
         let state_bytes: Vec<Option<Arc<Vec<u8>>>> = (0..workers).map(|_| loaded.clone()).collect();
         drop(loaded);
         let state_bytes = Arc::new(Mutex::new(state_bytes));
-        let meshes = Meshes::new(workers, self.config.runtime.channel_capacity);
+        // Each worker takes its own handle, made here (see `Meshes`).
+        let meshes: Vec<Option<Meshes>> =
+            Meshes::for_workers(workers, self.config.runtime.channel_capacity)
+                .into_iter()
+                .map(Some)
+                .collect();
+        let meshes = Arc::new(Mutex::new(meshes));
         let sockets = Arc::new(Mutex::new(sockets));
         let busy_poll = Duration::from_micros(self.config.runtime.busy_poll_us.into());
         let Serving {
@@ -361,7 +367,9 @@ impl Serving {
         let (secret, owners, seed) = (*secret, *owners, *seed);
         let sections = workers::run_workers(self.placements.clone(), busy_poll, move |index| {
             let config = config.clone();
-            let meshes = meshes.clone();
+            let meshes = meshes.lock().expect("not poisoned")[index]
+                .take()
+                .expect("each worker starts once");
             let sockets = std::mem::take(&mut sockets.lock().expect("not poisoned")[index]);
             let reloaded = Reloaded {
                 tls: tls.clone(),

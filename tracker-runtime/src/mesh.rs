@@ -7,8 +7,13 @@
 //! never waits on anything, so no cycle of full channels can form. Every worker
 //! joins them in the same order (requests, then answers), as glommio requires.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Mutex, MutexGuard};
+use std::task::{Context, Poll};
+
 use crate::metrics::Sample;
-use glommio::channels::channel_mesh::{Full, MeshBuilder};
+use glommio::channels::channel_mesh::{Full, MeshBuilder, Receivers, Senders};
 use tracker_proto::{Announce, AnnounceAnswer, AnswerPeers, InfoHash, ScrapeStats};
 use tracker_swarm::{AnnounceRefused, SwarmCounts};
 
@@ -100,21 +105,131 @@ pub enum RouteError {
     Failed,
 }
 
-/// The two meshes, built once and cloned into every worker before it starts.
-#[derive(Clone)]
+/// One worker's handle on the two meshes: `Meshes::for_workers` makes one
+/// for each worker, and each worker joins its own (`join`).
+///
+/// glommio's `MeshBuilder` counts its clones with an `Rc`, which is not
+/// atomic, though the builder is sent to other threads: clones made or
+/// dropped on two threads at once can lose a count, and then free the
+/// builder while a worker still uses it (seen as heap corruption at the
+/// stop, once in about ten runs of `tests/hostile.rs`). So every clone is
+/// made on one thread before any worker starts, and every later change to
+/// the count, a join (which drops its builder) or a drop, holds
+/// `BUILDER_COUNTS`.
 pub struct Meshes {
     pub(crate) workers: usize,
-    pub(crate) requests: MeshBuilder<Envelope<ShardRequest>, Full>,
-    pub(crate) replies: MeshBuilder<Envelope<ShardReply>, Full>,
+    builders: Option<Builders>,
+}
+
+type Builders = (
+    MeshBuilder<Envelope<ShardRequest>, Full>,
+    MeshBuilder<Envelope<ShardReply>, Full>,
+);
+
+/// The connected ends of both meshes: requests, then answers.
+pub(crate) type Joined = (
+    (
+        Senders<Envelope<ShardRequest>>,
+        Receivers<Envelope<ShardRequest>>,
+    ),
+    (
+        Senders<Envelope<ShardReply>>,
+        Receivers<Envelope<ShardReply>>,
+    ),
+);
+
+/// Held by whatever changes the count of a mesh builder's clones after the
+/// workers have started (see `Meshes`).
+static BUILDER_COUNTS: Mutex<()> = Mutex::new(());
+
+fn builder_counts() -> MutexGuard<'static, ()> {
+    BUILDER_COUNTS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Meshes {
-    pub fn new(workers: usize, channel_capacity: usize) -> Self {
-        Meshes {
-            workers,
-            requests: MeshBuilder::full(workers, channel_capacity),
-            replies: MeshBuilder::full(workers, channel_capacity),
+    /// A handle for each of `workers` workers on the same two meshes, each
+    /// channel `channel_capacity` messages deep. Call it on one thread
+    /// before any worker starts, and move each handle to its worker.
+    pub fn for_workers(workers: usize, channel_capacity: usize) -> Vec<Meshes> {
+        let requests = MeshBuilder::full(workers, channel_capacity);
+        let replies = MeshBuilder::full(workers, channel_capacity);
+        (0..workers)
+            .map(|_| Meshes {
+                workers,
+                builders: Some((requests.clone(), replies.clone())),
+            })
+            .collect()
+    }
+
+    /// Joins both meshes, in the order every worker joins them (requests,
+    /// then answers): done once the other workers have joined too.
+    pub(crate) async fn join(mut self) -> Result<Joined, &'static str> {
+        let (requests, replies) = self
+            .builders
+            .take()
+            .ok_or("the meshes were joined before")?;
+        // A failed join leaves the other builder to drop here: counted too.
+        let replies = Counted(Some(replies));
+        let requests = Serialized(Some(Box::pin(requests.join())))
+            .await
+            .map_err(|_| "cannot join the request mesh")?;
+        let replies = replies.take().ok_or("the answer mesh is gone")?;
+        let replies = Serialized(Some(Box::pin(replies.join())))
+            .await
+            .map_err(|_| "cannot join the answer mesh")?;
+        Ok((requests, replies))
+    }
+}
+
+impl Drop for Meshes {
+    fn drop(&mut self) {
+        let _counts = builder_counts();
+        self.builders.take();
+    }
+}
+
+/// A builder held outside a join, dropped while holding `BUILDER_COUNTS`.
+struct Counted<T>(Option<T>);
+
+impl<T> Counted<T> {
+    fn take(mut self) -> Option<T> {
+        let _counts = builder_counts();
+        self.0.take()
+    }
+}
+
+impl<T> Drop for Counted<T> {
+    fn drop(&mut self) {
+        let _counts = builder_counts();
+        self.0.take();
+    }
+}
+
+/// A future (a mesh join, which clones and drops its builder as it goes)
+/// polled, and dropped, while holding `BUILDER_COUNTS`. A poll never waits
+/// on another thread, so holding the lock for one cannot deadlock.
+struct Serialized<F: Future>(Option<Pin<Box<F>>>);
+
+impl<F: Future> Future for Serialized<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let _counts = builder_counts();
+        let Some(inner) = self.0.as_mut() else {
+            return Poll::Pending;
+        };
+        let ready = inner.as_mut().poll(cx);
+        if ready.is_ready() {
+            self.0 = None;
         }
+        ready
+    }
+}
+
+impl<F: Future> Drop for Serialized<F> {
+    fn drop(&mut self) {
+        let _counts = builder_counts();
+        self.0.take();
     }
 }
 

@@ -112,16 +112,7 @@ impl Shard {
             ));
         }
         let (to_owners, reply_senders, request_streams, reply_streams) = if workers > 1 {
-            let (req_tx, mut req_rx) = meshes
-                .requests
-                .join()
-                .await
-                .map_err(|_| "cannot join the request mesh")?;
-            let (rep_tx, mut rep_rx) = meshes
-                .replies
-                .join()
-                .await
-                .map_err(|_| "cannot join the answer mesh")?;
+            let ((req_tx, mut req_rx), (rep_tx, mut rep_rx)) = meshes.join().await?;
             debug_assert_eq!(req_tx.peer_id(), index);
             (
                 Some(req_tx),
