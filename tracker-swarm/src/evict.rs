@@ -16,11 +16,14 @@
 //!   that two networks share is never dropped.
 //! - First one no live peer holds (left for the cleaner): it is worth
 //!   nothing.
-//! - Then one of the creator's own network: a client that creates
-//!   torrents past the store's size displaces its own first, so an attacker
-//!   displaces others only while none of its own is among those drawn.
 //! - Then one of the network seen most often among those drawn: a network
-//!   holding a large share of the store shows up more than once.
+//!   holding a large share of the store shows up more than once, so its
+//!   torrents go before those of a client that holds a few (an honest one
+//!   creating torrents in a store an attacker filled keeps its own).
+//! - Then, among networks seen as often, one of the creator's own: a client
+//!   that creates torrents past the store's size displaces its own first,
+//!   so an attacker that holds a small share displaces others only while
+//!   none of its own is among those drawn.
 //! - Then one whose first peer's address spent most of its new-torrent
 //!   budget this minute (`NewTorrentBudgets::spent`): the heaviest
 //!   creators, even spread over many networks.
@@ -54,7 +57,7 @@ pub(crate) struct Candidate {
 }
 
 /// How `least_worth` orders candidates: the greatest goes.
-pub(crate) type Rank = (bool, bool, usize, u32, Reverse<usize>, Reverse<u32>);
+pub(crate) type Rank = (bool, usize, bool, u32, Reverse<usize>, Reverse<u32>);
 
 /// The rank of `c`, one of `all` drawn for a new torrent from network
 /// `creator` (see the module's comment).
@@ -65,8 +68,8 @@ pub(crate) fn rank(c: &Candidate, all: &[Candidate], creator: u128) -> Rank {
         .count();
     (
         !c.live,
-        c.network == Some(creator),
         seen,
+        c.network == Some(creator),
         c.spent,
         Reverse(c.peers),
         Reverse(c.completed),
@@ -127,9 +130,17 @@ mod tests {
     }
 
     #[test]
-    fn then_the_creators_own_then_the_network_seen_most() {
-        assert_eq!(least_worth(&[lone(B), lone(B), lone(A)], A), Some(2));
+    fn then_the_network_seen_most_then_the_creators_own() {
+        // A creator that holds few keeps its own while another network
+        // shows up more often ...
+        assert_eq!(least_worth(&[lone(B), lone(B), lone(A)], A), Some(0));
         assert_eq!(least_worth(&[lone(C), lone(B), lone(B)], A), Some(1));
+        // ... and among networks seen as often, displaces its own.
+        assert_eq!(least_worth(&[lone(B), lone(C), lone(A)], A), Some(2));
+        assert_eq!(
+            least_worth(&[lone(B), lone(A), lone(A), lone(B)], A),
+            Some(1)
+        );
     }
 
     #[test]
