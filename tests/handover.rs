@@ -503,6 +503,28 @@ impl Drop for Child {
     }
 }
 
+/// Starts `fake_successor` against the control socket at `control`, as
+/// `mode` says (`hang-up` or `silent`).
+fn spawn_fake_successor(mode: &str, control: &Path) -> Child {
+    Child(
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "fake_successor",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(
+                "TRACKER_TEST_FAKE_SUCCESSOR",
+                format!("{mode}:{}", control.display()),
+            )
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// A successor that goes away (hangs up) or silent after `go`, once the old
 /// tracker has stopped: the old one kills it, as it holds every socket, and
 /// serves again within seconds, in the same process, with the same swarms
@@ -520,23 +542,7 @@ fn a_successor_lost_after_go_is_killed_and_the_old_tracker_serves_again() {
     let (hashes, before) = fill(old.udp[0]);
     let mut client = Client::new("127.0.0.9:0", old.udp[0]);
     for mode in ["hang-up", "silent"] {
-        let mut fake = Child(
-            std::process::Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "fake_successor",
-                    "--exact",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env(
-                    "TRACKER_TEST_FAKE_SUCCESSOR",
-                    format!("{mode}:{}", control.0.display()),
-                )
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
+        let mut fake = spawn_fake_successor(mode, &control.0);
         // Killed after runtime.handover_timeout_secs (5 s) of silence at
         // most, once the old one has stopped (its drain: well under 1 s);
         // the bound leaves room for a busy machine, and is half of the
@@ -589,23 +595,7 @@ fn a_lost_successor_that_cannot_be_killed_costs_a_restart_not_a_swarm() {
         .without_allow_root()
         .start();
     let (hashes, before) = fill(old.udp[0]);
-    let _fake = Child(
-        std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "fake_successor",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(
-                "TRACKER_TEST_FAKE_SUCCESSOR",
-                format!("silent:{}", control.0.display()),
-            )
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _fake = spawn_fake_successor("silent", &control.0);
     let (code, log) = old.wait_exit(Duration::from_secs(30));
     assert_eq!(code, Some(1), "{log}");
     assert!(log.contains("cannot serve again"), "{log}");
