@@ -14,7 +14,6 @@
 
 use std::future::Future;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -51,9 +50,7 @@ impl DeadlineStream {
 
     /// Makes its close graceful (it resets otherwise, see `crate::linger`).
     pub fn close_gracefully(&self) -> io::Result<()> {
-        // SAFETY: the stream owns the descriptor and outlives the borrow.
-        let fd = unsafe { BorrowedFd::borrow_raw(self.stream.as_raw_fd()) };
-        crate::linger::reset_on_close(fd, false)
+        crate::linger::reset_on_close(&self.stream, false)
     }
 }
 

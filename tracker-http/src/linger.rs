@@ -15,17 +15,17 @@
 //! per connection, and only the graceful close turns it off first.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::AsRawFd;
 
 /// Makes a close of `socket` (or of a socket accepted from it, if it
 /// listens) reset the connection (`true`) or end it gracefully (`false`).
-pub fn reset_on_close(socket: BorrowedFd<'_>, reset: bool) -> io::Result<()> {
+pub fn reset_on_close(socket: &impl AsRawFd, reset: bool) -> io::Result<()> {
     let linger = libc::linger {
         l_onoff: reset.into(),
         l_linger: 0,
     };
     // SAFETY: setsockopt reads one `linger` of the size given, on a
-    // descriptor the borrow keeps open.
+    // descriptor that `socket`, borrowed for the call, keeps open.
     let rc = unsafe {
         libc::setsockopt(
             socket.as_raw_fd(),
@@ -46,21 +46,20 @@ mod tests {
     use super::*;
     use std::io::{ErrorKind, Read, Write};
     use std::net::{TcpListener, TcpStream};
-    use std::os::fd::AsFd;
 
     /// Accepted sockets take the listener's setting: a drop resets; turned
     /// off, the drop closes gracefully and the client reads to its end.
     #[test]
     fn accepted_sockets_reset_unless_turned_off() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        reset_on_close(listener.as_fd(), true).unwrap();
+        reset_on_close(&listener, true).unwrap();
         let addr = listener.local_addr().unwrap();
         for graceful in [false, true] {
             let mut client = TcpStream::connect(addr).unwrap();
             let (mut accepted, _) = listener.accept().unwrap();
             accepted.write_all(b"last answer").unwrap();
             if graceful {
-                reset_on_close(accepted.as_fd(), false).unwrap();
+                reset_on_close(&accepted, false).unwrap();
             }
             drop(accepted);
             let mut got = Vec::new();

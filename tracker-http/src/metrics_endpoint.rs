@@ -4,7 +4,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd};
+use std::os::fd::{FromRawFd, IntoRawFd};
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
@@ -116,7 +116,7 @@ impl Endpoint {
         let local = listener.local_addr().map_err(|e| e.to_string())?;
         // Scrapes refused, evicted or timed out are reset (see
         // `crate::linger`).
-        crate::linger::reset_on_close(listener.as_fd(), true)
+        crate::linger::reset_on_close(&listener, true)
             .map_err(|e| format!("metrics {local}: SO_LINGER: {e}"))?;
         // SAFETY: the fd comes from a listening socket we own and hand over whole.
         let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
@@ -214,9 +214,7 @@ async fn respond(
     head_only: bool,
 ) -> Result<(), GlommioError<()>> {
     write_answer(stream, status, body, head_only).await?;
-    // SAFETY: the stream owns the descriptor and outlives the borrow.
-    let fd = unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) };
-    crate::linger::reset_on_close(fd, false)?;
+    crate::linger::reset_on_close(stream, false)?;
     stream.close().await?;
     Ok(())
 }

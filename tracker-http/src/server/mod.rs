@@ -23,7 +23,7 @@
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsFd, FromRawFd, IntoRawFd};
+use std::os::fd::{FromRawFd, IntoRawFd};
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
@@ -307,7 +307,7 @@ impl HttpService {
         }
         // Every connection accepted from it resets when dropped, unless it
         // ends gracefully (see `crate::linger`).
-        crate::linger::reset_on_close(listener.as_fd(), true)
+        crate::linger::reset_on_close(&listener, true)
             .map_err(|e| format!("http {local}: SO_LINGER: {e}"))?;
         // SAFETY: the fd comes from a listening socket we own and hand over whole.
         let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
