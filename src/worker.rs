@@ -19,7 +19,7 @@ use tracker_runtime::shutdown::{self, Shutdown};
 use tracker_runtime::snapshot::Snapshots;
 use tracker_runtime::workers;
 use tracker_swarm::state::{Section, StateFile};
-use tracker_swarm::{Quota, Restored, SwarmStore};
+use tracker_swarm::{Restored, SwarmStore};
 use tracker_udp::cookie::ConnectionCookies;
 use tracker_udp::server::UdpService;
 
@@ -113,7 +113,7 @@ impl Worker {
             store,
             config.runtime.max_forwarded,
             reloaded.access,
-            exempt,
+            exempt.clone(),
         )
         .await?;
         let period = Duration::from_secs(config.swarm.cleanup_interval_secs.into());
@@ -123,7 +123,6 @@ impl Worker {
             glommio::spawn_local(snapshots.take_forever(shard.clone())).detach();
         }
 
-        let exempt = config.runtime.exempt_networks();
         let udp = UdpService::new(
             shard.clone(),
             ConnectionCookies::new(secret),
@@ -224,13 +223,7 @@ fn restore_shard(
         owners.of(hash) == index && access.is_none_or(|list| list.allows(hash))
     };
     // A peer of an exempt network is kept as its announces would be.
-    let quota = |ip| {
-        if exempt.contains(ip) {
-            Quota::Exempt
-        } else {
-            Quota::Counted
-        }
-    };
+    let quota = |ip| exempt.quota(ip);
     let (now, now_unix) = (clock::now_secs(), clock::unix_secs());
     let restored = StateFile::reopen(bytes)
         .map_err(|e| (e, Restored::default()))

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use documented::{Documented, DocumentedFields};
 use serde::{Deserialize, Serialize};
-use tracker_swarm::StoreLimits;
+use tracker_swarm::{Quota, StoreLimits};
 
 use crate::access::{AccessMode, ListSource};
 use crate::owner::KEY_BYTES;
@@ -316,6 +316,15 @@ impl ExemptNetworks {
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// Whether the store's limits per client count the client at `ip`.
+    pub fn quota(&self, ip: std::net::IpAddr) -> Quota {
+        if self.contains(ip) {
+            Quota::Exempt
+        } else {
+            Quota::Counted
+        }
     }
 }
 

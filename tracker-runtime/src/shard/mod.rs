@@ -29,7 +29,7 @@ use std::time::Duration;
 use tracker_proto::{
     Announce, AnnounceAnswer, AnswerPeers, BlockLevel, InfoHash, IpFamily, ScrapeStats,
 };
-use tracker_swarm::{AnnounceRefused, Quota, SwarmCounts, SwarmStore};
+use tracker_swarm::{AnnounceRefused, SwarmCounts, SwarmStore};
 
 mod exchange;
 
@@ -223,11 +223,7 @@ impl Shard {
             return Err(AnnounceRefused::NotAllowed);
         }
         let ip = req.peer_addr.ip();
-        let quota = if self.exempt.contains(ip) {
-            Quota::Exempt
-        } else {
-            Quota::Counted
-        };
+        let quota = self.exempt.quota(ip);
         let mut store = self.store.borrow_mut();
         // Debug builds only: lets tests make a request panic here, with the
         // store borrowed, to prove that the panic is contained and the borrow
