@@ -4,7 +4,7 @@
 //! proxies.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 
 /// The IP a peer is known by: IPv4-mapped IPv6 addresses (what a dual-stack
 /// socket reports for an IPv4 client) become plain IPv4, so that a peer is the
@@ -16,27 +16,15 @@ pub fn canonical_ip(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// The block of addresses one client is taken to control, for the limits
-/// per client (connections, new torrents, UDP connects): an IPv4 address
-/// alone, an IPv6 address by its /64, since a single host is usually given a
-/// whole /64 and can choose any address in it.
-pub fn address_block(ip: IpAddr) -> IpAddr {
-    match canonical_ip(ip) {
-        IpAddr::V6(v6) => {
-            let prefix = u128::from(v6) & !((1u128 << 64) - 1);
-            IpAddr::V6(Ipv6Addr::from(prefix))
-        }
-        v4 => v4,
-    }
-}
-
 /// How wide a block of addresses a limit counts by. Every limit per client
 /// counts at each level, so that an attacker who controls many addresses
 /// of one network (a /48 holds 65,536 /64s) is bounded by the network's
 /// budget, not by a budget per /64 times the /64s it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum BlockLevel {
-    /// One client: an IPv4 address alone, an IPv6 /64 (see [`address_block`]).
+    /// One client: an IPv4 address alone, an IPv6 address by its /64, since a
+    /// single host is usually given a whole /64 and can choose any address in
+    /// it.
     Address,
     /// A site: an IPv4 /24, an IPv6 /56 (what a home or a small office is
     /// usually given).
@@ -183,17 +171,6 @@ mod tests {
         assert_eq!(canonical_ip(ip("1.2.3.4")), ip("1.2.3.4"));
         assert_eq!(canonical_ip(ip("::1")), ip("::1"));
         assert_eq!(canonical_ip(ip("2001:db8::1")), ip("2001:db8::1"));
-    }
-
-    #[test]
-    fn ipv6_clients_count_by_their_64_and_ipv4_alone() {
-        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        assert_eq!(address_block(ip("192.0.2.7")), ip("192.0.2.7"));
-        assert_eq!(address_block(ip("::ffff:192.0.2.7")), ip("192.0.2.7"));
-        assert_eq!(
-            address_block(ip("2001:db8:a:b:c:d:e:f")),
-            ip("2001:db8:a:b::")
-        );
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub(super) trait PeerIp: CompactIp + Eq + Hash + Into<IpAddr> {
 
     /// The client at this address: an IPv4 address alone, an IPv6 address by
     /// its /64, since one host is usually given a whole /64 and can announce
-    /// from any address in it (`tracker_proto::address_block`).
+    /// from any address in it (`tracker_proto::BlockLevel::Address`).
     fn client(&self) -> Self::Client;
 }
 

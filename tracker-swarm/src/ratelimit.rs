@@ -1,6 +1,6 @@
 //! A per-address rate limit for one worker: at most so many events (UDP
 //! connects, new torrents) per window of time from one client (an IPv6
-//! client by its /64, see `types::address_block`).
+//! client by its /64: `tracker_proto::BlockLevel::Address`).
 //!
 //! Memory is fixed: a table of `slots` counters, each 8 bytes, that addresses
 //! hash into with a key chosen at random at start (so clients cannot aim at
@@ -14,7 +14,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::net::IpAddr;
 
-use tracker_proto::address_block;
+use tracker_proto::{block_key, BlockLevel};
 
 #[derive(Clone, Copy, Default)]
 struct Slot {
@@ -47,23 +47,16 @@ impl RateLimit {
     /// Counts an event from `ip` at second `now`; false when it is over the
     /// limit (and should be refused).
     pub fn allow(&mut self, ip: IpAddr, now: u32) -> bool {
-        let index = self.slot_of(ip);
-        let window = now / self.window_secs;
-        let Some(slot) = self.slots.get_mut(index) else {
-            return true;
-        };
-        if slot.window != window {
-            *slot = Slot { window, used: 0 };
-        }
-        if slot.used >= self.per_window {
+        let slot = self.slot_of(ip);
+        if !self.room_at(slot, now) {
             return false;
         }
-        slot.used += 1;
+        self.count_at(slot, now);
         true
     }
 
     fn slot_of(&self, ip: IpAddr) -> usize {
-        (self.keys.hash_one(address_block(ip)) % self.slots.len() as u64) as usize
+        self.slot_of_block(block_key(ip, BlockLevel::Address))
     }
 
     /// The slot that counts the block `key` (a `tracker_proto::block_key`),

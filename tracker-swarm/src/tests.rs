@@ -896,11 +896,12 @@ mod model {
                 let room = t.peers.len() < self.limits.max_peers_per_torrent
                     && total < self.limits.max_peers;
                 // One client: an IPv4 address, an IPv6 /64.
-                let client = tracker_proto::address_block(req.peer_addr.ip());
+                let client = |ip| tracker_proto::block_key(ip, BlockLevel::Address);
+                let requester = client(req.peer_addr.ip());
                 let from_ip = t
                     .peers
                     .keys()
-                    .filter(|a| tracker_proto::address_block(a.ip()) == client)
+                    .filter(|a| client(a.ip()) == requester)
                     .count();
                 if old.is_none()
                     && room
