@@ -168,16 +168,20 @@ impl Meshes {
             .builders
             .take()
             .ok_or("the meshes were joined before")?;
-        // A failed join leaves the other builder to drop here: counted too.
-        let replies = Counted(Some(replies));
-        let requests = Serialized(Some(Box::pin(requests.join())))
-            .await
-            .map_err(|_| "cannot join the request mesh")?;
-        let replies = replies.take().ok_or("the answer mesh is gone")?;
-        let replies = Serialized(Some(Box::pin(replies.join())))
-            .await
-            .map_err(|_| "cannot join the answer mesh")?;
-        Ok((requests, replies))
+        // One future holds both builders, so that each is polled, and
+        // dropped (a failed join leaves the other), under the lock.
+        Serialized(Some(Box::pin(async move {
+            let requests = requests
+                .join()
+                .await
+                .map_err(|_| "cannot join the request mesh")?;
+            let replies = replies
+                .join()
+                .await
+                .map_err(|_| "cannot join the answer mesh")?;
+            Ok((requests, replies))
+        })))
+        .await
     }
 }
 
@@ -188,24 +192,7 @@ impl Drop for Meshes {
     }
 }
 
-/// A builder held outside a join, dropped while holding `BUILDER_COUNTS`.
-struct Counted<T>(Option<T>);
-
-impl<T> Counted<T> {
-    fn take(mut self) -> Option<T> {
-        let _counts = builder_counts();
-        self.0.take()
-    }
-}
-
-impl<T> Drop for Counted<T> {
-    fn drop(&mut self) {
-        let _counts = builder_counts();
-        self.0.take();
-    }
-}
-
-/// A future (a mesh join, which clones and drops its builder as it goes)
+/// A future (mesh joins, which clone and drop their builders as they go)
 /// polled, and dropped, while holding `BUILDER_COUNTS`. A poll never waits
 /// on another thread, so holding the lock for one cannot deadlock.
 struct Serialized<F: Future>(Option<Pin<Box<F>>>);
