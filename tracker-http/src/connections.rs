@@ -244,12 +244,10 @@ impl ConnectionTable {
     /// Connections open now from the block of `level` that `ip` is in.
     pub fn open_from(&self, ip: IpAddr, level: BlockLevel) -> usize {
         let inner = self.inner.borrow();
-        let key = block_key(ip, level);
-        BlockLevel::ALL
-            .iter()
-            .zip(&inner.per_block)
-            .find(|(l, _)| **l == level)
-            .and_then(|(_, blocks)| blocks.get(&key))
+        inner
+            .per_block
+            .get(level as usize)
+            .and_then(|blocks| blocks.get(&block_key(ip, level)))
             .map_or(0, |&n| n as usize)
     }
 }
