@@ -15,3 +15,4 @@ pub mod runner;
 pub mod stats;
 pub mod udp;
 pub mod udp_session;
+pub mod ws_session;
