@@ -9,13 +9,15 @@
 //! - [`table`]: the Markdown table and the scaling efficiency (pure);
 //! - [`plot`]: the SVG plot (pure);
 //! - [`process`]: starting a tracker, waiting until it serves, stopping it;
-//! - [`run`](mod@run): the loop over worker counts and trackers.
+//! - [`run`](mod@run): the loop over worker counts and trackers;
+//! - [`ws`]: what differs for the WebSocket load.
 
 pub mod plot;
 pub mod process;
 pub mod run;
 pub mod table;
 pub mod template;
+pub mod ws;
 
 pub use plot::svg;
 pub use run::run;

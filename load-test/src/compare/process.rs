@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 
 pub(super) enum Proto {
     Udp(SocketAddr),
+    /// HTTP, or HTTPS when `true`.
     Http(SocketAddr, bool),
+    /// WebSocket, or over TLS when `true`.
+    Ws(SocketAddr, bool),
 }
 
 impl Proto {
@@ -17,7 +20,7 @@ impl Proto {
     pub(super) fn answers(&self) -> bool {
         match *self {
             Proto::Udp(addr) => udp_answers(addr),
-            Proto::Http(addr, _) => {
+            Proto::Http(addr, _) | Proto::Ws(addr, _) => {
                 TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok()
             }
         }

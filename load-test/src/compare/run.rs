@@ -23,11 +23,14 @@ pub fn run(config: &Config) -> Result<String, String> {
     let proto = if target.starts_with("http") {
         let t = HttpTarget::parse(target)?;
         Proto::Http(t.addr, t.tls)
+    } else if target.starts_with("ws") {
+        let (addr, tls) = super::ws::parse(target)?;
+        Proto::Ws(addr, tls)
     } else {
         Proto::Udp(crate::udp::parse_target(target)?)
     };
     let addr = match proto {
-        Proto::Udp(a) | Proto::Http(a, _) => a,
+        Proto::Udp(a) | Proto::Http(a, _) | Proto::Ws(a, _) => a,
     };
     let allowed = workers::allowed_cpus()?;
     let load_cpus = match &config.cpus {
@@ -54,6 +57,7 @@ pub fn run(config: &Config) -> Result<String, String> {
         Proto::Udp(_) => "--udp",
         Proto::Http(_, false) => "--http",
         Proto::Http(_, true) => "--https",
+        Proto::Ws(_, tls) => super::ws::tracker_flag(tls),
     };
     let template = options.tracker_cmd.clone().unwrap_or_else(|| {
         format!("{{tracker}} -c {{config}} {flag} {{addr}} --workers {{workers}} --cpus {{cpus}} {{pin}}")
@@ -73,9 +77,13 @@ pub fn run(config: &Config) -> Result<String, String> {
     // under test, so nothing else is bound.
     let tracker_config = out.join("tracker.toml");
     let off = match proto {
-        Proto::Udp(_) => "[http]\nlisten = []\nhttps_listen = []\n",
-        Proto::Http(_, false) => "[udp]\nlisten = []\n[http]\nhttps_listen = []\n",
-        Proto::Http(_, true) => "[udp]\nlisten = []\n[http]\nlisten = []\n",
+        Proto::Udp(_) => "[http]\nlisten = []\nhttps_listen = []\n".to_string(),
+        Proto::Http(_, false) => "[udp]\nlisten = []\n[http]\nhttps_listen = []\n".to_string(),
+        Proto::Http(_, true) => "[udp]\nlisten = []\n[http]\nlisten = []\n".to_string(),
+        Proto::Ws(_, tls) => {
+            super::ws::prepare(config)?;
+            super::ws::tracker_toml(tls, config)
+        }
     };
     // No state file: every run starts empty and none leaves swarms behind.
     // A benchmark serves as whoever runs it, root included. The load comes
@@ -147,6 +155,7 @@ pub fn run(config: &Config) -> Result<String, String> {
             Proto::Udp(_) => "UDP",
             Proto::Http(_, false) => "HTTP",
             Proto::Http(_, true) => "HTTPS",
+            Proto::Ws(_, tls) => super::ws::title(tls),
         },
         config.cpus.as_deref().unwrap_or("any CPU"),
     );
@@ -195,6 +204,7 @@ impl Runner<'_> {
         let result = ready.and_then(|()| match self.proto {
             Proto::Udp(_) => crate::udp::run(self.config),
             Proto::Http(..) => crate::http::run(self.config),
+            Proto::Ws(..) => super::ws::measure(self.config),
         });
         drop(child);
         match result {
