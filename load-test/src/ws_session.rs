@@ -19,7 +19,8 @@
 //! its relay back).
 //!
 //! Trackers differ in one thing: aquatic_ws answers an announce that carries
-//! an answer, webtorrent's `bittorrent-tracker` does not. The session learns
+//! an answer, webtorrent's `bittorrent-tracker` and ours do not (when it
+//! carries nothing else, as WebTorrent sends it). The session learns
 //! which from the first answer-announce (answered, or not within the
 //! time-out), and never has an announce and an answer-announce for the same
 //! torrent in flight together, so that an announce answer, which names only
@@ -587,13 +588,14 @@ impl WsSession {
             return false;
         }
         let peer = model.peer_for_torrent(self.conn, u64::from(origin.torrent));
+        // As WebTorrent sends it: the answer alone, no `left` nor event.
         write_announce_request(
             out,
             &AnnounceMessage {
                 info_hash,
                 peer_id: peer.peer_id,
                 event: AnnounceEvent::None,
-                left: Some(if peer.seeder { 0 } else { peer.left }),
+                left: None,
                 numwant: None,
                 offers: Vec::new(),
                 answer: Some(Answer {

@@ -267,6 +267,7 @@ fn a_relayed_offer_is_checked_timed_and_answered() {
         f.traffic.model.peer_for_torrent(0, torrent.into()).peer_id
     );
     assert!(a.offers.is_empty());
+    assert_eq!((a.left, a.event, a.numwant), (None, AnnounceEvent::None, None));
     let answered = a.answer.unwrap();
     assert_eq!(answered.to_peer_id, from);
     assert_eq!(answered.offer_id, id);
