@@ -28,6 +28,11 @@ impl HttpService {
                     Err(e) => self.fail(s.out, e.status(), connection, e.reason()),
                 }
             }
+            // Upgrades are taken before any answer (see `connection`).
+            Endpoint::WebSocket => {
+                let e = RequestError::NotFound;
+                self.fail(s.out, e.status(), connection, e.reason())
+            }
         }
     }
 
