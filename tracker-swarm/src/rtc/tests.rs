@@ -1,12 +1,14 @@
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use proptest::prelude::*;
 
 use super::{ConnectionRef, RtcAnnounce};
 use crate::counts::{CleanReport, PeerTotals, SwarmCounts};
 use crate::state::{Section, StateFile};
 use crate::store::{AnnounceRefused, Quota, StoreLimits, SwarmStore};
 use crate::Restored;
-use tracker_proto::{Announce, AnnounceEvent, AnswerPeers, BlockLevel};
+use tracker_proto::{block_key, Announce, AnnounceEvent, AnswerPeers, BlockLevel};
 use tracker_proto::{InfoHash, PeerId, ScrapeStats};
 
 const TIMEOUT: u32 = 100;
@@ -937,4 +939,435 @@ fn a_bittorrent_record_without_live_peers_restores_nothing_of_either_kind() {
     let (r, _) = restore(&file_of(&s, 0), limits(), 0);
     assert_eq!(r.scrape(&hash(2)), ScrapeStats::default());
     assert_eq!(r.torrent_count(), 1);
+}
+
+// --- Against a model -------------------------------------------------------
+
+/// The WebRTC side as the rules say it, kept plainly. The store's
+/// BitTorrent torrents and peers, which the limits count too, are read from
+/// the store itself (its own tests check them).
+mod model {
+    use super::*;
+
+    #[derive(Clone, Copy, Debug)]
+    pub struct Peer {
+        pub connection: ConnectionRef,
+        pub client: u128,
+        pub seeder: bool,
+        pub expiry: u32,
+    }
+
+    #[derive(Default)]
+    pub struct Torrent {
+        pub peers: BTreeMap<PeerId, Peer>,
+        pub downloaded: u32,
+        /// Restored and waiting for its peers until then.
+        pub held_until: Option<u32>,
+    }
+
+    impl Torrent {
+        pub fn counts(&self) -> SwarmCounts {
+            let seeders = self.peers.values().filter(|p| p.seeder).count() as u32;
+            counts(seeders, self.peers.len() as u32 - seeders)
+        }
+
+        pub fn scrape(&self) -> ScrapeStats {
+            let c = self.counts();
+            scrape(c.seeders, self.downloaded, c.leechers)
+        }
+    }
+
+    pub struct Model {
+        pub limits: StoreLimits,
+        pub torrents: BTreeMap<InfoHash, Torrent>,
+        pub unstored: u64,
+        pub address_limited: u64,
+        pub refused: u64,
+    }
+
+    impl Model {
+        pub fn new(limits: StoreLimits) -> Self {
+            Model {
+                limits,
+                torrents: BTreeMap::new(),
+                unstored: 0,
+                address_limited: 0,
+                refused: 0,
+            }
+        }
+
+        pub fn peers(&self) -> usize {
+            self.torrents.values().map(|t| t.peers.len()).sum()
+        }
+
+        /// `bt`: the BitTorrent torrents and peers the store holds.
+        pub fn announce(
+            &mut self,
+            req: &RtcAnnounce,
+            now: u32,
+            quota: Quota,
+            bt: (usize, usize),
+        ) -> Result<SwarmCounts, AnnounceRefused> {
+            let limits = self.limits;
+            let stopped = req.event == AnnounceEvent::Stopped;
+            let mut held = bt.1 + self.peers();
+            if !self.torrents.contains_key(&req.info_hash) {
+                if stopped {
+                    return Ok(SwarmCounts::default());
+                }
+                if held >= limits.max_peers {
+                    self.unstored += 1;
+                    return Ok(SwarmCounts::default());
+                }
+                if bt.0 + self.torrents.len() >= limits.max_torrents {
+                    self.refused += 1;
+                    return Err(AnnounceRefused::TorrentLimit);
+                }
+                self.torrents.insert(req.info_hash, Torrent::default());
+            }
+            let t = self.torrents.get_mut(&req.info_hash).unwrap();
+            if let Some(p) = t.peers.get(&req.peer_id) {
+                if p.connection != req.connection {
+                    if p.expiry > now {
+                        return Err(AnnounceRefused::PeerIdInUse);
+                    }
+                    t.peers.remove(&req.peer_id);
+                    held -= 1;
+                }
+            }
+            if stopped {
+                t.peers.remove(&req.peer_id);
+                return Ok(t.counts());
+            }
+            let expiry = now + limits.peer_timeout_secs;
+            let completes = match t.peers.get_mut(&req.peer_id) {
+                Some(p) => {
+                    let was_seeder = p.seeder;
+                    p.seeder = req.seeder;
+                    p.expiry = expiry;
+                    !was_seeder
+                }
+                None => {
+                    let room =
+                        t.peers.len() < limits.max_peers_per_torrent && held < limits.max_peers;
+                    let client = block_key(req.ip, BlockLevel::Address);
+                    let of_client = t.peers.values().filter(|p| p.client == client).count();
+                    let cap = limits
+                        .max_peers_per_address
+                        .filter(|_| quota == Quota::Counted);
+                    if room && cap.is_some_and(|max| of_client >= max) {
+                        self.address_limited += 1;
+                        false
+                    } else if room {
+                        let peer = Peer {
+                            connection: req.connection,
+                            client,
+                            seeder: req.seeder,
+                            expiry,
+                        };
+                        t.peers.insert(req.peer_id, peer);
+                        t.held_until = None;
+                        true
+                    } else {
+                        self.unstored += 1;
+                        false
+                    }
+                }
+            };
+            if completes && req.event == AnnounceEvent::Completed {
+                t.downloaded += 1;
+            }
+            Ok(t.counts())
+        }
+
+        /// The peers `req` may be given after its announce.
+        pub fn eligible(&self, req: &RtcAnnounce, now: u32) -> usize {
+            let Some(t) = self.torrents.get(&req.info_hash) else {
+                return 0;
+            };
+            let eligible = t.peers.values().filter(|p| {
+                p.expiry > now && p.connection != req.connection && !(req.seeder && p.seeder)
+            });
+            eligible.count()
+        }
+
+        pub fn disconnect(&mut self, h: &InfoHash, peer_id: &PeerId, connection: ConnectionRef) {
+            if let Some(t) = self.torrents.get_mut(h) {
+                if t.peers
+                    .get(peer_id)
+                    .is_some_and(|p| p.connection == connection)
+                {
+                    t.peers.remove(peer_id);
+                }
+            }
+        }
+
+        pub fn clean(&mut self, now: u32, mut in_segment: impl FnMut(&InfoHash) -> bool) {
+            self.torrents.retain(|h, t| {
+                if !in_segment(h) {
+                    return true;
+                }
+                t.peers.retain(|_, p| p.expiry > now);
+                !t.peers.is_empty() || t.held_until.is_some_and(|until| until > now)
+            });
+        }
+
+        /// What a save at `now` and a restore at the same time leave: the
+        /// counts of live swarms that count any, and no peer.
+        pub fn restart(&mut self, now: u32) {
+            let timeout = self.limits.peer_timeout_secs;
+            let torrents = std::mem::take(&mut self.torrents);
+            for (h, t) in torrents {
+                let live = t.peers.values().any(|p| p.expiry > now)
+                    || t.held_until.is_some_and(|until| until > now);
+                if live && t.downloaded > 0 {
+                    let restored = Torrent {
+                        peers: BTreeMap::new(),
+                        downloaded: t.downloaded,
+                        held_until: Some(now + timeout),
+                    };
+                    self.torrents.insert(h, restored);
+                }
+            }
+            (self.unstored, self.address_limited, self.refused) = (0, 0, 0);
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Announce(RtcAnnounce, Quota),
+    Disconnect(InfoHash, PeerId, ConnectionRef),
+    BitTorrent(Announce),
+    Wait(u32),
+    /// Clean the segment holding this torrent.
+    Clean(InfoHash),
+    /// An access list that refuses this torrent (applied to its segment).
+    Refuse(InfoHash),
+    /// Save the store and restore the file into a new one.
+    Restart,
+}
+
+/// Connection `c`'s address: two connections to each, pairs of IPv4
+/// addresses and of IPv6 addresses in one /64, so four connections to a
+/// client.
+fn address_of(c: u64) -> IpAddr {
+    let pair = (c / 4) as u8;
+    if pair.is_multiple_of(2) {
+        Ipv4Addr::new(10, 1, pair, (c / 2 % 2) as u8 + 1).into()
+    } else {
+        let host = (c / 2 % 2) as u16 + 1;
+        Ipv6Addr::new(0x2001, 0xdb8, 0, pair.into(), 0, 0, 0, host).into()
+    }
+}
+
+/// Announces on `hashes` torrents from `connections` connections, most with
+/// a peer id of their own, some with another's (or a second one).
+fn ops(
+    hashes: u8,
+    connections: u64,
+    stop_weight: u32,
+    restart_weight: u32,
+) -> impl Strategy<Value = Vec<Op>> {
+    let event = prop_oneof![
+        4 => Just(AnnounceEvent::None),
+        2 => Just(AnnounceEvent::Started),
+        2 => Just(AnnounceEvent::Completed),
+        stop_weight => Just(AnnounceEvent::Stopped),
+    ];
+    let peer = (
+        0..connections,
+        prop_oneof![9 => Just(None), 1 => (0..connections).prop_map(Some)],
+    )
+        .prop_map(|(c, other)| (id(other.unwrap_or(c) as u16), conn(c)));
+    let quota = prop_oneof![5 => Just(Quota::Counted), 1 => Just(Quota::Exempt)];
+    let announce = (
+        (0..hashes, peer.clone(), event),
+        (any::<bool>(), 0..8usize, quota),
+    )
+        .prop_map(
+            |((h, (peer_id, connection), event), (seeder, offers, quota))| {
+                let req = RtcAnnounce {
+                    info_hash: hash(h),
+                    peer_id,
+                    connection,
+                    ip: address_of(connection.id),
+                    event,
+                    seeder,
+                    offers,
+                };
+                Op::Announce(req, quota)
+            },
+        );
+    let disconnect = (0..hashes, peer)
+        .prop_map(|(h, (peer_id, connection))| Op::Disconnect(hash(h), peer_id, connection));
+    let bt_event = prop_oneof![
+        3 => Just(AnnounceEvent::Started),
+        1 => Just(AnnounceEvent::Stopped),
+    ];
+    let bittorrent = (0..hashes, 1..6u8, bt_event).prop_map(|(h, n, event)| {
+        Op::BitTorrent(Announce {
+            event,
+            ..bt(hash(h), bt_peer(n))
+        })
+    });
+    let op = prop_oneof![
+        100 => announce,
+        10 => disconnect,
+        10 => bittorrent,
+        10 => (0..40u32).prop_map(Op::Wait),
+        // Long enough, now and then, for a whole swarm to expire.
+        1 => (0..1000u32).prop_map(Op::Wait),
+        5 => (0..hashes).prop_map(|h| Op::Clean(hash(h))),
+        1 => (0..hashes).prop_map(|h| Op::Refuse(hash(h))),
+        restart_weight => Just(Op::Restart),
+    ];
+    proptest::collection::vec(op, 1..600)
+}
+
+/// Runs `ops` on a store and on the model, checking each answer and, after
+/// each step, every count and peer.
+fn check_against_model(limits: StoreLimits, hashes: u8, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let mut store = store_with(limits);
+    let mut model = model::Model::new(limits);
+    let mut now = 0;
+    let mut receivers = Vec::new();
+    for op in ops {
+        match op {
+            Op::Announce(req, quota) => {
+                let bt = (
+                    store.torrent_count(),
+                    store.peer_count().seeders + store.peer_count().leechers,
+                );
+                let stats = store.stats;
+                receivers.clear();
+                let got = store.rtc_announce(&req, now, quota, &mut receivers);
+                prop_assert_eq!(got, model.announce(&req, now, quota, bt));
+                prop_assert_eq!(
+                    store.stats.unstored_peers - stats.unstored_peers,
+                    model.unstored
+                );
+                prop_assert_eq!(
+                    store.stats.address_peers - stats.address_peers,
+                    model.address_limited
+                );
+                prop_assert_eq!(
+                    store.stats.refused_torrents - stats.refused_torrents,
+                    model.refused
+                );
+                (model.unstored, model.address_limited, model.refused) = (0, 0, 0);
+                let expected = match got {
+                    Ok(_) if req.event != AnnounceEvent::Stopped => model.eligible(&req, now),
+                    _ => 0,
+                };
+                prop_assert_eq!(receivers.len(), expected.min(req.offers));
+                prop_assert_eq!(ids(&receivers).len(), receivers.len(), "distinct");
+                for (peer_id, connection) in &receivers {
+                    let t = &model.torrents[&req.info_hash];
+                    let p = t.peers.get(peer_id);
+                    prop_assert!(
+                        p.is_some_and(|p| p.connection == *connection
+                            && p.connection != req.connection
+                            && p.expiry > now
+                            && !(req.seeder && p.seeder)),
+                        "{:?} on {:?} is no peer to receive {:?}'s offers: {:?}",
+                        peer_id,
+                        connection,
+                        req,
+                        p
+                    );
+                }
+            }
+            Op::Disconnect(h, peer_id, connection) => {
+                store.rtc_disconnected(&h, &peer_id, connection);
+                model.disconnect(&h, &peer_id, connection);
+            }
+            Op::BitTorrent(req) => {
+                let _ = bt_go(&mut store, req, now);
+            }
+            Op::Wait(secs) => now += secs,
+            Op::Clean(h) => {
+                let segment = store.segment_of(&h);
+                store.clean_segment(segment, now);
+                while store.cleaning() {
+                    store.clean_more(now);
+                }
+                model.clean(now, |o| store.segment_of(o) == segment);
+            }
+            Op::Refuse(h) => {
+                store.retain_torrents(store.segment_of(&h), |o| *o != h);
+                model.torrents.remove(&h);
+            }
+            Op::Restart => {
+                let (restored, done) = restore(&file_of(&store, now), limits, now);
+                store = restored;
+                model.restart(now);
+                prop_assert_eq!(done.rtc_torrents, model.torrents.len());
+            }
+        }
+        store.rtc_check_invariants();
+        prop_assert_eq!(store.rtc_torrent_count(), model.torrents.len());
+        let mut totals = PeerTotals::default();
+        for h in (0..hashes).map(hash) {
+            let expected = model.torrents.get(&h);
+            prop_assert_eq!(
+                store.rtc_scrape(&h),
+                expected.map(model::Torrent::scrape).unwrap_or_default()
+            );
+            let peers = store.rtc_peers(&h);
+            let peers: BTreeMap<_, _> = peers.into_iter().map(|(id, c, s)| (id, (c, s))).collect();
+            let want: BTreeMap<_, _> = expected
+                .iter()
+                .flat_map(|t| &t.peers)
+                .map(|(id, p)| (*id, (p.connection, p.seeder)))
+                .collect();
+            prop_assert_eq!(peers, want);
+            let c = expected.map(model::Torrent::counts).unwrap_or_default();
+            totals.seeders += c.seeders as usize;
+            totals.leechers += c.leechers as usize;
+        }
+        prop_assert_eq!(store.rtc_peer_count(), totals);
+        // The limits in total hold for both kinds together.
+        prop_assert!(store.torrent_count() + store.rtc_torrent_count() <= limits.max_torrents);
+        let bt = store.peer_count();
+        prop_assert!(
+            bt.seeders + bt.leechers + totals.seeders + totals.leechers <= limits.max_peers
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    /// Small swarms, a few torrents, every limit reached.
+    #[test]
+    fn small_swarms_match_the_model(ops in ops(3, 12, 2, 1), max_peers in 3..12usize) {
+        let limits = StoreLimits {
+            peer_timeout_secs: 60,
+            max_torrents: 3,
+            max_peers_per_torrent: 5,
+            max_peers,
+            max_peers_per_address: Some(2),
+            new_torrents_per_minute: [0; 3],
+            peer_ids: false,
+        };
+        check_against_model(limits, 3, ops)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Swarms that grow past the index threshold and shrink back.
+    #[test]
+    fn large_swarms_match_the_model(ops in ops(1, 160, 1, 0), cap in prop_oneof![Just(None), Just(Some(3))]) {
+        let limits = StoreLimits {
+            peer_timeout_secs: 300,
+            max_torrents: 10,
+            max_peers_per_torrent: 1000,
+            max_peers: usize::MAX,
+            max_peers_per_address: cap,
+            new_torrents_per_minute: [0; 3],
+            peer_ids: false,
+        };
+        check_against_model(limits, 1, ops)?;
+    }
 }
