@@ -577,10 +577,13 @@ impl Summary {
                 l.mean_us
             ));
         }
-        line(format!(
-            "peers per announce response {:.1}",
-            self.peers_per_announce
-        ));
+        // WebTorrent's announce answers hand out no peers (offers go instead).
+        if !matches!(self.protocol.as_str(), "ws" | "wss") {
+            line(format!(
+                "peers per announce response {:.1}",
+                self.peers_per_announce
+            ));
+        }
         for (why, n) in &self.invalid_by_reason {
             line(format!("invalid: {why} {n}"));
         }

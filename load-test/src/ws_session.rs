@@ -340,7 +340,17 @@ impl WsSession {
                 return Kind::Announce;
             }
         }
-        let n = model.scrape(rng, &mut self.scrape);
+        // A browser scrapes its own torrents, each once: the draws by
+        // popularity repeat hot ones, which go once.
+        let drawn = model.scrape(rng, &mut self.scrape);
+        let mut n = 0;
+        for i in 0..drawn {
+            let hash = self.scrape[i];
+            if !self.scrape[..n].contains(&hash) {
+                self.scrape[n] = hash;
+                n += 1;
+            }
+        }
         write_scrape_request(out, &self.scrape[..n]);
         self.pending = Some(Pending {
             kind: Kind::Scrape,

@@ -267,7 +267,10 @@ fn a_relayed_offer_is_checked_timed_and_answered() {
         f.traffic.model.peer_for_torrent(0, torrent.into()).peer_id
     );
     assert!(a.offers.is_empty());
-    assert_eq!((a.left, a.event, a.numwant), (None, AnnounceEvent::None, None));
+    assert_eq!(
+        (a.left, a.event, a.numwant),
+        (None, AnnounceEvent::None, None)
+    );
     let answered = a.answer.unwrap();
     assert_eq!(answered.to_peer_id, from);
     assert_eq!(answered.offer_id, id);
@@ -377,6 +380,9 @@ fn scrape_answers_hold_only_what_was_asked() {
         other => panic!("{other:?}"),
     };
     assert!(!asked.is_empty());
+    for (i, hash) in asked.iter().enumerate() {
+        assert!(!asked[..i].contains(hash), "each hash once");
+    }
     // A subset, as aquatic_ws sends (it leaves out torrents it does not know).
     let files = vec![(asked[0], ScrapeStats::default())];
     let mut m = Vec::new();
