@@ -27,6 +27,23 @@ impl Proto {
     }
 }
 
+impl Proto {
+    /// Whether nothing serves the target, waiting up to `timeout` for it to
+    /// stop: a tracker killed a moment ago may keep its listening socket
+    /// for a while after it has been reaped (its io_uring ring, and the
+    /// accept the ring holds, are torn down after the process).
+    pub(super) fn free_within(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while self.answers() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        true
+    }
+}
+
 /// A tracker process, killed when dropped.
 pub(super) struct TrackerProcess(Child);
 

@@ -182,7 +182,7 @@ impl Runner<'_> {
         eprintln!("load-test compare: {label}: {}", command.join(" "));
         // Whatever already serves the target would be measured in place of
         // this run's tracker, and of every run after it.
-        if self.proto.answers() {
+        if !self.proto.free_within(Duration::from_secs(5)) {
             return Err(format!(
                 "something already serves the target before {label} started \
                  (a tracker left running?): stop it or choose another port"

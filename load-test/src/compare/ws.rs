@@ -26,8 +26,10 @@ pub(super) fn tracker_flag(tls: bool) -> &'static str {
 }
 
 /// The part of our tracker's config for a WebSocket load: every listener but
-/// the one under test off, and room on each worker for every connection of
-/// the load (the kernel spreads them over the workers unevenly).
+/// the one under test off, room on each worker for every connection of the
+/// load (the kernel spreads them over the workers unevenly), and for the
+/// torrents each announces in (a connection of the load carries the peers
+/// of many browsers, each of which announces a few).
 pub(super) fn tracker_toml(tls: bool, config: &Config) -> String {
     let off = if tls {
         "[udp]\nlisten = []\n[http]\nlisten = []\n"
@@ -35,7 +37,10 @@ pub(super) fn tracker_toml(tls: bool, config: &Config) -> String {
         "[udp]\nlisten = []\n[http]\nhttps_listen = []\n"
     };
     let room = (config.ws.connections as usize + 1024).max(8192);
-    format!("{off}max_connections_per_worker = {room}\n")
+    format!(
+        "{off}max_connections_per_worker = {room}\n\
+         [websocket]\nmax_torrents_per_connection = 100000\n"
+    )
 }
 
 /// The run's name in the table's title.
@@ -69,14 +74,18 @@ mod tests {
         let toml = tracker_toml(true, &config);
         assert!(toml.contains("[http]\nlisten = []\n"), "{toml}");
         assert!(
-            toml.ends_with("max_connections_per_worker = 51024\n"),
+            toml.contains("max_connections_per_worker = 51024\n"),
+            "{toml}"
+        );
+        assert!(
+            toml.ends_with("max_torrents_per_connection = 100000\n"),
             "{toml}"
         );
         config.ws.connections = 10;
         let toml = tracker_toml(false, &config);
         assert!(toml.contains("https_listen = []"), "{toml}");
         assert!(
-            toml.ends_with("max_connections_per_worker = 8192\n"),
+            toml.contains("max_connections_per_worker = 8192\n"),
             "{toml}"
         );
         assert_eq!(tracker_flag(true), "--https");
