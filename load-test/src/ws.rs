@@ -308,6 +308,8 @@ async fn worker(plan: Arc<Plan>, env: WorkerEnv) -> Result<Stats, String> {
     let ramp = Rc::new(RefCell::new(Stats::default()));
     let env = Rc::new(env);
     let opening = Rc::new(glommio::sync::Semaphore::new(OPENING));
+    // Closed when the ramp ends: it wakes the connections that wait for it.
+    let ramp_end = Rc::new(glommio::sync::Semaphore::new(0));
     let mut tasks: Vec<_> = (env.index as u32..plan.connections)
         .step_by(plan.workers as usize)
         .map(|c| {
@@ -321,6 +323,7 @@ async fn worker(plan: Arc<Plan>, env: WorkerEnv) -> Result<Stats, String> {
                     .map(|rate| Schedule::new(rate, c, plan.connections)),
                 scheduled: 0,
                 ready: false,
+                ramp_end: ramp_end.clone(),
                 c,
                 plan: plan.clone(),
                 env: env.clone(),
@@ -341,6 +344,7 @@ async fn worker(plan: Arc<Plan>, env: WorkerEnv) -> Result<Stats, String> {
                 }
                 glommio::timer::sleep(Duration::from_millis(20)).await;
             }
+            ramp_end.close();
         }
     }));
     let (_, mut stats) = runner::finish_worker(&env, &stats, tasks).await;
@@ -365,6 +369,8 @@ struct Conn {
     scheduled: u64,
     /// Opened and answered once.
     ready: bool,
+    /// The worker's gate, closed when the ramp ends.
+    ramp_end: Rc<glommio::sync::Semaphore>,
     c: u32,
 }
 
@@ -502,15 +508,25 @@ impl Conn {
             self.ready = true;
             self.plan.ready(self.env.now_ns());
         }
-        // Until the measured load: offers to answer, perhaps.
+        // Until the measured load: offers to answer, perhaps. Before the
+        // ramp has ended, its end is awaited on the worker's gate rather than
+        // polled: 50,000 connections polling would be a load of their own.
         loop {
             let now = self.env.now_ns();
-            let until = match self.plan.phase.go_ns(self.plan.hold_ns) {
+            let read = match self.plan.phase.go_ns(self.plan.hold_ns) {
                 Some(go) if now >= go => break,
-                Some(go) => go,
-                None => now + 20_000_000,
+                Some(go) => self.read(&mut ws, go).await,
+                None => {
+                    let gate = self.ramp_end.clone();
+                    let until = now + 3_600_000_000_000;
+                    let ended = async {
+                        let _ = gate.acquire(1).await;
+                        Read::Timeout
+                    };
+                    futures_lite::future::or(self.read(&mut ws, until), ended).await
+                }
             };
-            if let Read::Closed = self.read(&mut ws, until).await {
+            if let Read::Closed = read {
                 return self.lost();
             }
         }
