@@ -220,9 +220,20 @@ async function steps () {
   peers.push(a, b)
   await Promise.all([a.init(infoHash, 0), b.init(infoHash, 1000)])
 
-  // A, a seeder, announces first.
+  // A, a seeder, announces first. Nothing after this can pass if A's
+  // connection fails or its announce goes unanswered: stop there.
   a.cmd('start')
-  const aAnswer = await a.waitFor(e => e.ev === 'received' && isAnnounceAnswer(infoHash)(e.frame))
+  const first = await a.waitFor(e => (e.ev === 'received' && isAnnounceAnswer(infoHash)(e.frame)) ||
+    e.ev === 'warning' || e.ev === 'closed')
+  if (first?.ev !== 'received') {
+    // The client's warning says little: a handshake of our own says more.
+    const handshake = await exchange(JSON.stringify({ action: 'scrape', info_hash: infoHash }))
+    check('A connects and its first announce is answered', false,
+      { event: first ?? 'nothing within 5 s', sent: a.frames('sent'), received: a.frames('received'), handshake })
+    return
+  }
+  check('A connects and its first announce is answered', true)
+  const aAnswer = first
   const aStart = a.frames('sent').find(f => f.event === 'started')
   check('A sends `started` with offers', aStart && Array.isArray(aStart.offers) && aStart.offers.length > 0,
     { offers: aStart?.offers?.length })

@@ -39,7 +39,7 @@ try {
       ca: { type: 'string' },
       size: { type: 'string', default: String(1 << 20) },
       seed: { type: 'string' },
-      timeout: { type: 'string', default: '60' }
+      timeout: { type: 'string', default: '30' }
     }
   }).values
   if (!opts.tracker || opts.tracker.length > 2) throw new Error('give --tracker URL once or twice (seeder, leecher)')
@@ -92,12 +92,19 @@ async function run () {
   const seederPage = await openPage(seederBrowser.browser, 'seeder', served.origin)
   const leecherPage = await openPage(leecherBrowser.browser, 'leecher', served.origin)
 
-  result.seeder = await seederPage.evaluate(args => window.seed(args), { seed, size, tracker: seederTracker, name })
+  // A tracker connection that fails ends the test (the browser console,
+  // forwarded above, says why).
+  const fatal = Promise.race([seederPage, leecherPage].map(page => page.evaluate(() => window.fatal)))
+    .then(reason => { throw new Error(`${reason} (the page's console above says why)`) })
+  fatal.catch(() => {})
+  const step = promise => Promise.race([promise, fatal])
+
+  result.seeder = await step(seederPage.evaluate(args => window.seed(args), { seed, size, tracker: seederTracker, name }))
   log('seeder ready:', JSON.stringify(result.seeder))
   if (result.seeder.sha256 !== result.expected_sha256) {
     throw new Error(`the seeder's page made other bytes (${result.seeder.sha256}) than Node expects`)
   }
-  result.leecher = await leecherPage.evaluate(args => window.leech(args), { infoHash: result.seeder.infoHash, tracker: leecherTracker, name })
+  result.leecher = await step(leecherPage.evaluate(args => window.leech(args), { infoHash: result.seeder.infoHash, tracker: leecherTracker, name }))
   log('leecher done:', JSON.stringify(result.leecher))
   if (result.leecher.length !== size || result.leecher.sha256 !== result.expected_sha256) {
     throw new Error(`the download differs: ${result.leecher.length} bytes with SHA-256 ${result.leecher.sha256}`)

@@ -10,6 +10,11 @@ const log = (...args) => console.log(`[${((performance.now() - started) / 1000).
 const warnings = []
 let client = null
 let current = null
+// Resolves with a reason when a peer can no longer succeed (its tracker
+// connection failed), so that the driver stops at once rather than at its
+// time-out; webtorrent itself would only retry later.
+let fatal
+window.fatal = new Promise(resolve => { fatal = resolve })
 
 function hex (buffer) {
   return Array.from(new Uint8Array(buffer), b => b.toString(16).padStart(2, '0')).join('')
@@ -33,6 +38,7 @@ function watch (torrent, role) {
     const message = err.message || String(err)
     warnings.push(message)
     log(`${role} warning:`, message)
+    if (message.startsWith('Error connecting to')) fatal(`${role}: ${message}`)
   })
   torrent.on('error', err => log(`${role} torrent error:`, err.message || String(err)))
   torrent.on('wire', (wire, addr) => log(`${role}: connected to a peer`, addr || wire.remoteAddress || ''))
