@@ -13,6 +13,7 @@ use tracker_runtime::config::{
     SwarmConfig,
 };
 use tracker_udp::config::UdpConfig;
+use tracker_ws::WebSocketConfig;
 
 /// Configuration of the tracker. Every key is optional: a missing key takes
 /// the value shown here. Command-line flags override the file.
@@ -24,6 +25,7 @@ pub struct Config {
     pub swarm: SwarmConfig,
     pub udp: UdpConfig,
     pub http: HttpConfig,
+    pub websocket: WebSocketConfig,
     pub privileges: PrivilegesConfig,
     pub metrics: MetricsConfig,
     pub access: AccessConfig,
@@ -123,6 +125,7 @@ impl Config {
         self.swarm.validate()?;
         self.udp.validate()?;
         self.http.validate()?;
+        self.websocket.validate()?;
         self.privileges.validate()?;
         self.metrics.validate()?;
         self.access.validate()?;
@@ -152,6 +155,9 @@ pub fn default_config_file() -> String {
     section("swarm", &|out, name| write_section(out, name, &c.swarm));
     section("udp", &|out, name| write_section(out, name, &c.udp));
     section("http", &|out, name| write_section(out, name, &c.http));
+    section("websocket", &|out, name| {
+        write_section(out, name, &c.websocket)
+    });
     section("privileges", &|out, name| {
         write_section(out, name, &c.privileges)
     });

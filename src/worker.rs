@@ -22,6 +22,7 @@ use tracker_swarm::state::{Section, StateFile};
 use tracker_swarm::{Restored, SwarmStore};
 use tracker_udp::cookie::ConnectionCookies;
 use tracker_udp::server::UdpService;
+use tracker_ws::{Closing, FullScrape, WsService};
 
 use crate::config::Config;
 use crate::signals::Reloaded;
@@ -130,12 +131,20 @@ impl Worker {
             &config.udp,
             exempt.clone(),
         );
+        let ws = config.websocket.enabled.then(|| {
+            let full_scrape = FullScrape {
+                enabled: config.http.full_scrape,
+                max_torrents: config.http.full_scrape_max_torrents,
+            };
+            WsService::new(shard.clone(), &config.websocket, full_scrape)
+        });
         let http = HttpService::new(
             shard.clone(),
             config.swarm.clone(),
             &config.http,
             reloaded.tls,
             exempt,
+            ws.clone(),
         );
         let shutdown = state.shutdown;
         {
@@ -144,6 +153,16 @@ impl Worker {
                 shutdown.requested().await;
                 udp.stop();
                 http.stop();
+                // Browsers reconnect on a close frame; WebRTC peers are not
+                // handed over (their connections cannot be), only the
+                // completed counts of their torrents are.
+                if let Some(ws) = ws {
+                    ws.stop(if shutdown.is_hand_over() {
+                        Closing::HandOver
+                    } else {
+                        Closing::Stop
+                    });
+                }
             })
             .detach();
         }
@@ -244,14 +263,16 @@ fn restore_shard(
             "restored {} torrents and {} peers from {} in {} ms ({} peers had expired; {} \
              over swarm.max_torrents_per_worker, max_peers_per_torrent, max_peers_per_worker \
              or max_peers_per_address_per_torrent; {} dropped as invalid: port 0, no \
-             single host's address, or an IPv4-mapped one among the IPv6 peers)",
+             single host's address, or an IPv4-mapped one among the IPv6 peers; and the \
+             completed counts of {} WebRTC torrents)",
             r.torrents,
             r.peers,
             progress.source,
             first_start.elapsed().as_millis(),
             r.expired,
             r.refused,
-            r.invalid
+            r.invalid,
+            r.rtc_torrents
         );
     }
 }

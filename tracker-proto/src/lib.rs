@@ -8,6 +8,7 @@ pub mod address;
 pub mod http;
 pub mod types;
 pub mod udp;
+pub mod ws;
 
 pub use address::*;
 pub use types::*;

@@ -14,8 +14,10 @@ use std::task::{Context, Poll};
 
 use crate::metrics::Sample;
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Receivers, Senders};
-use tracker_proto::{Announce, AnnounceAnswer, AnswerPeers, InfoHash, ScrapeStats};
+use tracker_proto::ws::OfferId;
+use tracker_proto::{Announce, AnnounceAnswer, AnswerPeers, InfoHash, PeerId, ScrapeStats};
 use tracker_swarm::{AnnounceRefused, SwarmCounts};
+use tracker_swarm::{ConnectionRef, RtcAnnounce};
 
 /// What an owner is asked to do.
 #[derive(Debug)]
@@ -30,6 +32,52 @@ pub enum ShardRequest {
     ScrapeSome(usize),
     /// A snapshot of the owner's metrics.
     Metrics,
+    /// A WebSocket announce, whose offers the owner hands to peers it draws.
+    RtcAnnounce(Box<RtcAnnounceRequest>),
+    /// WebRTC counts, in the order of the hashes.
+    RtcScrape(Vec<InfoHash>),
+    /// WebRTC counts of up to this many of the owner's torrents.
+    RtcScrapeSome(usize),
+    /// One way, never answered: offers and answers for WebSocket
+    /// connections of the receiving worker.
+    Relays(Vec<Relay>),
+    /// One way, never answered: WebRTC peers of the receiving owner whose
+    /// connection closed (each leaves its torrent as if it had stopped).
+    RtcGone(Vec<(InfoHash, PeerId, ConnectionRef)>),
+}
+
+/// A WebSocket announce sent to the owner of its torrent.
+#[derive(Debug)]
+pub struct RtcAnnounceRequest {
+    pub announce: RtcAnnounce,
+    pub offers: Vec<OfferToRelay>,
+}
+
+/// An offer as its sender made it: the SDP as the raw JSON it came in.
+#[derive(Debug)]
+pub struct OfferToRelay {
+    pub offer_id: OfferId,
+    pub sdp: Box<str>,
+}
+
+/// An offer or answer on its way to the WebSocket connection `to`.
+#[derive(Debug)]
+pub struct Relay {
+    pub to: ConnectionRef,
+    pub kind: RelayKind,
+    pub info_hash: InfoHash,
+    /// The peer that made it, and its connection: where an answer to an
+    /// offer goes.
+    pub from_peer: PeerId,
+    pub from: ConnectionRef,
+    pub offer_id: OfferId,
+    pub sdp: Box<str>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RelayKind {
+    Offer,
+    Answer,
 }
 
 /// What an owner answers.
@@ -41,6 +89,7 @@ pub enum ShardReply {
     Scrape(Vec<ScrapeStats>),
     ScrapeSome(Vec<(InfoHash, ScrapeStats)>),
     Metrics(Vec<Sample>),
+    RtcAnnounce(Result<SwarmCounts, AnnounceRefused>),
     /// Serving the request panicked (the panic was contained and counted).
     Failed,
 }
@@ -226,6 +275,8 @@ impl ShardRequest {
     pub(crate) fn requests(&self) -> usize {
         match self {
             ShardRequest::Announces(batch) => batch.len(),
+            ShardRequest::Relays(relays) => relays.len(),
+            ShardRequest::RtcGone(gone) => gone.len(),
             ShardRequest::Metrics => 0,
             _ => 1,
         }

@@ -135,6 +135,29 @@ families! {
         "Unix time at which the last snapshot was written (0: none yet).";
     SNAPSHOT_DURATION = "tracker_snapshot_duration_milliseconds", Gauge,
         "How long the last snapshot written took, from its start to the file in place.";
+    /// Label: protocol (ws, wss).
+    WS_UPGRADES = "tracker_websocket_upgrades_total", Counter,
+        "HTTP(S) connections upgraded to WebSocket (WebTorrent), by protocol.";
+    /// Label: protocol (ws, wss).
+    WS_OPEN = "tracker_websocket_connections", Gauge,
+        "WebSocket connections open now, by protocol.";
+    /// Label: action (announce, answer, scrape, invalid).
+    WS_MESSAGES = "tracker_websocket_messages_total", Counter,
+        "WebSocket messages received, by action (an announce carrying an answer counts as answer; invalid: refused as malformed or past a limit).";
+    /// Label: kind (offer, answer).
+    WS_RELAYED = "tracker_websocket_relayed_total", Counter,
+        "WebRTC offers and answers handed to the connection of the peer they were for.";
+    /// Label: reason (mesh_full, connection_gone, queue_full, unknown_offer).
+    WS_RELAYS_DROPPED = "tracker_websocket_relays_dropped_total", Counter,
+        "WebRTC offers and answers not delivered, by reason: the channel to the worker was full, the connection had gone, its queue was full, or an answer matched no offer made to its sender (unknown or expired).";
+    /// Label: kind.
+    WS_ERRORS = "tracker_websocket_errors_total", Counter,
+        "WebSocket messages and connections not served normally, by kind.";
+    WEBRTC_TORRENTS = "tracker_webrtc_torrents", Gauge,
+        "Torrents with WebRTC (WebTorrent) peers stored.";
+    /// Label: role (seeder, leecher).
+    WEBRTC_PEERS = "tracker_webrtc_peers", Gauge,
+        "WebRTC (WebTorrent) peers stored, by role.";
     SNAPSHOT_SLOWEST_STEP = "tracker_snapshot_slowest_step_microseconds", Gauge,
         "The longest a worker's requests waited behind one step of the last snapshot written (one segment of its torrents).";
 }

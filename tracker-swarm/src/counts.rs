@@ -35,6 +35,9 @@ pub struct MemoryUse {
     pub peers: usize,
     /// Large swarms' address indexes, with their boxed headers.
     pub indexes: usize,
+    /// The WebRTC side, all of it: its torrents' entries and slots, their
+    /// peers and the indexes of large swarms.
+    pub rtc: usize,
 }
 
 /// What `SwarmStore::clean_segment` or `clean_more` removed.

@@ -1,6 +1,13 @@
 //! A store to and from the state file: each worker writes its torrents as a
 //! section of the file when the tracker stops, and at start takes back the
 //! torrents it owns, keeping only what an announce could have stored.
+//!
+//! A WebRTC torrent is saved as a record with no peers, holding only its
+//! downloaded count: WebRTC peers are reached through their connections,
+//! which do not outlive the process. The format stays as it was, and the
+//! records are told apart by that alone: a BitTorrent torrent is saved only
+//! with a live peer, and a tracker that knows no WebRTC skips a record
+//! without live peers, so it reads the new files as it read the old.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -27,6 +34,9 @@ pub struct Restored {
     /// an address of no single host (unspecified, broadcast, multicast), or
     /// an IPv4-mapped address in the IPv6 half.
     pub invalid: usize,
+    /// WebRTC torrents created, with their downloaded counts and no peers
+    /// (see `SwarmStore::rtc_restore`).
+    pub rtc_torrents: usize,
 }
 
 impl Restored {
@@ -36,6 +46,7 @@ impl Restored {
         self.expired += other.expired;
         self.refused += other.refused;
         self.invalid += other.invalid;
+        self.rtc_torrents += other.rtc_torrents;
     }
 }
 
@@ -44,6 +55,8 @@ impl SwarmStore {
     /// and live peers, each with the wall-clock time of its last announce.
     /// `now` is the store's clock and `now_unix` the Unix time at that moment.
     /// A torrent without live peers is left out, as the cleaner would drop it.
+    /// A WebRTC torrent is written as its downloaded count alone (see the
+    /// module's comment), when it counts any.
     pub fn save(&self, now: u32, now_unix: u64, section: &mut Section) {
         for segment in 0..Self::SEGMENTS {
             self.save_segment(segment, now, now_unix, section);
@@ -55,7 +68,7 @@ impl SwarmStore {
     /// that no request waits behind more (a torrent is saved whole, in one
     /// step, so that its counts and peers agree).
     pub fn save_segment(&self, segment: usize, now: u32, now_unix: u64, section: &mut Section) {
-        let Some(segment) = self.segments.get(segment) else {
+        let Some(table) = self.segments.get(segment) else {
             return;
         };
         let clocks = Clocks {
@@ -64,7 +77,7 @@ impl SwarmStore {
             timeout: self.limits.peer_timeout_secs,
         };
         let mut scratch = SavedTorrent::default();
-        for (info_hash, torrent) in segment.iter() {
+        for (info_hash, torrent) in table.iter() {
             torrent.save(&clocks, &mut scratch);
             if scratch.v4.is_empty() && scratch.v6.is_empty() {
                 continue;
@@ -72,6 +85,7 @@ impl SwarmStore {
             scratch.info_hash = *info_hash;
             section.push(&scratch);
         }
+        self.rtc_save_segment(segment, now, &mut scratch, section);
     }
 
     /// Stores the torrents of a state file that `keep` accepts (a worker keeps
@@ -115,6 +129,8 @@ impl SwarmStore {
     /// before `now_unix` are left out, and so is a torrent with none left;
     /// so are peers that no announce could have stored (see `is_valid`);
     /// the limits hold as for announces, and a peer already stored is kept.
+    /// A record with no peers at all is a WebRTC torrent's count (see
+    /// `rtc_restore`).
     pub fn restore(&mut self, record: &TorrentRecord<'_>, now: u32, now_unix: u64) -> Restored {
         self.restore_as(record, now, now_unix, &|_| Quota::Counted)
     }
@@ -137,22 +153,22 @@ impl SwarmStore {
         let live = v4_live + v6_live;
         done.invalid = v4_invalid + v6_invalid;
         done.expired = record.v4.len() + record.v6.len() - live - done.invalid;
+        if record.v4.is_empty() && record.v6.is_empty() {
+            let created = self.rtc_restore(&record.info_hash, record.completed, now);
+            done.rtc_torrents = usize::from(created);
+            return done;
+        }
         if live == 0 {
             return done;
         }
         // Peers this worker may still take (`max_peers`, all torrents).
-        let worker_room = self
-            .limits
-            .max_peers
-            .saturating_sub(self.peers.seeders + self.peers.leechers);
+        let worker_room = self.limits.max_peers.saturating_sub(self.peers_held());
+        let torrents = self.torrents + self.rtc.torrents();
         let (segment, hash) = self.locate(&record.info_hash);
         let table = &mut self.segments[segment];
         let torrent = match table.find(hash, &record.info_hash) {
             Some(pos) => table.value_mut(pos),
-            None if self.torrents >= self.limits.max_torrents
-                || worker_room == 0
-                || table.is_full() =>
-            {
+            None if torrents >= self.limits.max_torrents || worker_room == 0 || table.is_full() => {
                 done.refused = live;
                 return done;
             }

@@ -16,6 +16,7 @@ use crate::budget::NewTorrentBudgets;
 use crate::evict::{self, Candidate};
 use crate::peers;
 use crate::rng::WyRand;
+use crate::rtc::RtcSwarms;
 use crate::table::Table;
 use crate::torrent::{AddressCap, Torrent, Unstored, Visit, CLEAN_WINDOW};
 
@@ -28,10 +29,12 @@ use tracker_proto::{
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StoreStats {
     /// Announces refused because they would create a torrent past
-    /// `max_torrents`, and no torrent could be dropped for it.
+    /// `max_torrents`, and no torrent could be dropped for it (none is for a
+    /// WebRTC torrent).
     pub refused_torrents: u64,
     /// New peers answered but not stored: their torrent held
-    /// `max_peers_per_torrent`, or the store `max_peers`.
+    /// `max_peers_per_torrent`, or the store `max_peers`. BitTorrent and
+    /// WebRTC peers alike, as for the other counts.
     pub unstored_peers: u64,
     /// New peers answered but not stored: their torrent held
     /// `max_peers_per_address` from their client (IP address, IPv6 /64).
@@ -52,13 +55,15 @@ pub struct StoreLimits {
     pub peer_timeout_secs: u32,
     /// An announce that would create a torrent beyond this many drops one
     /// worth less to make room (see `evict`), or is refused when none of
-    /// those drawn may go.
+    /// those drawn may go. BitTorrent and WebRTC torrents count together (a
+    /// new WebRTC torrent is refused: see `rtc_announce`).
     pub max_torrents: usize,
     /// A new peer beyond this many in one torrent is answered but not stored.
     /// Counts are u32, so at most `u32::MAX` is used.
     pub max_peers_per_torrent: usize,
     /// A new peer beyond this many in the whole store is answered but not
-    /// stored, and creates no torrent. Expired peers count until cleaned.
+    /// stored, and creates no torrent. Expired peers count until cleaned;
+    /// BitTorrent and WebRTC peers count together.
     pub max_peers: usize,
     /// A new peer beyond this many from its client in one torrent (its IP
     /// address on other ports; an IPv6 client's whole /64) is answered but
@@ -110,6 +115,9 @@ pub enum AnnounceRefused {
     /// A block the announcing address is in (at this width) has created its
     /// budget of torrents this minute (`new_torrents_per_minute`).
     AddressBudget(BlockLevel),
+    /// A WebRTC announce whose peer id a live peer of another connection
+    /// holds in the torrent (see `rtc_announce`).
+    PeerIdInUse,
 }
 
 impl AnnounceRefused {
@@ -127,6 +135,7 @@ impl AnnounceRefused {
             AnnounceRefused::AddressBudget(BlockLevel::Network) => {
                 "too many new torrents from this network: try again later"
             }
+            AnnounceRefused::PeerIdInUse => "peer id in use by another connection",
         }
     }
 }
@@ -184,6 +193,8 @@ pub struct SwarmStore {
     pub(crate) clean_pending: Vec<InfoHash>,
     /// The budgets for new torrents, per block of addresses.
     pub(crate) new_torrents: NewTorrentBudgets,
+    /// The WebRTC torrents and their peers (see `rtc`).
+    pub(crate) rtc: RtcSwarms,
     /// What the limits turned away.
     pub stats: StoreStats,
 }
@@ -212,6 +223,7 @@ impl SwarmStore {
             peers: PeerTotals::default(),
             clean_pending: Vec::new(),
             new_torrents: NewTorrentBudgets::new(limits.new_torrents_per_minute),
+            rtc: RtcSwarms::new(Self::SEGMENTS),
             stats: StoreStats::default(),
         }
     }
@@ -283,6 +295,7 @@ impl SwarmStore {
                 None => return Ok(SwarmCounts::default()),
             },
         };
+        let store_room = self.peers_held() < self.limits.max_peers;
         let torrent = self.segments[segment].value_mut(pos);
         let before = torrent.counts();
         let visit = Visit {
@@ -291,7 +304,7 @@ impl SwarmStore {
             expiry: Expiry::at(now.wrapping_add(self.limits.peer_timeout_secs)),
             keep_ids: self.limits.peer_ids,
             room: ((before.seeders + before.leechers) as usize) < self.limits.max_peers_per_torrent
-                && self.peers.seeders + self.peers.leechers < self.limits.max_peers,
+                && store_room,
             per_address: self.limits.address_cap(quota),
         };
         match torrent.announce(&visit, &mut self.rng, peers) {
@@ -323,7 +336,7 @@ impl SwarmStore {
         }
         // An empty torrent would be memory for nothing: answer as a swarm of
         // none.
-        if self.peers.seeders + self.peers.leechers >= self.limits.max_peers {
+        if self.peers_held() >= self.limits.max_peers {
             self.stats.unstored_peers += 1;
             return Ok(None);
         }
@@ -345,7 +358,9 @@ impl SwarmStore {
                 }
             },
         };
-        if self.torrents >= self.limits.max_torrents && !self.evict_for(ip, now) {
+        if self.torrents + self.rtc.torrents() >= self.limits.max_torrents
+            && !self.evict_for(ip, now)
+        {
             self.stats.refused_torrents += 1;
             return Err(AnnounceRefused::TorrentLimit);
         }
@@ -506,8 +521,9 @@ impl SwarmStore {
     }
 
     /// Drops the peers of segment `segment` (0..`SEGMENTS`) that expired by `now`,
-    /// and its torrents left without peers. Such a torrent's completed count is
-    /// lost with it (the state file keeps the counts of live swarms only).
+    /// and its torrents left without peers, of both kinds (the report adds
+    /// them up). Such a torrent's completed count is lost with it (the state
+    /// file keeps the counts of live swarms only).
     ///
     /// A torrent of more than `CLEAN_WINDOW` peers is only noted: call
     /// [`clean_more`](Self::clean_more) while [`cleaning`](Self::cleaning)
@@ -535,12 +551,13 @@ impl SwarmStore {
         // large drop only, so a segment does not shrink and regrow on every pass.
         map.shrink();
         self.forget(removed);
+        removed.add(self.rtc_clean_segment(segment, now));
         removed
     }
 
     /// Whether large torrents wait for [`clean_more`](Self::clean_more).
     pub fn cleaning(&self) -> bool {
-        !self.clean_pending.is_empty()
+        !self.clean_pending.is_empty() || self.rtc.cleaning()
     }
 
     /// Cleans one window of one large torrent that `clean_segment` left; `now`
@@ -548,7 +565,7 @@ impl SwarmStore {
     pub fn clean_more(&mut self, now: u32) -> CleanReport {
         let mut removed = CleanReport::default();
         let Some(&info_hash) = self.clean_pending.last() else {
-            return removed;
+            return self.rtc_clean_more(now);
         };
         let (segment, hash) = self.locate(&info_hash);
         let map = &mut self.segments[segment];
@@ -580,8 +597,9 @@ impl SwarmStore {
     }
 
     /// Removes the torrents of segment `segment` (0..`SEGMENTS`) for which
-    /// `keep` is false, with their peers: how a new access list takes effect,
-    /// a segment at a time so that the caller can yield between segments.
+    /// `keep` is false, with their peers, of both kinds: how a new access
+    /// list takes effect, a segment at a time so that the caller can yield
+    /// between segments.
     pub fn retain_torrents(
         &mut self,
         segment: usize,
@@ -599,6 +617,7 @@ impl SwarmStore {
         });
         map.shrink();
         self.forget(removed);
+        removed.add(self.rtc_retain(segment, keep));
         removed
     }
 
@@ -615,14 +634,21 @@ impl SwarmStore {
         &self.limits
     }
 
+    /// BitTorrent torrents stored (`rtc_torrent_count` counts the WebRTC ones).
     pub fn torrent_count(&self) -> usize {
         self.torrents
     }
 
-    /// Stored peers of all torrents, kept up to date on every change (expired peers
-    /// count until their segment is cleaned).
+    /// Stored BitTorrent peers of all torrents, kept up to date on every
+    /// change (expired peers count until their segment is cleaned;
+    /// `rtc_peer_count` counts the WebRTC ones).
     pub fn peer_count(&self) -> PeerTotals {
         self.peers
+    }
+
+    /// Stored peers of both kinds, what `max_peers` bounds.
+    pub(crate) fn peers_held(&self) -> usize {
+        self.peers.seeders + self.peers.leechers + self.rtc.peers()
     }
 
     /// What the store's structures hold. Walks every torrent: for tools and
@@ -635,6 +661,7 @@ impl SwarmStore {
                 torrent.add_memory(&mut memory);
             }
         }
+        self.rtc_memory(&mut memory);
         memory
     }
 }

@@ -1329,6 +1329,7 @@ fn a_restored_store_scrapes_and_answers_as_before() {
             expired: 0,
             refused: 0,
             invalid: 0,
+            rtc_torrents: 0,
         }
     );
     assert_eq!([r.scrape(&hash(1)), r.scrape(&hash(2))], before);
@@ -1409,6 +1410,7 @@ fn restoring_keeps_the_limits() {
             expired: 0,
             refused: 4,
             invalid: 0,
+            rtc_torrents: 0,
         }
     );
     assert_eq!(r.peer_count(), totals(0, 2));
@@ -1839,6 +1841,7 @@ fn a_restore_drops_peers_no_announce_could_store_and_keeps_the_address_cap() {
             expired: 0,
             refused: 4,
             invalid: 5,
+            rtc_torrents: 0,
         }
     );
     assert_eq!(

@@ -91,6 +91,7 @@ fn requests_parse_with_the_trackers_parser() {
                 assert!(!hashes.is_empty());
                 kinds[2] += 1;
             }
+            Endpoint::WebSocket => panic!("the HTTP load asked for an upgrade"),
         }
     }
     assert!(kinds[1] > 50 && kinds[2] > 50, "{kinds:?}");

@@ -28,6 +28,11 @@ impl HttpService {
                     Err(e) => self.fail(s.out, e.status(), connection, e.reason()),
                 }
             }
+            // Upgrades are taken before any answer (see `connection`).
+            Endpoint::WebSocket => {
+                let e = RequestError::NotFound;
+                self.fail(s.out, e.status(), connection, e.reason())
+            }
         }
     }
 
@@ -87,9 +92,9 @@ impl HttpService {
             Err(refused) => {
                 match refused {
                     AnnounceRefused::NotAllowed => self.stats.not_allowed.inc(),
-                    AnnounceRefused::TorrentLimit | AnnounceRefused::AddressBudget(_) => {
-                        self.stats.refused.inc()
-                    }
+                    AnnounceRefused::TorrentLimit
+                    | AnnounceRefused::AddressBudget(_)
+                    | AnnounceRefused::PeerIdInUse => self.stats.refused.inc(),
                 }
                 self.fail(out, 200, connection, refused.reason());
             }

@@ -65,6 +65,19 @@ enum End {
     /// Reset: a deadline passed, a limit or an eviction cut it, or it
     /// failed. The kernel keeps nothing for it (see `crate::linger`).
     Cut,
+    /// Upgraded to a WebSocket (its 101 answer sent): served by the
+    /// WebSocket service from here, for the client at this address.
+    Upgraded(IpAddr),
+}
+
+impl tracker_ws::ConnectionSlot for Slot {
+    type Evicted<'a> = crate::connections::Evicted<'a>;
+    fn set_idle(&self, idle: bool) {
+        Slot::set_idle(self, idle)
+    }
+    fn evicted(&self) -> Self::Evicted<'_> {
+        Slot::evicted(self)
+    }
 }
 
 /// A stream the server speaks HTTP over: plain TCP or TLS on TCP. The TCP
@@ -143,8 +156,23 @@ impl HttpService {
     async fn serve_connection<S: Transport>(&self, mut stream: S, peer_ip: IpAddr, slot: &Slot) {
         let mut state = ConnectionState::default();
         let end = self.requests(&mut stream, peer_ip, slot, &mut state).await;
-        if let End::Closed = end {
-            self.close(&mut stream, &mut state.buf).await;
+        match end {
+            End::Closed => self.close(&mut stream, &mut state.buf).await,
+            End::Cut => {}
+            End::Upgraded(client_ip) => {
+                let Some(ws) = &self.ws else {
+                    return;
+                };
+                // The WebSocket keeps its own time: no HTTP deadline holds.
+                stream.tcp().set_read_deadline(None);
+                stream.tcp().set_write_deadline(None);
+                let read_ahead = state
+                    .buf
+                    .get(state.start..state.end)
+                    .unwrap_or_default()
+                    .to_vec();
+                ws.serve(stream, read_ahead, client_ip, S::TLS, slot).await;
+            }
         }
         // Dropped: a cut one resets, as its listener set it to.
     }
@@ -178,8 +206,24 @@ impl HttpService {
                         if request.real_ip_ignored {
                             self.stats.untrusted_real_ip.inc();
                         }
-                        let (requests, responses) = self.traffic_of(S::TLS).of(request.endpoint);
                         let client_ip = request.real_ip.map_or(peer_ip, canonical_ip);
+                        if let (Endpoint::WebSocket, Some(key)) =
+                            (request.endpoint, request.websocket_key)
+                        {
+                            if self.ws.is_none() {
+                                self.stats.not_found.inc();
+                                return self
+                                    .fail_and_close(stream, &mut c.out, RequestError::NotFound)
+                                    .await;
+                            }
+                            tracker_ws::write_upgrade_response(&mut c.out, key);
+                            c.start += consumed;
+                            return match self.flush(stream, &mut c.out).await {
+                                Ok(()) => End::Upgraded(client_ip),
+                                Err(()) => End::Cut,
+                            };
+                        }
+                        let (requests, responses) = self.traffic_of(S::TLS).of(request.endpoint);
                         requests.inc(client_ip);
                         c.served += 1;
                         let last = c.served >= self.config.max_requests_per_connection

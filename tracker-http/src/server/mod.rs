@@ -150,7 +150,7 @@ impl HttpTraffic {
     /// Requests and answers of `endpoint`.
     fn of(&self, endpoint: Endpoint) -> (&ByFamily, &ByFamily) {
         match endpoint {
-            Endpoint::Announce => (&self.announces, &self.announce_responses),
+            Endpoint::Announce | Endpoint::WebSocket => (&self.announces, &self.announce_responses),
             Endpoint::Scrape => (&self.scrapes, &self.scrape_responses),
         }
     }
@@ -203,6 +203,9 @@ pub struct HttpService {
     /// Clients no cap per address, subnet or network counts
     /// (`runtime.exempt_networks`).
     exempt: ExemptNetworks,
+    /// WebTorrent's WebSocket service, which upgraded connections are
+    /// handed to; None when `websocket.enabled` is off (upgrades get 404).
+    ws: Option<Rc<tracker_ws::WsService>>,
     /// This worker's view of the TLS configuration (None without HTTPS).
     tls: Option<RefCell<LocalCopy<ServerConfig>>>,
     /// Connections open, HTTP and HTTPS together, and HTTPS alone.
@@ -246,15 +249,18 @@ impl Drop for OpenConnection {
 
 impl HttpService {
     /// `tls` is needed when any listener serves HTTPS; `exempt` clients are
-    /// not capped per address, subnet or network.
+    /// not capped per address, subnet or network; `ws` takes the WebSocket
+    /// upgrades.
     pub fn new(
         shard: Rc<Shard>,
         swarm: SwarmConfig,
         config: &HttpConfig,
         tls: Option<SharedTlsConfig>,
         exempt: ExemptNetworks,
+        ws: Option<Rc<tracker_ws::WsService>>,
     ) -> Rc<Self> {
         let service = Rc::new(HttpService {
+            ws,
             shard,
             swarm,
             idle_timeout: Duration::from_secs(config.idle_timeout_secs.into()),

@@ -23,6 +23,9 @@ pub enum Endpoint {
     Announce,
     /// `/scrape` (or `/scrape/`).
     Scrape,
+    /// A WebSocket upgrade (WebTorrent) of `/` or `/announce`: the request's
+    /// `websocket_key` holds its `Sec-WebSocket-Key`.
+    WebSocket,
 }
 
 /// Whether the connection stays open after the answer, and what the answer's
@@ -50,6 +53,8 @@ pub struct Request<'a> {
     /// The raw query, after `?` (empty without one), for [`parse_announce`] or
     /// [`parse_scrape`].
     pub query: &'a [u8],
+    /// An upgrade's `Sec-WebSocket-Key` ([`Endpoint::WebSocket`] only).
+    pub websocket_key: Option<&'a [u8]>,
     pub connection: Connection,
     /// The address in the real-IP header, read from a trusted proxy only
     /// ([`RealIp::Required`]); `None` otherwise.
@@ -111,6 +116,8 @@ pub enum RequestError {
     InvalidRealIp,
     /// A `%` not followed by two hex digits.
     BadEscape,
+    /// `Upgrade: websocket` without a key, or of a version other than 13.
+    BadUpgrade,
     MissingInfoHash,
     InvalidInfoHash,
     MissingPeerId,
@@ -131,7 +138,9 @@ impl RequestError {
     /// The HTTP status of the answer.
     pub fn status(self) -> u16 {
         match self {
-            RequestError::Malformed | RequestError::BodyNotAllowed => 400,
+            RequestError::Malformed | RequestError::BodyNotAllowed | RequestError::BadUpgrade => {
+                400
+            }
             RequestError::NotFound => 404,
             RequestError::MethodNotAllowed => 405,
             RequestError::HeadTooLarge => 431,
@@ -150,6 +159,7 @@ impl RequestError {
             RequestError::MissingRealIp => "missing real IP header",
             RequestError::InvalidRealIp => "invalid real IP header",
             RequestError::BadEscape => "invalid percent-encoding",
+            RequestError::BadUpgrade => "invalid WebSocket upgrade",
             RequestError::MissingInfoHash => "missing info_hash",
             RequestError::InvalidInfoHash => "info_hash is not 20 bytes",
             RequestError::MissingPeerId => "missing peer_id",
@@ -178,7 +188,9 @@ impl std::error::Error for RequestError {}
 
 /// Parses the request head at the start of `buf`.
 ///
-/// Only `GET` of `/announce` and `/scrape` (a trailing `/` allowed) is served.
+/// Only `GET` of `/announce` and `/scrape` (a trailing `/` allowed) is served,
+/// and a WebSocket upgrade (`Upgrade: websocket`, version 13) of `/` or
+/// `/announce`, as WebTorrent's announce URLs name them.
 /// With [`RealIp::Required`] (the connection comes from a trusted reverse
 /// proxy), the named header must hold the address of one host; of a
 /// comma-separated list, and of repeated header lines, the right-most address
@@ -205,13 +217,33 @@ pub fn parse_head<'a>(buf: &'a [u8], real_ip: RealIp<'_>) -> Result<Parsed<'a>, 
     };
 
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let upgrade = head.headers.iter().any(|h| {
+        h.name.eq_ignore_ascii_case("upgrade")
+            && h.value.trim_ascii().eq_ignore_ascii_case(b"websocket")
+    });
     let endpoint = match path.strip_suffix('/').unwrap_or(path) {
+        "/announce" | "" if upgrade => Endpoint::WebSocket,
         "/announce" => Endpoint::Announce,
         "/scrape" => Endpoint::Scrape,
         _ => return Err(RequestError::NotFound),
     };
     if method != "GET" {
         return Err(RequestError::MethodNotAllowed);
+    }
+    let mut websocket_key = None;
+    if endpoint == Endpoint::WebSocket {
+        let mut version_13 = false;
+        for header in head.headers.iter() {
+            if header.name.eq_ignore_ascii_case("sec-websocket-key") {
+                websocket_key = Some(header.value.trim_ascii());
+            } else if header.name.eq_ignore_ascii_case("sec-websocket-version") {
+                version_13 = header.value.trim_ascii() == b"13";
+            }
+        }
+        // RFC 6455: a 16-byte nonce in base64 is 24 characters.
+        if !version_13 || websocket_key.is_none_or(|key| key.len() != 24) {
+            return Err(RequestError::BadUpgrade);
+        }
     }
 
     let (mut close, mut keep_alive) = (false, false);
@@ -253,6 +285,7 @@ pub fn parse_head<'a>(buf: &'a [u8], real_ip: RealIp<'_>) -> Result<Parsed<'a>, 
     let request = Request {
         endpoint,
         query: query.as_bytes(),
+        websocket_key,
         connection,
         real_ip,
         real_ip_ignored,

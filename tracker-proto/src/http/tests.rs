@@ -533,3 +533,50 @@ proptest! {
         let _ = parse_head(buf.as_bytes(), RealIp::Required("x-forwarded-for"));
     }
 }
+
+#[test]
+fn websocket_upgrades_of_root_and_announce() {
+    let key = "dGhlIHNhbXBsZSBub25jZQ==";
+    for path in ["/", "/announce", "/announce/"] {
+        let head = format!(
+            "GET {path} HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        );
+        let Ok(Parsed::Complete { request, consumed }) = parse_head(head.as_bytes(), RealIp::Off)
+        else {
+            panic!("{path}: not parsed")
+        };
+        assert_eq!(consumed, head.len());
+        assert_eq!(request.endpoint, Endpoint::WebSocket, "{path}");
+        assert_eq!(request.websocket_key, Some(key.as_bytes()));
+    }
+    for (extra, error) in [
+        ("Sec-WebSocket-Version: 13\r\n", RequestError::BadUpgrade),
+        (
+            "Sec-WebSocket-Key: short\r\nSec-WebSocket-Version: 13\r\n",
+            RequestError::BadUpgrade,
+        ),
+        (
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n",
+            RequestError::BadUpgrade,
+        ),
+    ] {
+        let head = format!("GET / HTTP/1.1\r\nUpgrade: websocket\r\n{extra}\r\n");
+        assert_eq!(
+            parse_head(head.as_bytes(), RealIp::Off),
+            Err(error),
+            "{extra}"
+        );
+    }
+    // Without the upgrade, `/` is not served, and a scrape is not upgraded.
+    assert_eq!(
+        parse_head(b"GET / HTTP/1.1\r\n\r\n", RealIp::Off),
+        Err(RequestError::NotFound)
+    );
+    let scrape = "GET /scrape HTTP/1.1\r\nUpgrade: websocket\r\n\r\n";
+    let Ok(Parsed::Complete { request, .. }) = parse_head(scrape.as_bytes(), RealIp::Off) else {
+        panic!("scrape not parsed")
+    };
+    assert_eq!(request.endpoint, Endpoint::Scrape);
+    assert_eq!(request.websocket_key, None);
+}

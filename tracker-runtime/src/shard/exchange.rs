@@ -68,9 +68,9 @@ impl Shard {
         Ok(pending)
     }
 
-    /// Answers a request from another worker.
-    pub(super) fn serve(&self, request: ShardRequest) -> ShardReply {
-        match request {
+    /// Answers a request from another worker; None for one-way messages.
+    pub(super) fn serve(&self, request: ShardRequest) -> Option<ShardReply> {
+        Some(match request {
             ShardRequest::Announce(req) => {
                 let mut peers = AnswerPeers::default();
                 let answer = self
@@ -110,7 +110,27 @@ impl Shard {
                 self.samples(&mut samples);
                 ShardReply::Metrics(samples)
             }
-        }
+            ShardRequest::RtcAnnounce(request) => {
+                ShardReply::RtcAnnounce(self.rtc_announce_local(*request))
+            }
+            ShardRequest::RtcScrape(hashes) => {
+                let store = self.store.borrow();
+                ShardReply::Scrape(hashes.iter().map(|h| store.rtc_scrape(h)).collect())
+            }
+            ShardRequest::RtcScrapeSome(max) => {
+                let mut counts = Vec::new();
+                self.store.borrow().rtc_scrape_some(max, &mut counts);
+                ShardReply::ScrapeSome(counts)
+            }
+            ShardRequest::Relays(relays) => {
+                self.take_relays(relays);
+                return None;
+            }
+            ShardRequest::RtcGone(peers) => {
+                self.rtc_disconnected(peers);
+                return None;
+            }
+        })
     }
 
     /// Frees the slot of a request that no longer waits.

@@ -32,8 +32,11 @@ use tracker_proto::{
 use tracker_swarm::{AnnounceRefused, SwarmCounts, SwarmStore};
 
 mod exchange;
+mod rtc;
 
 use exchange::{PendingReply, Waiting};
+use rtc::{Kind, ONE_WAY};
+pub use rtc::{RelaySink, RelayStats};
 
 /// One worker's shard: its swarm store, and its links to the owners of every
 /// other shard. Used only on its own executor (it is `!Send`).
@@ -57,6 +60,15 @@ pub struct Shard {
     /// the store's are decided here, announce by announce.
     exempt: ExemptNetworks,
     pub stats: MeshStats,
+    pub relay_stats: RelayStats,
+    /// Where relays for this worker's WebSocket connections go. Weak: the
+    /// service holds the shard.
+    relay_sink: RefCell<Option<Weak<dyn RelaySink>>>,
+    /// Relays gathered for each other worker, sent by `flush_relays`.
+    relays_out: RefCell<Vec<Vec<crate::mesh::Relay>>>,
+    /// The peers a WebSocket announce's offers go to, kept to spare an
+    /// allocation an announce.
+    receivers_scratch: RefCell<Vec<(tracker_proto::PeerId, tracker_swarm::ConnectionRef)>>,
     /// The worker's services, whose counters every scrape includes. Weak:
     /// they hold the shard.
     metric_sources: RefCell<Vec<Weak<dyn MetricSource>>>,
@@ -137,6 +149,10 @@ impl Shard {
             access: access.map(|shared| RefCell::new(LocalCopy::new(shared))),
             exempt,
             stats: MeshStats::default(),
+            relay_stats: RelayStats::default(),
+            relay_sink: RefCell::new(None),
+            relays_out: RefCell::new(Vec::new()),
+            receivers_scratch: RefCell::new(Vec::new()),
             metric_sources: RefCell::new(Vec::new()),
         });
         let reply_senders = reply_senders.map(Rc::new);
@@ -149,11 +165,17 @@ impl Shard {
                 // Counted as the worker's other work: a busy UDP loop takes
                 // turns of the reactor more often while there is some.
                 while let (Some(Envelope { token, body }), _) = waited(stream.recv()).await {
-                    shard.stats.served_for_others.add(body.requests() as u64);
+                    let one_way = token == ONE_WAY;
+                    if !one_way {
+                        shard.stats.served_for_others.add(body.requests() as u64);
+                    }
                     // A panic while serving still answers, so that the asker
                     // never waits for an answer that cannot come.
-                    let body = contain(&shard.stats.panics, || shard.serve(body))
-                        .unwrap_or(ShardReply::Failed);
+                    let body = match contain(&shard.stats.panics, || shard.serve(body)) {
+                        _ if one_way => continue,
+                        Some(Some(body)) => body,
+                        Some(None) | None => ShardReply::Failed,
+                    };
                     if reply_senders
                         .send_to(from, Envelope { token, body })
                         .await
@@ -332,6 +354,24 @@ impl Shard {
         hashes: &[InfoHash],
         out: &mut Vec<ScrapeStats>,
     ) -> Result<(), RouteError> {
+        self.scrape_of(Kind::BitTorrent, hashes, out).await
+    }
+
+    fn scrape_local_of(&self, kind: Kind, info_hash: &InfoHash) -> ScrapeStats {
+        debug_assert!(self.is_local(info_hash));
+        let store = self.store.borrow();
+        match kind {
+            Kind::BitTorrent => store.scrape(info_hash),
+            Kind::WebRtc => store.rtc_scrape(info_hash),
+        }
+    }
+
+    async fn scrape_of(
+        &self,
+        kind: Kind,
+        hashes: &[InfoHash],
+        out: &mut Vec<ScrapeStats>,
+    ) -> Result<(), RouteError> {
         out.clear();
         out.resize(hashes.len(), ScrapeStats::default());
         let mut asked: Vec<(Vec<usize>, PendingReply<'_>)> = Vec::new();
@@ -340,7 +380,7 @@ impl Shard {
             let owner = self.owner(hash);
             if owner == self.index {
                 if let Some(slot) = out.get_mut(i) {
-                    *slot = self.scrape_local(hash);
+                    *slot = self.scrape_local_of(kind, hash);
                 }
             } else {
                 if by_owner.is_empty() {
@@ -354,10 +394,11 @@ impl Shard {
         }
         for (owner, (positions, owner_hashes)) in by_owner.into_iter().enumerate() {
             if !positions.is_empty() {
-                asked.push((
-                    positions,
-                    self.ask(owner, ShardRequest::Scrape(owner_hashes)).await?,
-                ));
+                let request = match kind {
+                    Kind::BitTorrent => ShardRequest::Scrape(owner_hashes),
+                    Kind::WebRtc => ShardRequest::RtcScrape(owner_hashes),
+                };
+                asked.push((positions, self.ask(owner, request).await?));
             }
         }
         for (positions, reply) in asked {
@@ -383,11 +424,27 @@ impl Shard {
         max: usize,
         out: &mut Vec<(InfoHash, ScrapeStats)>,
     ) -> Result<(), RouteError> {
+        self.scrape_some_of(Kind::BitTorrent, max, out).await
+    }
+
+    async fn scrape_some_of(
+        &self,
+        kind: Kind,
+        max: usize,
+        out: &mut Vec<(InfoHash, ScrapeStats)>,
+    ) -> Result<(), RouteError> {
         let start = out.len();
-        self.store.borrow().scrape_some(max, out);
+        match kind {
+            Kind::BitTorrent => self.store.borrow().scrape_some(max, out),
+            Kind::WebRtc => self.store.borrow().rtc_scrape_some(max, out),
+        }
         let mut asked = Vec::new();
         for owner in (0..self.workers).filter(|&owner| owner != self.index) {
-            asked.push(self.ask(owner, ShardRequest::ScrapeSome(max)).await?);
+            let request = match kind {
+                Kind::BitTorrent => ShardRequest::ScrapeSome(max),
+                Kind::WebRtc => ShardRequest::RtcScrapeSome(max),
+            };
+            asked.push(self.ask(owner, request).await?);
         }
         for reply in asked {
             match reply.await? {
@@ -436,6 +493,7 @@ impl Shard {
             &[("role", "leecher")],
             peers.leechers as u64,
         ));
+        self.rtc_samples(&store, out);
     }
 
     /// The metrics of every worker, by worker index, asked of all at once.

@@ -23,6 +23,8 @@
 //!   v4_peers x  { ip 4,  port u16, last_seen u64, peer_id 20 }  (34 bytes)
 //!   v6_peers x  { ip 16, port u16, last_seen u64, peer_id 20 }  (46 bytes)
 //!   seeders first in each family
+//!   (a record with no peers at all is a WebRTC torrent's downloaded count:
+//!   see `persist`)
 //! trailer
 //!   crc32         u32 CRC-32 (IEEE) of header and body
 //! ```

@@ -1,0 +1,480 @@
+//! WebTorrent over WebSocket against the real binary: every message, every
+//! error, relays between connections on different workers, closes, and the
+//! limits a hostile client meets. A plain tungstenite client speaks the
+//! protocol; tests/webtorrent.rs runs real browsers.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use support::Tracker;
+use tracker_proto::ws::{
+    parse_server_message, write_announce_request, write_scrape_request, AnnounceMessage, Answer,
+    Offer, OfferId, ServerMessage,
+};
+use tracker_proto::{AnnounceEvent, InfoHash, PeerId, ScrapeStats};
+use tungstenite::protocol::frame::coding::CloseCode;
+use tungstenite::{Message, WebSocket};
+
+const SDP: &str = r#"{"type":"offer","sdp":"v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\n"}"#;
+const ANSWER: &str = r#"{"type":"answer","sdp":"v=0\r\n"}"#;
+
+struct Peer<S: Read + Write> {
+    ws: WebSocket<S>,
+    id: PeerId,
+}
+
+fn connect(addr: SocketAddr, path: &str, id: u8) -> Peer<TcpStream> {
+    let stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let (ws, _) = tungstenite::client(format!("ws://{addr}{path}"), stream).unwrap();
+    Peer {
+        ws,
+        id: PeerId([id; 20]),
+    }
+}
+
+fn hash(n: u8) -> InfoHash {
+    InfoHash([n; 20])
+}
+
+impl<S: Read + Write> Peer<S> {
+    fn send(&mut self, text: Vec<u8>) {
+        self.ws
+            .send(Message::text(String::from_utf8(text).unwrap()))
+            .unwrap();
+    }
+
+    fn announce(&mut self, info_hash: InfoHash, event: AnnounceEvent, left: u64, offers: usize) {
+        let ids: Vec<OfferId> = (0..offers).map(|i| OfferId([b'a' + i as u8; 20])).collect();
+        let m = AnnounceMessage {
+            info_hash,
+            peer_id: self.id,
+            event,
+            left: Some(left),
+            numwant: Some(offers as u32),
+            offers: ids
+                .iter()
+                .map(|&offer_id| Offer {
+                    offer_id,
+                    offer: SDP,
+                })
+                .collect(),
+            answer: None,
+        };
+        let mut out = Vec::new();
+        write_announce_request(&mut out, &m);
+        self.send(out);
+    }
+
+    fn answer(&mut self, info_hash: InfoHash, to: PeerId, offer_id: OfferId) {
+        let m = AnnounceMessage {
+            info_hash,
+            peer_id: self.id,
+            event: AnnounceEvent::None,
+            left: None,
+            numwant: None,
+            offers: Vec::new(),
+            answer: Some(Answer {
+                to_peer_id: to,
+                offer_id,
+                answer: ANSWER,
+            }),
+        };
+        let mut out = Vec::new();
+        write_announce_request(&mut out, &m);
+        self.send(out);
+    }
+
+    /// The next text message, as text (parsed by the caller).
+    fn next_text(&mut self) -> String {
+        loop {
+            match self.ws.read().unwrap() {
+                Message::Text(text) => return text.to_string(),
+                Message::Ping(_) | Message::Pong(_) => continue,
+                other => panic!("expected a text message, got {other:?}"),
+            }
+        }
+    }
+
+    /// The next announce response: (complete, incomplete).
+    fn counts(&mut self) -> (u32, u32) {
+        let text = self.next_text();
+        match parse_server_message(text.as_bytes()).unwrap() {
+            ServerMessage::AnnounceResponse {
+                complete,
+                incomplete,
+                interval,
+                ..
+            } => {
+                assert_eq!(interval, 120);
+                (complete, incomplete)
+            }
+            other => panic!("expected an announce response, got {other:?}"),
+        }
+    }
+
+    fn scrape(&mut self, hashes: &[InfoHash]) -> Vec<(InfoHash, ScrapeStats)> {
+        let mut out = Vec::new();
+        write_scrape_request(&mut out, hashes);
+        self.send(out);
+        let text = self.next_text();
+        match parse_server_message(text.as_bytes()).unwrap() {
+            ServerMessage::Scrape { files } => files,
+            other => panic!("expected a scrape, got {other:?}"),
+        }
+    }
+
+    fn error(&mut self) -> String {
+        let text = self.next_text();
+        match parse_server_message(text.as_bytes()).unwrap() {
+            ServerMessage::Error { reason, .. } => reason.into_owned(),
+            other => panic!("expected an error, got {other:?}"),
+        }
+    }
+}
+
+fn stats(files: &[(InfoHash, ScrapeStats)]) -> (u32, u32, u32) {
+    let s = files.first().unwrap().1;
+    (s.seeders, s.leechers, s.completed)
+}
+
+#[test]
+fn offers_and_answers_are_relayed_between_peers_on_every_worker() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "4", "--no-pin"])
+        .http(None)
+        .metrics()
+        .start();
+    let addr = tracker.http[0];
+    // Enough connections that, however the kernel spreads them, offers and
+    // answers cross between workers as well as within one.
+    let torrent = hash(7);
+    let mut seeders: Vec<_> = (0..6)
+        .map(|i| connect(addr, "/announce", 100 + i))
+        .collect();
+    for (i, seeder) in seeders.iter_mut().enumerate() {
+        seeder.announce(torrent, AnnounceEvent::Started, 0, 0);
+        assert_eq!(seeder.counts(), (i as u32 + 1, 0));
+    }
+    for round in 0..6u8 {
+        let mut leecher = connect(addr, if round % 2 == 0 { "/" } else { "/announce" }, round);
+        leecher.announce(torrent, AnnounceEvent::Started, 1000, 6);
+        assert_eq!(leecher.counts(), (6, 1));
+        // Each seeder gets one of its offers.
+        let mut offer_ids = Vec::new();
+        for seeder in &mut seeders {
+            let text = seeder.next_text();
+            let ServerMessage::Offer {
+                info_hash,
+                peer_id,
+                offer_id,
+                offer,
+            } = parse_server_message(text.as_bytes()).unwrap()
+            else {
+                panic!("expected an offer: {text}")
+            };
+            assert_eq!((info_hash, peer_id, offer), (torrent, leecher.id, SDP));
+            offer_ids.push(offer_id);
+            seeder.answer(torrent, leecher.id, offer_id);
+        }
+        offer_ids.sort();
+        offer_ids.dedup();
+        assert_eq!(offer_ids.len(), 6, "each offer to a different peer");
+        let mut from = Vec::new();
+        for _ in 0..6 {
+            let text = leecher.next_text();
+            let ServerMessage::Answer {
+                info_hash,
+                peer_id,
+                answer,
+                ..
+            } = parse_server_message(text.as_bytes()).unwrap()
+            else {
+                panic!("expected an answer: {text}")
+            };
+            assert_eq!((info_hash, answer), (torrent, ANSWER));
+            from.push(peer_id);
+        }
+        from.sort();
+        let mut expected: Vec<_> = seeders.iter().map(|s| s.id).collect();
+        expected.sort();
+        assert_eq!(from, expected);
+        // A second answer to the same offer is refused: offers are answered
+        // once.
+        seeders[0].answer(torrent, leecher.id, offer_ids[0]);
+        assert!(seeders[0].error().contains("offer"));
+        leecher.announce(torrent, AnnounceEvent::Stopped, 1000, 0);
+        assert_eq!(leecher.counts(), (6, 0));
+    }
+    assert!(tracker.metric("tracker_websocket_relayed_total", &[("kind", "offer")]) >= 36);
+    assert!(tracker.metric("tracker_websocket_relayed_total", &[("kind", "answer")]) >= 36);
+}
+
+#[test]
+fn scrapes_count_webrtc_peers_apart_and_a_closed_connection_stops() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "2", "--no-pin"])
+        .http(None)
+        .udp(None)
+        .metrics()
+        .start();
+    let addr = tracker.http[0];
+    let torrent = hash(9);
+    let mut a = connect(addr, "/announce", 1);
+    let mut b = connect(addr, "/announce", 2);
+    a.announce(torrent, AnnounceEvent::Started, 10, 0);
+    assert_eq!(a.counts(), (0, 1));
+    b.announce(torrent, AnnounceEvent::Started, 10, 0);
+    assert_eq!(b.counts(), (0, 2));
+    b.announce(torrent, AnnounceEvent::Completed, 0, 0);
+    assert_eq!(b.counts(), (1, 1));
+    // Completed once only.
+    b.announce(torrent, AnnounceEvent::Completed, 0, 0);
+    assert_eq!(b.counts(), (1, 1));
+    assert_eq!(stats(&a.scrape(&[torrent])), (1, 1, 1));
+    // A BitTorrent peer of the same torrent is counted apart.
+    let mut http = TcpStream::connect(addr).unwrap();
+    let query = format!(
+        "GET /announce?info_hash={}&peer_id=-qB0000-000000000000&port=6881&left=0&compact=1 \
+         HTTP/1.1\r\n\r\n",
+        "%09".repeat(20)
+    );
+    http.write_all(query.as_bytes()).unwrap();
+    let mut buf = [0u8; 512];
+    let n = http.read(&mut buf).unwrap();
+    let text = String::from_utf8_lossy(&buf[..n]);
+    assert!(text.contains("8:completei1e10:incompletei0e"), "{text}");
+    assert_eq!(stats(&a.scrape(&[torrent])), (1, 1, 1), "unchanged");
+    // A closed connection stops its peers.
+    drop(b);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if stats(&a.scrape(&[torrent])) == (0, 1, 1) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "b's peer outlived its connection"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A list of hashes, one unknown.
+    let files = a.scrape(&[torrent, hash(10)]);
+    assert_eq!(files.len(), 2);
+    assert_eq!(files[1].1, ScrapeStats::default());
+    // Full scrapes follow http.full_scrape (off by default).
+    a.send(br#"{"action":"scrape"}"#.to_vec());
+    assert!(a.error().contains("full scrape"));
+    assert_eq!(
+        tracker.metric("tracker_webrtc_peers", &[("role", "leecher")]),
+        1
+    );
+    assert!(tracker.metric("tracker_websocket_upgrades_total", &[("protocol", "ws")]) >= 2);
+}
+
+#[test]
+fn bad_messages_get_errors_and_the_connection_goes_on() {
+    let tracker = Tracker::builder().http(None).metrics().start();
+    let addr = tracker.http[0];
+    let torrent = hash(3);
+    let mut a = connect(addr, "/announce", 1);
+    let mut b = connect(addr, "/announce", 2);
+    for (text, reason) in [
+        ("nonsense", "malformed message"),
+        (r#"{"action":"ping"}"#, "unknown action"),
+        (
+            r#"{"action":"announce","info_hash":"short"}"#,
+            "invalid info_hash",
+        ),
+    ] {
+        a.send(text.as_bytes().to_vec());
+        assert_eq!(a.error(), reason, "{text}");
+    }
+    a.announce(torrent, AnnounceEvent::Started, 5, 0);
+    assert_eq!(a.counts(), (0, 1));
+    // One peer id per torrent on a connection ...
+    a.id = PeerId([9; 20]);
+    a.announce(torrent, AnnounceEvent::None, 5, 0);
+    assert!(a.error().contains("one peer id"));
+    // ... and a peer id another connection holds is not taken over.
+    b.id = PeerId([1; 20]);
+    b.announce(torrent, AnnounceEvent::Started, 5, 0);
+    assert!(b.error().contains("peer id in use"));
+    // An answer to an offer never made to this peer is dropped.
+    b.id = PeerId([2; 20]);
+    b.answer(torrent, PeerId([1; 20]), OfferId([1; 20]));
+    assert!(b.error().contains("no such offer"));
+    // Binary messages close the connection (the protocol is text).
+    a.ws.send(Message::binary(vec![1, 2, 3])).unwrap();
+    match a.ws.read() {
+        Ok(Message::Close(Some(frame))) => assert_eq!(frame.code, CloseCode::Unsupported),
+        other => panic!("expected a close, got {other:?}"),
+    }
+    assert!(tracker.metric("tracker_websocket_messages_total", &[("action", "invalid")]) >= 3);
+}
+
+#[test]
+fn limits_hold_against_hostile_clients() {
+    let tracker = Tracker::builder()
+        .http(None)
+        .config(
+            "[websocket]\nmax_message_bytes = 4096\nmax_frame_bytes = 4096\nmax_offers = 2\n\
+             max_sdp_bytes = 2048\nmax_torrents_per_connection = 3\n",
+        )
+        .metrics()
+        .start();
+    let addr = tracker.http[0];
+    let mut a = connect(addr, "/announce", 1);
+    // Too many offers.
+    a.announce(hash(1), AnnounceEvent::Started, 5, 3);
+    assert_eq!(a.error(), "too many offers");
+    // Too many torrents on one connection.
+    for n in 1..=3 {
+        a.announce(hash(n), AnnounceEvent::Started, 5, 0);
+        assert_eq!(a.counts(), (0, 1));
+    }
+    a.announce(hash(4), AnnounceEvent::Started, 5, 0);
+    assert!(a.error().contains("too many torrents"));
+    // A message past the limit closes the connection.
+    a.send(format!(r#"{{"action":"scrape","x":"{}"}}"#, "x".repeat(5000)).into_bytes());
+    match a.ws.read() {
+        Ok(Message::Close(Some(frame))) => assert_eq!(frame.code, CloseCode::Size),
+        other => panic!("expected a close, got {other:?}"),
+    }
+    // Its peers left their torrents.
+    let mut b = connect(addr, "/announce", 2);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while stats(&b.scrape(&[hash(1)])) != (0, 0, 0) {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // An upgrade without a key or of another version is refused.
+    let mut raw = TcpStream::connect(addr).unwrap();
+    raw.write_all(b"GET / HTTP/1.1\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let n = raw.read(&mut buf).unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 400"));
+    assert!(
+        tracker.metric(
+            "tracker_websocket_errors_total",
+            &[("kind", "message_too_large")]
+        ) >= 1
+    );
+}
+
+#[test]
+fn a_client_that_does_not_read_is_cut() {
+    let tracker = Tracker::builder()
+        .http(None)
+        .config("[websocket]\nmax_queued_messages = 8\nmax_queued_bytes = 65536\nwrite_timeout_secs = 1\n")
+        .metrics()
+        .start();
+    let addr = tracker.http[0];
+    let torrent = hash(5);
+    let mut sleeper = connect(addr, "/announce", 1);
+    sleeper.announce(torrent, AnnounceEvent::Started, 0, 0);
+    assert_eq!(sleeper.counts(), (1, 0));
+    // Offers to the sleeper, which reads nothing, until its queue and
+    // socket buffers are full and it is cut.
+    let mut offerer = connect(addr, "/announce", 2);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let big = format!(r#"{{"type":"offer","sdp":"{}"}}"#, "s".repeat(7000));
+    loop {
+        let m = AnnounceMessage {
+            info_hash: torrent,
+            peer_id: offerer.id,
+            event: AnnounceEvent::None,
+            left: Some(5),
+            numwant: Some(1),
+            offers: vec![Offer {
+                offer_id: OfferId([3; 20]),
+                offer: &big,
+            }],
+            answer: None,
+        };
+        let mut out = Vec::new();
+        write_announce_request(&mut out, &m);
+        offerer.send(out);
+        let (seeders, _) = offerer.counts();
+        if seeders == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the sleeper was never cut");
+    }
+    assert!(
+        tracker.metric("tracker_websocket_errors_total", &[("kind", "queue_full")])
+            + tracker.metric(
+                "tracker_websocket_errors_total",
+                &[("kind", "write_timeout")]
+            )
+            >= 1
+    );
+}
+
+#[test]
+fn a_stop_closes_connections_with_going_away() {
+    let tracker = Tracker::builder().http(None).start();
+    let mut a = connect(tracker.http[0], "/announce", 1);
+    a.announce(hash(2), AnnounceEvent::Started, 5, 0);
+    assert_eq!(a.counts(), (0, 1));
+    tracker.signal(libc::SIGTERM);
+    match a.ws.read() {
+        Ok(Message::Close(Some(frame))) => assert_eq!(frame.code, CloseCode::Away),
+        other => panic!("expected a close frame, got {other:?}"),
+    }
+    let (code, _) = tracker.wait_exit(Duration::from_secs(10));
+    assert_eq!(code, Some(0));
+}
+
+#[test]
+fn wss_on_the_https_listener() {
+    let tracker = Tracker::builder().https(None).start();
+    let addr = tracker.https[0];
+    let config = tracker.tls.as_ref().unwrap().cert.client_config();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let tls = rustls::StreamOwned::new(rustls::ClientConnection::new(config, name).unwrap(), tcp);
+    let (ws, _) =
+        tungstenite::client(format!("wss://localhost:{}/announce", addr.port()), tls).unwrap();
+    let mut peer = Peer {
+        ws,
+        id: PeerId([4; 20]),
+    };
+    peer.announce(hash(4), AnnounceEvent::Started, 0, 0);
+    assert_eq!(peer.counts(), (1, 0));
+    assert_eq!(stats(&peer.scrape(&[hash(4)])), (1, 0, 0));
+}
+
+#[test]
+fn completed_counts_of_webrtc_torrents_survive_a_restart() {
+    let state = support::tempfile_path::TempPath::new("ws-state", "state");
+    let port = support::free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let tracker = Tracker::builder()
+        .http(Some(addr))
+        .state_file(&state.0)
+        .start();
+    let mut a = connect(addr, "/announce", 1);
+    a.announce(hash(8), AnnounceEvent::Started, 5, 0);
+    assert_eq!(a.counts(), (0, 1));
+    a.announce(hash(8), AnnounceEvent::Completed, 0, 0);
+    assert_eq!(a.counts(), (1, 0));
+    tracker.signal(libc::SIGTERM);
+    let (code, _) = tracker.wait_exit(Duration::from_secs(10));
+    assert_eq!(code, Some(0));
+    let _tracker = Tracker::builder()
+        .http(Some(addr))
+        .state_file(&state.0)
+        .start();
+    let mut b = connect(addr, "/announce", 2);
+    // The peer is gone (browsers reconnect and announce again); the count
+    // stays.
+    assert_eq!(stats(&b.scrape(&[hash(8)])), (0, 0, 1));
+}

@@ -1,0 +1,166 @@
+//! The `[websocket]` section of the config: WebTorrent over WebSocket, on
+//! the HTTP and HTTPS listeners.
+
+use documented::{Documented, DocumentedFields};
+use serde::{Deserialize, Serialize};
+use tracker_proto::ws::MessageLimits;
+use tracker_runtime::config::{within, ConfigError};
+
+/// WebTorrent: browsers announce over a WebSocket (ws:// on the HTTP
+/// listeners, wss:// on the HTTPS ones, path / or /announce), and the
+/// tracker relays WebRTC offers and answers between them. Connections count
+/// against the HTTP connection caps (per worker, address, subnet, network).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, Documented, DocumentedFields)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebSocketConfig {
+    /// Serve WebSocket upgrades; false answers them 404.
+    pub enabled: bool,
+    /// Seconds WebTorrent clients are told to wait between announces.
+    pub announce_interval_secs: u32,
+    /// Bytes of one message at most (aquatic_ws: 64 KiB); a larger one
+    /// closes the connection. Bounds what a connection makes the tracker
+    /// buffer while it reads.
+    pub max_message_bytes: usize,
+    /// Bytes of one frame at most (aquatic_ws: 16 KiB).
+    pub max_frame_bytes: usize,
+    /// Offers in one announce (WebTorrent sends up to 10); more are refused.
+    pub max_offers: usize,
+    /// Bytes of one offer's or answer's SDP (its raw JSON), relayed without
+    /// being parsed; larger ones are refused.
+    pub max_sdp_bytes: usize,
+    /// Info-hashes in one scrape.
+    pub max_scrape_hashes: usize,
+    /// Torrents one connection may announce in (WebTorrent uses one
+    /// connection per tracker for all its torrents); past it, announces for
+    /// new torrents are refused. Bounds what a connection makes the owners
+    /// keep.
+    pub max_torrents_per_connection: usize,
+    /// Seconds an offer handed to a peer may be answered (aquatic_ws: 120);
+    /// an answer after that, or to an offer never made to the answerer, is
+    /// dropped.
+    pub offer_timeout_secs: u32,
+    /// Offers a connection may hold unanswered; the oldest is forgotten for
+    /// a new one. Bounds the memory a peer that never answers costs.
+    pub max_pending_offers_per_connection: usize,
+    /// Messages queued for one connection at most, and their bytes: a
+    /// client that does not read what it is sent is cut rather than let
+    /// the tracker's memory grow.
+    pub max_queued_messages: usize,
+    /// Bytes queued for one connection at most (see max_queued_messages).
+    pub max_queued_bytes: usize,
+    /// Seconds a connection may stay without sending a message; it must be
+    /// longer than announce_interval_secs, as WebTorrent sends nothing
+    /// between announces.
+    pub idle_timeout_secs: u32,
+    /// Seconds a client may take to take one message whole.
+    pub write_timeout_secs: u32,
+}
+
+impl Default for WebSocketConfig {
+    fn default() -> Self {
+        WebSocketConfig {
+            enabled: true,
+            announce_interval_secs: 120,
+            max_message_bytes: 64 << 10,
+            max_frame_bytes: 16 << 10,
+            max_offers: 10,
+            max_sdp_bytes: 8 << 10,
+            max_scrape_hashes: 64,
+            max_torrents_per_connection: 256,
+            offer_timeout_secs: 120,
+            max_pending_offers_per_connection: 64,
+            max_queued_messages: 256,
+            max_queued_bytes: 1 << 20,
+            idle_timeout_secs: 300,
+            write_timeout_secs: 10,
+        }
+    }
+}
+
+impl WebSocketConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        within(
+            "websocket.announce_interval_secs",
+            self.announce_interval_secs as usize,
+            1,
+            86_400,
+        )?;
+        within(
+            "websocket.max_message_bytes",
+            self.max_message_bytes,
+            1024,
+            16 << 20,
+        )?;
+        within(
+            "websocket.max_frame_bytes",
+            self.max_frame_bytes,
+            1024,
+            self.max_message_bytes,
+        )?;
+        within("websocket.max_offers", self.max_offers, 0, 100)?;
+        within(
+            "websocket.max_sdp_bytes",
+            self.max_sdp_bytes,
+            64,
+            self.max_message_bytes,
+        )?;
+        within(
+            "websocket.max_scrape_hashes",
+            self.max_scrape_hashes,
+            1,
+            1000,
+        )?;
+        within(
+            "websocket.max_torrents_per_connection",
+            self.max_torrents_per_connection,
+            1,
+            100_000,
+        )?;
+        within(
+            "websocket.offer_timeout_secs",
+            self.offer_timeout_secs as usize,
+            1,
+            3600,
+        )?;
+        within(
+            "websocket.max_pending_offers_per_connection",
+            self.max_pending_offers_per_connection,
+            1,
+            100_000,
+        )?;
+        within(
+            "websocket.max_queued_messages",
+            self.max_queued_messages,
+            1,
+            1_000_000,
+        )?;
+        within(
+            "websocket.max_queued_bytes",
+            self.max_queued_bytes,
+            self.max_message_bytes,
+            1 << 30,
+        )?;
+        within(
+            "websocket.write_timeout_secs",
+            self.write_timeout_secs as usize,
+            1,
+            3600,
+        )?;
+        if self.idle_timeout_secs <= self.announce_interval_secs {
+            return Err(ConfigError::key(
+                "websocket.idle_timeout_secs",
+                "must be longer than websocket.announce_interval_secs (WebTorrent sends \
+                 nothing between announces)",
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn message_limits(&self) -> MessageLimits {
+        MessageLimits {
+            max_offers: self.max_offers,
+            max_sdp_bytes: self.max_sdp_bytes,
+            max_scrape_hashes: self.max_scrape_hashes,
+        }
+    }
+}

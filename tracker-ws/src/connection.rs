@@ -1,0 +1,478 @@
+//! One WebSocket connection: its messages read within the idle timeout and
+//! answered in order, what it is sent written by a writer of its own from a
+//! bounded queue, and at its end its peers taken out of their torrents.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::rc::Rc;
+
+use async_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
+use async_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use async_tungstenite::tungstenite::protocol::{CloseFrame, Role};
+use async_tungstenite::tungstenite::Message;
+use async_tungstenite::WebSocketStream;
+use futures_lite::{AsyncRead, AsyncWrite, StreamExt};
+use tracker_proto::ws::{
+    parse_client_message, write_announce_response, write_answer, write_error, write_offer,
+    write_scrape_response, Action, AnnounceMessage, ClientMessage, MessageError, OfferId,
+};
+use tracker_proto::{canonical_ip, AnnounceEvent, InfoHash, PeerId, ScrapeStats};
+use tracker_runtime::clock;
+use tracker_runtime::mesh::{OfferToRelay, Relay, RelayKind, RouteError, RtcAnnounceRequest};
+use tracker_swarm::AnnounceRefused;
+use tracker_swarm::{ConnectionRef, RtcAnnounce};
+
+use crate::queue::{Outgoing, Queue};
+use crate::{Closing, ConnectionSlot, WsService};
+
+/// An offer handed to this connection's peer: its answer may go back to
+/// `from` until `expires`.
+struct PendingOffer {
+    info_hash: InfoHash,
+    from_peer: PeerId,
+    offer_id: OfferId,
+    from: ConnectionRef,
+    expires: u32,
+}
+
+/// What the service keeps of an open connection, for relays to find it.
+pub(crate) struct Connection {
+    queue: Queue,
+    pending: RefCell<VecDeque<PendingOffer>>,
+}
+
+impl Connection {
+    /// Queues an offer or answer relayed to this connection.
+    pub(crate) fn relayed(&self, service: &WsService, relay: Relay) {
+        let mut text = Vec::with_capacity(relay.sdp.len() + 160);
+        match relay.kind {
+            RelayKind::Offer => {
+                write_offer(
+                    &mut text,
+                    &relay.info_hash,
+                    &relay.from_peer,
+                    &relay.offer_id,
+                    &relay.sdp,
+                );
+                let mut pending = self.pending.borrow_mut();
+                if pending.len() >= service.config.max_pending_offers_per_connection {
+                    pending.pop_front();
+                }
+                pending.push_back(PendingOffer {
+                    info_hash: relay.info_hash,
+                    from_peer: relay.from_peer,
+                    offer_id: relay.offer_id,
+                    from: relay.from,
+                    expires: clock::now_secs().saturating_add(service.config.offer_timeout_secs),
+                });
+            }
+            RelayKind::Answer => write_answer(
+                &mut text,
+                &relay.info_hash,
+                &relay.from_peer,
+                &relay.offer_id,
+                &relay.sdp,
+            ),
+        }
+        if self.queue.push(text) {
+            match relay.kind {
+                RelayKind::Offer => service.stats.offers_relayed.inc(),
+                RelayKind::Answer => service.stats.answers_relayed.inc(),
+            }
+        } else {
+            service.stats.relay_queue_full.inc();
+            service.stats.queue_full.inc();
+        }
+    }
+
+    /// Takes the offer an answer is for, if it was made to this connection
+    /// and has not expired.
+    fn take_offer(
+        &self,
+        info_hash: &InfoHash,
+        to: &PeerId,
+        offer_id: &OfferId,
+    ) -> Option<ConnectionRef> {
+        let now = clock::now_secs();
+        let mut pending = self.pending.borrow_mut();
+        pending.retain(|offer| offer.expires > now);
+        let at = pending.iter().position(|offer| {
+            offer.info_hash == *info_hash && offer.from_peer == *to && offer.offer_id == *offer_id
+        })?;
+        pending.remove(at).map(|offer| offer.from)
+    }
+}
+
+/// What the reader saw that ends the connection.
+enum End {
+    /// The client closed, or broke the protocol: nothing more to send.
+    Gone,
+    /// The tracker closes it with this close frame, after what is queued.
+    Close(u16, &'static str),
+}
+
+/// Per connection state the reader alone uses.
+struct Session {
+    me: ConnectionRef,
+    ip: IpAddr,
+    /// The torrents it announced in, with its peer id in each.
+    torrents: Vec<(InfoHash, PeerId)>,
+    out: Vec<u8>,
+    hashes_out: Vec<ScrapeStats>,
+    files: Vec<(InfoHash, ScrapeStats)>,
+}
+
+impl WsService {
+    /// Serves a connection upgraded by tracker-http (its 101 answer sent):
+    /// `read_ahead` is what the client sent after the upgrade's head.
+    pub async fn serve<S, L>(
+        &self,
+        stream: S,
+        read_ahead: Vec<u8>,
+        peer_ip: IpAddr,
+        tls: bool,
+        slot: &L,
+    ) where
+        S: AsyncRead + AsyncWrite + Unpin,
+        L: ConnectionSlot,
+    {
+        let which = usize::from(tls);
+        if let Some(traffic) = self.traffic.get(which) {
+            traffic.upgrades.inc();
+        }
+        let open = self.open.get(which);
+        if let Some(open) = open {
+            open.set(open.get() + 1);
+        }
+        let ws = WebSocketStream::from_partially_read(
+            stream,
+            read_ahead,
+            Role::Server,
+            Some(self.frames),
+        )
+        .await;
+        let (mut sender, mut receiver) = ws.split();
+        let id = self.allocate_id();
+        let connection = Rc::new(Connection {
+            queue: Queue::new(
+                self.config.max_queued_messages,
+                self.config.max_queued_bytes,
+            ),
+            pending: RefCell::new(VecDeque::new()),
+        });
+        self.connections.borrow_mut().insert(id, connection.clone());
+        let mut session = Session {
+            me: ConnectionRef {
+                worker: self.shard.index() as u16,
+                id,
+            },
+            ip: canonical_ip(peer_ip),
+            torrents: Vec::new(),
+            out: Vec::new(),
+            hashes_out: Vec::new(),
+            files: Vec::new(),
+        };
+        let writer = async {
+            while let Some(item) = connection.queue.next().await {
+                let (message, last) = match item {
+                    Outgoing::Text(text) => match String::from_utf8(text) {
+                        Ok(text) => (Message::text(text), false),
+                        Err(_) => continue,
+                    },
+                    Outgoing::Close(code, reason) => (
+                        Message::Close(Some(CloseFrame {
+                            code: CloseCode::from(code),
+                            reason: reason.into(),
+                        })),
+                        true,
+                    ),
+                };
+                let sent =
+                    futures_lite::future::or(async { Some(sender.send(message).await) }, async {
+                        glommio::timer::sleep(self.write_timeout).await;
+                        None
+                    })
+                    .await;
+                match sent {
+                    Some(Ok(())) if !last => {}
+                    Some(Ok(())) => break,
+                    Some(Err(_)) => break,
+                    None => {
+                        self.stats.write_timeouts.inc();
+                        break;
+                    }
+                }
+            }
+        };
+        let reader = async {
+            let end = self
+                .read(&mut receiver, &connection, &mut session, slot)
+                .await;
+            match end {
+                End::Gone => connection.queue.shut(),
+                End::Close(code, reason) => connection.queue.close(code, reason),
+            }
+            // The writer ends the connection once it has sent the close.
+            std::future::pending::<()>().await
+        };
+        futures_lite::future::or(writer, reader).await;
+        connection.queue.shut();
+        self.connections.borrow_mut().remove(&id);
+        if let Some(open) = open {
+            open.set(open.get() - 1);
+        }
+        let gone: Vec<_> = session
+            .torrents
+            .drain(..)
+            .map(|(info_hash, peer_id)| (info_hash, peer_id, session.me))
+            .collect();
+        // At a stop the peers stay until the swarms are saved, so that the
+        // completed counts of their torrents are saved with them.
+        if !gone.is_empty() && !self.stop.is_fired() {
+            self.shard.rtc_gone(gone).await;
+        }
+    }
+
+    async fn read<R, L>(
+        &self,
+        receiver: &mut R,
+        connection: &Connection,
+        session: &mut Session,
+        slot: &L,
+    ) -> End
+    where
+        R: futures_lite::Stream<Item = Result<Message, WsError>> + Unpin,
+        L: ConnectionSlot,
+    {
+        loop {
+            if connection.queue.is_shut() {
+                self.stats.queue_full.inc();
+                return End::Gone;
+            }
+            slot.set_idle(true);
+            let next = futures_lite::future::or(async { Some(receiver.next().await) }, async {
+                futures_lite::future::or(self.stop.wait(), slot.evicted()).await;
+                None
+            });
+            let timed = futures_lite::future::or(async { Some(next.await) }, async {
+                glommio::timer::sleep(self.idle_timeout).await;
+                None
+            });
+            let message = match timed.await {
+                None => {
+                    self.stats.idle_timeouts.inc();
+                    return End::Close(1000, "idle");
+                }
+                Some(None) if self.stop.is_fired() => {
+                    return match self.closing.get() {
+                        Closing::Stop => End::Close(1001, "tracker stopping"),
+                        Closing::HandOver => End::Close(1012, "tracker restarting"),
+                    }
+                }
+                Some(None) => {
+                    self.stats.evicted.inc();
+                    return End::Close(1013, "tracker full");
+                }
+                Some(Some(None)) => return End::Gone,
+                Some(Some(Some(Err(e)))) => {
+                    match e {
+                        WsError::Capacity(CapacityError::MessageTooLong { .. }) => {
+                            self.stats.too_large.inc();
+                            return End::Close(1009, "message too large");
+                        }
+                        WsError::Protocol(_) | WsError::Utf8(_) => self.stats.protocol_errors.inc(),
+                        _ => {}
+                    }
+                    return End::Gone;
+                }
+                Some(Some(Some(Ok(message)))) => message,
+            };
+            slot.set_idle(false);
+            match message {
+                Message::Text(text) => {
+                    self.message(text.as_bytes(), connection, session).await;
+                }
+                Message::Binary(_) => {
+                    self.stats.binary.inc();
+                    return End::Close(1003, "text messages only");
+                }
+                Message::Close(_) => return End::Gone,
+                // Pongs are sent by the framing layer with the next write.
+                _ => {}
+            }
+        }
+    }
+
+    /// Answers one text message.
+    async fn message(&self, text: &[u8], connection: &Connection, s: &mut Session) {
+        s.out.clear();
+        match parse_client_message(text, &self.limits) {
+            Err(error) => {
+                self.stats.invalid.inc();
+                refuse(&mut s.out, error);
+            }
+            Ok(ClientMessage::Announce(announce)) => {
+                if announce.answer.is_some() {
+                    self.stats.answers.inc();
+                } else {
+                    self.stats.announces.inc();
+                }
+                self.announce(&announce, connection, s).await;
+            }
+            Ok(ClientMessage::Scrape(scrape)) => {
+                self.stats.scrapes.inc();
+                self.scrape(&scrape.info_hashes, s).await;
+            }
+        }
+        if !s.out.is_empty() && !connection.queue.push(std::mem::take(&mut s.out)) {
+            self.stats.queue_full.inc();
+        }
+    }
+
+    async fn announce(&self, m: &AnnounceMessage<'_>, connection: &Connection, s: &mut Session) {
+        let error = |out: &mut Vec<u8>, reason: &str| {
+            write_error(out, Some(Action::Announce), Some(&m.info_hash), reason)
+        };
+        let held = s.torrents.iter().position(|(hash, _)| *hash == m.info_hash);
+        match held.and_then(|at| s.torrents.get(at)) {
+            Some((_, peer_id)) if *peer_id != m.peer_id => {
+                self.stats.peer_id_conflict.inc();
+                return error(&mut s.out, "one peer id per torrent per connection");
+            }
+            None if s.torrents.len() >= self.config.max_torrents_per_connection => {
+                self.stats.torrent_limit.inc();
+                return error(&mut s.out, "too many torrents on this connection");
+            }
+            _ => {}
+        }
+        if let Some(answer) = &m.answer {
+            match connection.take_offer(&m.info_hash, &answer.to_peer_id, &answer.offer_id) {
+                Some(to) => {
+                    self.shard.relay(Relay {
+                        to,
+                        kind: RelayKind::Answer,
+                        info_hash: m.info_hash,
+                        from_peer: m.peer_id,
+                        from: s.me,
+                        offer_id: answer.offer_id,
+                        sdp: answer.answer.into(),
+                    });
+                    self.shard.flush_relays();
+                }
+                None => {
+                    self.stats.relay_unknown_offer.inc();
+                    return error(&mut s.out, "no such offer to answer: it may have expired");
+                }
+            }
+            // An answer alone (WebTorrent's) says nothing of the peer's
+            // state: announcing it would make a seeder a leecher.
+            if m.left.is_none() && m.event == AnnounceEvent::None && m.offers.is_empty() {
+                return;
+            }
+        }
+        let wanted = m
+            .numwant
+            .map_or(m.offers.len(), |n| m.offers.len().min(n as usize));
+        let request = RtcAnnounceRequest {
+            announce: RtcAnnounce {
+                info_hash: m.info_hash,
+                peer_id: m.peer_id,
+                connection: s.me,
+                ip: s.ip,
+                event: m.event,
+                seeder: m.is_seeder(),
+                offers: wanted,
+            },
+            offers: m
+                .offers
+                .iter()
+                .take(wanted)
+                .map(|offer| OfferToRelay {
+                    offer_id: offer.offer_id,
+                    sdp: offer.offer.into(),
+                })
+                .collect(),
+        };
+        match self.shard.rtc_announce(request).await {
+            Ok(Ok(counts)) => {
+                match (held, m.event) {
+                    (Some(at), AnnounceEvent::Stopped) => {
+                        s.torrents.swap_remove(at);
+                    }
+                    (None, AnnounceEvent::Stopped) | (Some(_), _) => {}
+                    (None, _) => s.torrents.push((m.info_hash, m.peer_id)),
+                }
+                write_announce_response(
+                    &mut s.out,
+                    &m.info_hash,
+                    counts.seeders,
+                    counts.leechers,
+                    self.config.announce_interval_secs,
+                );
+            }
+            Ok(Err(refused)) => {
+                match refused {
+                    AnnounceRefused::NotAllowed => self.stats.not_allowed.inc(),
+                    AnnounceRefused::PeerIdInUse => self.stats.peer_id_conflict.inc(),
+                    _ => self.stats.refused.inc(),
+                }
+                error(&mut s.out, refused.reason());
+            }
+            Err(RouteError::Overloaded) => {
+                self.stats.overloaded.inc();
+                error(&mut s.out, "tracker overloaded: try again later");
+            }
+            Err(_) => error(&mut s.out, "internal error"),
+        }
+    }
+
+    async fn scrape(&self, hashes: &[InfoHash], s: &mut Session) {
+        let error =
+            |out: &mut Vec<u8>, reason: &str| write_error(out, Some(Action::Scrape), None, reason);
+        s.files.clear();
+        let routed = if hashes.is_empty() {
+            if !self.full_scrape.enabled {
+                self.stats.full_scrape_refused.inc();
+                return error(&mut s.out, "full scrape is not served: name the info_hash");
+            }
+            self.shard
+                .rtc_scrape_some(self.full_scrape.max_torrents, &mut s.files)
+                .await
+        } else {
+            let routed = self.shard.rtc_scrape(hashes, &mut s.hashes_out).await;
+            s.files
+                .extend(hashes.iter().copied().zip(s.hashes_out.iter().copied()));
+            routed
+        };
+        match routed {
+            Ok(()) => write_scrape_response(&mut s.out, &s.files),
+            Err(RouteError::Overloaded) => {
+                self.stats.overloaded.inc();
+                error(&mut s.out, "tracker overloaded: try again later")
+            }
+            Err(_) => error(&mut s.out, "internal error"),
+        }
+    }
+}
+
+/// The error answer to a refused message.
+fn refuse(out: &mut Vec<u8>, error: MessageError) {
+    write_error(
+        out,
+        error.action,
+        error.info_hash.as_ref(),
+        error.kind.reason(),
+    );
+}
+
+/// The `101 Switching Protocols` answer to an upgrade whose
+/// `Sec-WebSocket-Key` is `key`.
+pub fn write_upgrade_response(out: &mut Vec<u8>, key: &[u8]) {
+    let accept = tungstenite::handshake::derive_accept_key(key);
+    out.extend_from_slice(
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ",
+    );
+    out.extend_from_slice(accept.as_bytes());
+    out.extend_from_slice(b"\r\n\r\n");
+}
