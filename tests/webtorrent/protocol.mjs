@@ -15,7 +15,9 @@
 // offers) and each hears the swarm's counts; one of B's offers reaches A
 // unchanged, from B's peer_id and with B's offer_id; A's answer (to_peer_id
 // B, that offer_id) reaches B unchanged; a scrape counts 1 complete and 1
-// incomplete; B's `completed` makes it 2 and 0, B's `stopped` 1 and 0.
+// incomplete; B's `completed` makes it 2 and 0, B's `stopped` 1 and 0; a
+// second torrent announced on A's connection is answered for itself, and one
+// scrape of both info-hashes answers for each.
 // Then messages that are not valid requests, each on a connection of its
 // own: each must get an error (a `failure reason`, or a close frame with an
 // error code), and a valid announce on a new connection must still be
@@ -63,49 +65,68 @@ async function runPeer () {
   await import('./lib/use-stand-in.mjs')
   const { default: Client } = await import('bittorrent-tracker')
   const send = msg => process.send(msg)
+  // The first torrent's client, and more added later: the Client shares one
+  // WebSocket per tracker URL within a process, as in a browser.
   let client = null
-  let left = 0
+  const clients = new Map()
+  let tracker = null
+  let peerId = null
+
+  function newClient (infoHash, left) {
+    const state = { left }
+    const c = new Client({
+      infoHash,
+      peerId,
+      announce: [tracker],
+      port: 6881,
+      getAnnounceOpts: () => ({ uploaded: 0, downloaded: 0, left: state.left })
+    })
+    c.state = state
+    clients.set(infoHash, c)
+    return c
+  }
 
   process.on('message', msg => {
     try {
+      const target = msg.infoHash ? clients.get(msg.infoHash) : client
       if (msg.cmd === 'init') {
-        left = msg.left
-        client = new Client({
-          infoHash: msg.infoHash,
-          peerId: msg.peerId,
-          announce: [msg.tracker],
-          port: 6881,
-          getAnnounceOpts: () => ({ uploaded: 0, downloaded: 0, left })
-        })
+        tracker = msg.tracker
+        peerId = msg.peerId
+        client = newClient(msg.infoHash, msg.left)
         client.on('update', data => send({ ev: 'update', data: pick(data, ['complete', 'incomplete']) }))
         client.on('scrape', data => send({ ev: 'scrape', data: pick(data, ['complete', 'incomplete', 'downloaded', 'infoHash']) }))
         client.on('peer', peer => send({ ev: 'peer', id: peer.id }))
         client.on('warning', err => send({ ev: 'warning', message: err.message }))
         client.on('error', err => send({ ev: 'error', message: err.message }))
-        const tracker = client._trackers[0]
+        const ws = client._trackers[0]
         // What the Client sends, and what reaches it, frame by frame.
-        const sendFrame = tracker._send.bind(tracker)
-        tracker._send = params => {
+        const sendFrame = ws._send.bind(ws)
+        ws._send = params => {
           send({ ev: 'sent', frame: JSON.parse(JSON.stringify(params)) })
           sendFrame(params)
         }
-        tracker.socket.on('data', data => {
+        ws.socket.on('data', data => {
           const text = typeof data === 'string' ? data : Buffer.from(data).toString('utf8')
           let frame
           try { frame = JSON.parse(text) } catch { frame = { unparsed: text } }
           send({ ev: 'received', frame })
         })
-        tracker.socket.on('close', () => send({ ev: 'closed' }))
+        ws.socket.on('close', () => send({ ev: 'closed' }))
         send({ ev: 'ready' })
+      } else if (msg.cmd === 'add') {
+        const c = newClient(msg.add, msg.left)
+        c.on('warning', err => send({ ev: 'warning', message: err.message }))
+        c.on('error', err => send({ ev: 'error', message: err.message }))
+        send({ ev: 'added', infoHash: msg.add, sameSocket: c._trackers[0].socket === client._trackers[0].socket })
       } else if (msg.cmd === 'start') {
-        client.start()
+        target.start()
       } else if (msg.cmd === 'complete') {
-        left = 0
-        client.complete()
+        target.state.left = 0
+        target.complete()
       } else if (msg.cmd === 'stop') {
-        client.stop()
+        target.stop()
       } else if (msg.cmd === 'scrape') {
-        client.scrape()
+        client.scrape(msg.infoHashes ? { infoHash: msg.infoHashes } : undefined)
       } else if (msg.cmd === 'exit') {
         process.exit(0)
       }
@@ -316,6 +337,26 @@ async function steps () {
   a.cmd('scrape')
   const afterClose = await a.waitFor(e => e.ev === 'scrape', { since })
   result.info.scrape_after_a_leecher_disconnected_without_stopped = afterClose?.data ?? 'no scrape answer'
+
+  // A second torrent on A's connection (a browser's WebTorrent shares one
+  // WebSocket among its torrents), then one scrape for both.
+  const infoHash2 = bin(randomBytes(20))
+  since = a.mark()
+  a.cmd('add', { add: hex(infoHash2), left: 0 })
+  const added = await a.waitFor(e => e.ev === 'added', { since })
+  a.cmd('start', { infoHash: hex(infoHash2) })
+  const second = await a.waitFor(e => e.ev === 'received' && isAnnounceAnswer(infoHash2)(e.frame), { since })
+  check('a second torrent announced on the same connection is answered with its own info_hash: complete 1, incomplete 0',
+    added?.sameSocket && second && second.frame.complete === 1 && second.frame.incomplete === 0,
+    { same_socket: added?.sameSocket, answer: second?.frame && { ...second.frame, info_hash: hex(second.frame.info_hash) } })
+  since = a.mark()
+  a.cmd('scrape', { infoHashes: [hex(infoHash), hex(infoHash2)] })
+  await a.waitFor(e => e.ev === 'scrape' && e.data.infoHash === hex(infoHash2), { since })
+  await a.waitFor(e => e.ev === 'scrape' && e.data.infoHash === hex(infoHash), { since, ms: 500 })
+  const both = Object.fromEntries(a.events.slice(since).filter(e => e.ev === 'scrape').map(e => [e.data.infoHash, e.data]))
+  const counts = h => both[hex(h)] && [both[hex(h)].complete, both[hex(h)].incomplete].join(',')
+  check('one scrape of two info-hashes answers for each', counts(infoHash) === '1,0' && counts(infoHash2) === '1,0',
+    { scrape: both, frame: a.frames('received', since).find(f => f.files) && Object.keys(a.frames('received', since).find(f => f.files).files).map(hex) })
 
   await invalidMessages(infoHash)
 }
