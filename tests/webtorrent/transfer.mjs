@@ -134,8 +134,10 @@ function finish (code) {
   process.exit(code)
 }
 
+let stoppedBy = null
 for (const signal of ['SIGINT', 'SIGTERM']) {
   process.once(signal, async () => {
+    stoppedBy = signal
     result.error = `stopped by ${signal}`
     await cleanUp()
     finish(1)
@@ -149,7 +151,7 @@ const timedOut = new Promise((resolve, reject) => {
 try {
   await Promise.race([run(), timedOut])
 } catch (err) {
-  result.error = err.message || String(err)
+  result.error = stoppedBy ? `stopped by ${stoppedBy}` : (err.message || String(err))
   log('FAILED:', result.error)
   result.peers = await peerStatus()
   log('peer status:', JSON.stringify(result.peers))
