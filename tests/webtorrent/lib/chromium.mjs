@@ -109,16 +109,15 @@ export async function launchChromium ({ name, caFile = null, startTimeoutMs = 20
     const browser = await puppeteer.connect({ browserWSEndpoint: endpoint, defaultViewport: null })
     const pid = child.pid
     const proc = child
-    let closed = false
+    // Every caller waits for the one stop, so none exits before it is done.
+    let closing = null
     return {
       browser,
       pid,
       stderr: () => log,
-      async close () {
-        if (closed) return
-        closed = true
-        await stop(proc, browser)
-        rmSync(root, { recursive: true, force: true })
+      close () {
+        closing ??= stop(proc, browser).finally(() => rmSync(root, { recursive: true, force: true }))
+        return closing
       }
     }
   } catch (err) {
