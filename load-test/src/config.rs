@@ -5,9 +5,9 @@
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-/// Everything a `udp` or `http` run needs. The file may hold both `[udp]` and
-/// `[http]`; each subcommand reads its own, and only `compare` reads
-/// `[compare]`.
+/// Everything a `udp`, `http` or `ws` run needs. The file may hold `[udp]`,
+/// `[http]` and `[ws]`; each subcommand reads its own, and only `compare`
+/// reads `[compare]`.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
@@ -34,6 +34,7 @@ pub struct Config {
     pub traffic: TrafficConfig,
     pub udp: UdpConfig,
     pub http: HttpConfig,
+    pub ws: WsConfig,
     pub compare: CompareConfig,
 }
 
@@ -52,6 +53,7 @@ impl Default for Config {
             traffic: TrafficConfig::default(),
             udp: UdpConfig::default(),
             http: HttpConfig::default(),
+            ws: WsConfig::default(),
             compare: CompareConfig::default(),
         }
     }
@@ -192,6 +194,51 @@ impl Default for HttpMix {
         }
     }
 }
+
+/// The WebSocket (WebTorrent) load: connections that each carry many
+/// peers, announcing with WebRTC offers and answering offers relayed to them.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WsConfig {
+    /// Connections in all (not per worker), each from one of the addresses
+    /// 127.0.0.2, 127.0.0.3, ... (10000 connections to an address).
+    pub connections: u32,
+    /// Offers in an announce (WebTorrent sends 10 at most, and none with
+    /// `stopped` or `completed`).
+    pub offers: usize,
+    /// Share of the offers received that are answered.
+    pub answer_share: f64,
+    /// Seconds the connections stay idle after all have opened and
+    /// announced once, before the measured load (to read a tracker's memory
+    /// per connection).
+    pub hold_secs: f64,
+    /// A file written (with the connections open) when all have opened and
+    /// announced once: the moment to read a tracker's memory.
+    pub ready_file: Option<PathBuf>,
+    /// wss: skip certificate checks (a self-signed test certificate).
+    pub insecure: bool,
+    /// wss: PEM file of CAs to trust (default: the system's bundle).
+    pub ca: Option<PathBuf>,
+    pub mix: HttpMix,
+}
+
+impl Default for WsConfig {
+    fn default() -> Self {
+        WsConfig {
+            connections: 64,
+            offers: 10,
+            answer_share: 0.5,
+            hold_secs: 0.0,
+            ready_file: None,
+            insecure: false,
+            ca: None,
+            mix: HttpMix::default(),
+        }
+    }
+}
+
+/// Most offers an announce may carry here (WebTorrent sends 10 at most).
+pub const MAX_WS_OFFERS: usize = 100;
 
 /// What `load-test compare` runs: our tracker at each worker count, pinned
 /// and unpinned, and each other tracker once at each count.
@@ -367,6 +414,18 @@ impl Config {
         if self.http.connections_per_worker == 0 {
             return Err("`http.connections_per_worker` must be at least 1".into());
         }
+        if self.ws.connections == 0 {
+            return Err("`ws.connections` must be at least 1".into());
+        }
+        if self.ws.offers > MAX_WS_OFFERS {
+            return Err(format!("`ws.offers` must be at most {MAX_WS_OFFERS}"));
+        }
+        if !(0.0..=1.0).contains(&self.ws.answer_share) {
+            return Err("`ws.answer_share` must be within 0..=1".into());
+        }
+        if !(self.ws.hold_secs.is_finite() && self.ws.hold_secs >= 0.0) {
+            return Err("`ws.hold_secs` must be 0 or more".into());
+        }
         self.compare.validate()
     }
 
@@ -436,6 +495,17 @@ mod tests {
             [http.mix]
             announce = 5
             scrape = 6
+            [ws]
+            connections = 1000
+            offers = 5
+            answer_share = 0.25
+            hold_secs = 2.0
+            ready_file = "ready"
+            insecure = true
+            ca = "ws-ca.pem"
+            [ws.mix]
+            announce = 7
+            scrape = 8
             [compare]
             tracker_cmd = "{tracker} --udp {addr}"
             tracker_cpus = "4-7"
@@ -481,6 +551,15 @@ mod tests {
                 scrape: 6
             }
         );
+        let ws = &config.ws;
+        assert_eq!(ws.connections, 1000);
+        assert_eq!(ws.offers, 5);
+        assert_eq!(ws.answer_share, 0.25);
+        assert_eq!(ws.hold_secs, 2.0);
+        assert_eq!(ws.ready_file, Some(PathBuf::from("ready")));
+        assert!(ws.insecure);
+        assert_eq!(ws.ca, Some(PathBuf::from("ws-ca.pem")));
+        assert_eq!(ws.mix.as_array(), [7, 8]);
         let c = &config.compare;
         assert_eq!(c.tracker_cmd.as_deref(), Some("{tracker} --udp {addr}"));
         assert_eq!(c.tracker_cpus.as_deref(), Some("4-7"));
@@ -504,6 +583,8 @@ mod tests {
         assert_eq!(config.traffic.peers, 2_000_000);
         assert_eq!(config.udp.mix.as_array(), [50, 50, 1]);
         assert_eq!(config.http.mix.as_array(), [99, 1]);
+        assert_eq!(config.ws.mix.as_array(), [99, 1]);
+        assert_eq!(config.ws.offers, 10);
         assert_eq!(config.udp_in_flight(), 16);
         config.validate().unwrap();
     }
@@ -532,6 +613,10 @@ mod tests {
             "[udp]\nsources_per_worker = 0",
             "[udp]\nin_flight = 70000",
             "[http]\nconnections_per_worker = 0",
+            "[ws]\nconnections = 0",
+            "[ws]\noffers = 101",
+            "[ws]\nanswer_share = 1.5",
+            "[ws]\nhold_secs = -1.0",
             "[compare]\nmax_workers = 0",
             "[compare]\nworker_counts = []",
             "[compare]\nworker_counts = [1, 0]",

@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{FromRawFd, IntoRawFd};
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,7 +70,10 @@ pub fn run(config: &Config) -> Result<Summary, String> {
     let model = TrafficModel::new(&traffic, identities, config.seed)?;
     let mix = Weighted::new(config.http.mix.as_array()).map_err(|e| format!("--mix: {e}"))?;
     let tls = if target.tls {
-        Some(TlsConnector::from(Arc::new(tls_config(config)?)))
+        Some(TlsConnector::from(Arc::new(tls_config(
+            config.http.insecure,
+            config.http.ca.as_deref(),
+        )?)))
     } else {
         None
     };
@@ -112,19 +116,21 @@ pub fn run(config: &Config) -> Result<Summary, String> {
     Ok(Summary::new(&stats, &info, config.duration_secs))
 }
 
-/// rustls with the ring provider; `--insecure` accepts any certificate.
-fn tls_config(config: &Config) -> Result<ClientConfig, String> {
+/// rustls with the ring provider; `insecure` accepts any certificate, else
+/// the CAs of `ca` (default: the system's) are trusted. The WebSocket load
+/// (wss) shares it.
+pub(crate) fn tls_config(insecure: bool, ca: Option<&Path>) -> Result<ClientConfig, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS set-up: {e}"))?;
-    if config.http.insecure {
+    if insecure {
         return Ok(builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
             .with_no_client_auth());
     }
-    let path = config.http.ca.clone().unwrap_or_else(|| SYSTEM_CAS.into());
+    let path = ca.map_or_else(|| SYSTEM_CAS.into(), Path::to_path_buf);
     let mut roots = RootCertStore::empty();
     let certs = CertificateDer::pem_file_iter(&path)
         .map_err(|e| format!("cannot read CAs from {}: {e}", path.display()))?;
@@ -223,7 +229,7 @@ struct Conn {
 /// One connection's send times in the open loop. The connections take turns,
 /// each at its own offset in the period, rather than all send at once.
 #[derive(Clone, Copy, Debug)]
-struct Schedule {
+pub(crate) struct Schedule {
     /// Nanoseconds between this connection's requests.
     period_ns: f64,
     /// This connection's offset, as a fraction of its period.
@@ -232,7 +238,7 @@ struct Schedule {
 
 impl Schedule {
     /// Connection `c` of `connections`, which send `rate` requests/s in all.
-    fn new(rate: f64, c: u32, connections: u32) -> Self {
+    pub(crate) fn new(rate: f64, c: u32, connections: u32) -> Self {
         Schedule {
             period_ns: 1e9 * f64::from(connections) / rate,
             phase: f64::from(c) / f64::from(connections),
@@ -240,7 +246,7 @@ impl Schedule {
     }
 
     /// When request `n` of the connection is due, in ns from the start.
-    fn due_ns(&self, n: u64) -> u64 {
+    pub(crate) fn due_ns(&self, n: u64) -> u64 {
         ((n as f64 + self.phase) * self.period_ns).round() as u64
     }
 }

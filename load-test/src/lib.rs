@@ -1,9 +1,11 @@
 //! The load generator behind the `load-test` binary: a traffic model, the
-//! per-socket (UDP) and per-connection (HTTP) protocol state that checks every
-//! answer, thin glommio I/O loops around them, and the statistics and reports.
+//! per-socket (UDP) and per-connection (HTTP, WebSocket) protocol state that
+//! checks every answer, thin glommio I/O loops around them, and the
+//! statistics and reports.
 //!
 //! Pure and unit-tested: [`model`], [`histogram`], [`stats`], [`config`],
-//! [`udp_session`], [`http_session`]. I/O: [`udp`], [`http`], [`runner`].
+//! [`udp_session`], [`http_session`], [`ws_session`]. I/O: [`udp`], [`http`],
+//! [`ws`], [`runner`].
 
 pub mod compare;
 pub mod config;
@@ -15,3 +17,5 @@ pub mod runner;
 pub mod stats;
 pub mod udp;
 pub mod udp_session;
+pub mod ws;
+pub mod ws_session;

@@ -1,6 +1,7 @@
-//! `load-test`: drives a BEP 15 (UDP) or HTTP(S) tracker on loopback with a
-//! realistic traffic model, checks every answer, and reports rates, errors,
-//! time-outs and latency. Wiring only; see the modules.
+//! `load-test`: drives a BEP 15 (UDP), HTTP(S) or WebTorrent (WebSocket)
+//! tracker on loopback with a realistic traffic model, checks every answer,
+//! and reports rates, errors, time-outs and latency. Wiring only; see the
+//! modules.
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -9,10 +10,11 @@ use std::process::ExitCode;
 use load_test::config::{
     parse_weights, parse_worker_counts, Config, EventWeights, HttpMix, UdpMix,
 };
-use load_test::{compare, http, stats, udp};
+use load_test::{compare, http, stats, udp, ws};
 use tracker_proto::Hex;
 
-/// Load generator for BEP 15 (UDP) and HTTP(S) BitTorrent trackers, on loopback.
+/// Load generator for BEP 15 (UDP), HTTP(S) and WebTorrent (WebSocket)
+/// BitTorrent trackers, on loopback.
 #[derive(Parser, Debug)]
 #[command(name = "load-test", version, about)]
 struct Cli {
@@ -26,6 +28,9 @@ enum Command {
     Udp(RunArgs),
     /// Load an HTTP or HTTPS tracker over keep-alive connections.
     Http(RunArgs),
+    /// Load a WebTorrent tracker over WebSocket (ws:// or wss://):
+    /// announces with WebRTC offers, answers to the offers relayed, scrapes.
+    Ws(RunArgs),
     /// Start a tracker at 1..N workers (or a list of counts), pinned and
     /// unpinned, and other trackers at the same counts, run the same load
     /// against each, and write a Markdown table and an SVG plot.
@@ -68,7 +73,8 @@ struct CompareArgs {
     /// one), {addr} (of --target), {workers}, {cpus} (--tracker-cpus), {pin}
     /// (--pin or --no-pin) and {config} (a file turning off the protocols not
     /// under test) are filled in. Default: `{tracker} -c {config} --udp {addr}
-    /// --workers {workers} --cpus {cpus} {pin}` (--http or --https for URLs).
+    /// --workers {workers} --cpus {cpus} {pin}` (--http or --https for http(s):// and
+    /// ws(s):// URLs).
     /// [key: compare.tracker_cmd]
     #[arg(long, value_name = "TEMPLATE")]
     tracker_cmd: Option<String>,
@@ -103,12 +109,7 @@ impl CompareArgs {
     /// The config file (or defaults) with the load's and compare's flags on
     /// top.
     fn config(&self) -> Result<Config, String> {
-        let udp = !self
-            .run
-            .target
-            .as_deref()
-            .is_some_and(|t| t.starts_with("http"));
-        let mut config = self.run.config(udp)?;
+        let mut config = self.run.config(Protocol::of(self.run.target.as_deref()))?;
         let c = &mut config.compare;
         set(&mut c.tracker_cmd, self.tracker_cmd.clone().map(Some));
         set(&mut c.tracker_cpus, self.tracker_cpus.clone().map(Some));
@@ -140,8 +141,9 @@ struct RunArgs {
     /// TOML file with any of the options below.
     #[arg(short = 'c', long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// UDP: ADDR (127.0.0.1:6969); HTTP: URL (https://127.0.0.1:8443/announce).
-    /// Loopback only. [key: target]
+    /// UDP: ADDR (127.0.0.1:6969); HTTP: URL (https://127.0.0.1:8443/announce);
+    /// WebSocket: URL (wss://127.0.0.1:8443/announce). Loopback only.
+    /// [key: target]
     #[arg(long, value_name = "ADDR|URL")]
     target: Option<String>,
     /// Seconds of load, fractions allowed (default 10). [key: duration_secs]
@@ -197,7 +199,8 @@ struct RunArgs {
     #[arg(long, value_name = "W:W:W:W")]
     events: Option<String>,
     /// Request weights: UDP CONNECT:ANNOUNCE:SCRAPE (default 50:50:1), HTTP
-    /// ANNOUNCE:SCRAPE (default 99:1). [key: udp.mix.*, http.mix.*]
+    /// and WebSocket ANNOUNCE:SCRAPE (default 99:1). [key: udp.mix.*,
+    /// http.mix.*, ws.mix.*]
     #[arg(long, value_name = "W:W[:W]")]
     mix: Option<String>,
     /// UDP: source addresses per worker, each 127.1.x.y with its own
@@ -209,21 +212,59 @@ struct RunArgs {
     /// allowed (open loop, default 1024). [key: udp.in_flight]
     #[arg(long, value_name = "N")]
     in_flight: Option<u32>,
-    /// HTTP: keep-alive connections per worker (default 32).
-    /// [key: http.connections_per_worker]
+    /// HTTP: keep-alive connections per worker (default 32); WebSocket:
+    /// connections in all (default 64).
+    /// [key: http.connections_per_worker, ws.connections]
     #[arg(long, value_name = "N")]
     connections: Option<u32>,
-    /// HTTPS: do not check the certificate. [key: http.insecure]
+    /// HTTPS, wss: do not check the certificate. [key: http.insecure,
+    /// ws.insecure]
     #[arg(long)]
     insecure: bool,
-    /// HTTPS: PEM file of CAs to trust (default: the system's). [key: http.ca]
+    /// HTTPS, wss: PEM file of CAs to trust (default: the system's).
+    /// [key: http.ca, ws.ca]
     #[arg(long, value_name = "FILE")]
     ca: Option<PathBuf>,
+    /// WebSocket: WebRTC offers in an announce (default 10, as WebTorrent).
+    /// [key: ws.offers]
+    #[arg(long, value_name = "N")]
+    offers: Option<usize>,
+    /// WebSocket: share of the offers received that are answered (default
+    /// 0.5). [key: ws.answer_share]
+    #[arg(long, value_name = "P")]
+    answer_share: Option<f64>,
+    /// WebSocket: seconds the connections stay idle once all have opened and
+    /// announced, before the measured load (default 0). [key: ws.hold_secs]
+    #[arg(long, value_name = "SECS")]
+    hold: Option<f64>,
+    /// WebSocket: write this file once all connections have opened and
+    /// announced (the moment to read a tracker's memory). [key: ws.ready_file]
+    #[arg(long, value_name = "FILE")]
+    ready_file: Option<PathBuf>,
+}
+
+/// The protocol a run speaks, from its subcommand or its target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Protocol {
+    Udp,
+    Http,
+    Ws,
+}
+
+impl Protocol {
+    /// By the target's scheme: http(s)://, ws(s)://, else UDP.
+    fn of(target: Option<&str>) -> Protocol {
+        match target {
+            Some(t) if t.starts_with("http") => Protocol::Http,
+            Some(t) if t.starts_with("ws") => Protocol::Ws,
+            _ => Protocol::Udp,
+        }
+    }
 }
 
 impl RunArgs {
     /// The config file (or defaults) with the flags on top.
-    fn config(&self, udp: bool) -> Result<Config, String> {
+    fn config(&self, protocol: Protocol) -> Result<Config, String> {
         let mut c = match &self.config {
             Some(path) => Config::load(path)?,
             None => Config::default(),
@@ -257,7 +298,7 @@ impl RunArgs {
             };
         }
         if let Some(text) = &self.mix {
-            if udp {
+            if protocol == Protocol::Udp {
                 let [connect, announce, scrape] =
                     parse_weights(text).map_err(|e| format!("--mix: {e}"))?;
                 c.udp.mix = UdpMix {
@@ -267,16 +308,28 @@ impl RunArgs {
                 };
             } else {
                 let [announce, scrape] = parse_weights(text).map_err(|e| format!("--mix: {e}"))?;
-                c.http.mix = HttpMix { announce, scrape };
+                let mix = HttpMix { announce, scrape };
+                match protocol {
+                    Protocol::Ws => c.ws.mix = mix,
+                    _ => c.http.mix = mix,
+                }
             }
         }
         set(&mut c.udp.sources_per_worker, self.sources);
         set(&mut c.udp.in_flight, self.in_flight.map(Some));
-        set(&mut c.http.connections_per_worker, self.connections);
-        if self.insecure {
-            c.http.insecure = true;
+        if protocol == Protocol::Ws {
+            set(&mut c.ws.connections, self.connections);
+            c.ws.insecure |= self.insecure;
+            set(&mut c.ws.ca, self.ca.clone().map(Some));
+        } else {
+            set(&mut c.http.connections_per_worker, self.connections);
+            c.http.insecure |= self.insecure;
+            set(&mut c.http.ca, self.ca.clone().map(Some));
         }
-        set(&mut c.http.ca, self.ca.clone().map(Some));
+        set(&mut c.ws.offers, self.offers);
+        set(&mut c.ws.answer_share, self.answer_share);
+        set(&mut c.ws.hold_secs, self.hold);
+        set(&mut c.ws.ready_file, self.ready_file.clone().map(Some));
         c.validate()?;
         Ok(c)
     }
@@ -291,8 +344,15 @@ fn set<T>(slot: &mut T, value: Option<T>) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Udp(args) => args.config(true).and_then(|c| report(&c, udp::run(&c))),
-        Command::Http(args) => args.config(false).and_then(|c| report(&c, http::run(&c))),
+        Command::Udp(args) => args
+            .config(Protocol::Udp)
+            .and_then(|c| report(&c, udp::run(&c))),
+        Command::Http(args) => args
+            .config(Protocol::Http)
+            .and_then(|c| report(&c, http::run(&c))),
+        Command::Ws(args) => args
+            .config(Protocol::Ws)
+            .and_then(|c| report(&c, ws::run(&c))),
         Command::Compare(args) => compare(args),
         Command::InfoHashes(args) => info_hashes(args),
     };
@@ -329,7 +389,7 @@ mod tests {
         let mut argv = vec!["load-test", "udp"];
         argv.extend_from_slice(args);
         match Cli::try_parse_from(argv).unwrap().command {
-            Command::Udp(args) | Command::Http(args) => args,
+            Command::Udp(args) | Command::Http(args) | Command::Ws(args) => args,
             Command::Compare(args) => args.run,
             Command::InfoHashes(_) => unreachable!("parsed as udp"),
         }
@@ -358,7 +418,7 @@ mod tests {
             "7",
             "--quiet",
         ]);
-        let c = args.config(true).unwrap();
+        let c = args.config(Protocol::Udp).unwrap();
         std::fs::remove_file(&path).unwrap();
         assert_eq!(c.target.as_deref(), Some("127.0.0.1:2"));
         assert_eq!(c.duration_secs, 3.0);
@@ -462,7 +522,47 @@ mod tests {
     #[test]
     fn http_mix_has_two_weights() {
         let args = parse(&["--mix", "9:1"]);
-        assert_eq!(args.config(false).unwrap().http.mix.as_array(), [9, 1]);
-        assert!(args.config(true).is_err());
+        assert_eq!(
+            args.config(Protocol::Http).unwrap().http.mix.as_array(),
+            [9, 1]
+        );
+        assert!(args.config(Protocol::Udp).is_err());
+    }
+
+    #[test]
+    fn ws_flags_go_to_the_ws_keys() {
+        let args = parse(&[
+            "--target",
+            "wss://127.0.0.1:8443/announce",
+            "--connections",
+            "10000",
+            "--insecure",
+            "--mix",
+            "3:1",
+            "--offers",
+            "5",
+            "--answer-share",
+            "0.2",
+            "--hold",
+            "3",
+            "--ready-file",
+            "ready",
+        ]);
+        let c = args.config(Protocol::Ws).unwrap();
+        assert_eq!(c.ws.connections, 10000);
+        assert!(c.ws.insecure && !c.http.insecure);
+        assert_eq!(c.ws.mix.as_array(), [3, 1]);
+        assert_eq!(c.http.mix.as_array(), [99, 1]);
+        assert_eq!(c.http.connections_per_worker, 32);
+        assert_eq!(c.ws.offers, 5);
+        assert_eq!(c.ws.answer_share, 0.2);
+        assert_eq!(c.ws.hold_secs, 3.0);
+        assert_eq!(c.ws.ready_file, Some(PathBuf::from("ready")));
+        assert_eq!(Protocol::of(Some("ws://127.0.0.1:1/")), Protocol::Ws);
+        assert_eq!(Protocol::of(Some("https://127.0.0.1:1/")), Protocol::Http);
+        assert_eq!(Protocol::of(Some("127.0.0.1:1")), Protocol::Udp);
+        assert!(parse(&["--answer-share", "2"])
+            .config(Protocol::Ws)
+            .is_err());
     }
 }

@@ -185,22 +185,41 @@ impl<const N: usize> Weighted<N> {
     }
 }
 
-/// What a request asks for; also the index of per-kind counters.
+/// What a request asks for, or (WebSocket) what a relayed message is; also
+/// the index of per-kind counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     Connect = 0,
     Announce = 1,
     Scrape = 2,
+    /// WebSocket: WebRTC offers, sent inside announces and received relayed.
+    Offer = 3,
+    /// WebSocket: answers to offers, sent as announces and received relayed.
+    Answer = 4,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Connect, Kind::Announce, Kind::Scrape];
+    /// Every kind: the size of the per-kind counters.
+    pub const COUNT: usize = 5;
+    pub const ALL: [Kind; Kind::COUNT] = [
+        Kind::Connect,
+        Kind::Announce,
+        Kind::Scrape,
+        Kind::Offer,
+        Kind::Answer,
+    ];
+    /// What a UDP load sends.
+    pub const UDP: [Kind; 3] = [Kind::Connect, Kind::Announce, Kind::Scrape];
+    /// What a WebSocket load counts.
+    pub const WS: [Kind; 4] = [Kind::Announce, Kind::Offer, Kind::Answer, Kind::Scrape];
 
     pub fn name(self) -> &'static str {
         match self {
             Kind::Connect => "connect",
             Kind::Announce => "announce",
             Kind::Scrape => "scrape",
+            Kind::Offer => "offer",
+            Kind::Answer => "answer",
         }
     }
 }
@@ -380,6 +399,19 @@ impl TrafficModel {
         }
     }
 
+    /// The index of the model's peer whose peer id this is (its hex digits),
+    /// if it is one of the model's.
+    pub fn peer_index(&self, id: &PeerId) -> Option<u32> {
+        if !id.0.starts_with(b"-LT2000-") {
+            return None;
+        }
+        let mut p = 0u32;
+        for &c in &id.0[8..16] {
+            p = p << 4 | char::from(c).to_digit(16)?;
+        }
+        (p < self.peers && self.peer(p).peer_id == *id).then_some(p)
+    }
+
     /// A random peer among those of `source`, which must have some.
     pub fn peer_on_source(&self, rng: &mut Rng, source: u32) -> Peer {
         let k = rng.below(u64::from(self.peers_on_source(source).max(1))) as u32;
@@ -390,6 +422,30 @@ impl TrafficModel {
     pub fn announce(&self, rng: &mut Rng, source: u32) -> AnnouncePlan {
         let torrent = self.torrent(rng);
         let peer = self.peer_on_source(rng, source);
+        self.announce_by(rng, torrent, peer)
+    }
+
+    /// The peer of `source` that speaks for torrent `t`. A WebSocket
+    /// connection (a source) carries many peers, but each torrent is
+    /// announced on it with one peer id only, as a browser does and as
+    /// aquatic_ws requires (a second peer id for a torrent closes the
+    /// connection).
+    pub fn peer_for_torrent(&self, source: u32, t: u64) -> Peer {
+        let n = u64::from(self.peers_on_source(source).max(1));
+        let k = (mix64(self.seed ^ t.rotate_left(24) ^ u64::from(source)) % n) as u32;
+        self.peer(source + k * self.sources)
+    }
+
+    /// An announce of a torrent by popularity from the peer of `source`
+    /// that speaks for it ([`Self::peer_for_torrent`]).
+    pub fn announce_per_torrent(&self, rng: &mut Rng, source: u32) -> AnnouncePlan {
+        let torrent = self.torrent(rng);
+        let peer = self.peer_for_torrent(source, torrent);
+        self.announce_by(rng, torrent, peer)
+    }
+
+    /// An announce of `torrent` by `peer`, with an event by weight.
+    fn announce_by(&self, rng: &mut Rng, torrent: u64, peer: Peer) -> AnnouncePlan {
         let event = EVENTS[self.events.sample(rng)];
         let left = if peer.seeder || event == AnnounceEvent::Completed {
             0

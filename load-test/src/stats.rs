@@ -38,10 +38,19 @@ pub enum Invalid {
     /// flight: after part of its answer, or again after the request was sent
     /// once more (see `Stats::retried`).
     ConnectionLost,
+    /// WebSocket: a relayed offer or answer whose offer id this load did not
+    /// make, or an answer to an offer another connection made.
+    UnknownOffer,
+    /// WebSocket: a relayed offer or answer, or an error, naming another
+    /// info-hash than the one its offer was made for.
+    WrongInfoHash,
+    /// WebSocket: a relayed offer or answer from a peer id that does not
+    /// speak for that torrent on the connection that sent it.
+    WrongPeer,
 }
 
 impl Invalid {
-    pub const ALL: [Invalid; 13] = [
+    pub const ALL: [Invalid; 16] = [
         Invalid::Malformed,
         Invalid::WrongSource,
         Invalid::UnknownTransaction,
@@ -55,6 +64,9 @@ impl Invalid {
         Invalid::HttpStatus,
         Invalid::BadBencode,
         Invalid::ConnectionLost,
+        Invalid::UnknownOffer,
+        Invalid::WrongInfoHash,
+        Invalid::WrongPeer,
     ];
 
     pub fn name(self) -> &'static str {
@@ -72,6 +84,9 @@ impl Invalid {
             Invalid::HttpStatus => "http_status",
             Invalid::BadBencode => "bad_bencode",
             Invalid::ConnectionLost => "connection_lost",
+            Invalid::UnknownOffer => "unknown_offer",
+            Invalid::WrongInfoHash => "wrong_info_hash",
+            Invalid::WrongPeer => "wrong_peer",
         }
     }
 }
@@ -79,18 +94,18 @@ impl Invalid {
 /// The counters that the progress line needs; cheap to copy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
-    pub sent: [u64; 3],
+    pub sent: [u64; Kind::COUNT],
     /// Valid answers that were not errors.
-    pub ok: [u64; 3],
+    pub ok: [u64; Kind::COUNT],
     /// Valid error answers (BEP 15 action 3, HTTP `failure reason`).
-    pub errors: [u64; 3],
-    pub timeouts: [u64; 3],
+    pub errors: [u64; Kind::COUNT],
+    pub timeouts: [u64; Kind::COUNT],
     pub invalid: u64,
 }
 
 impl Counters {
     pub fn add(&mut self, other: &Counters) {
-        for k in 0..3 {
+        for k in 0..Kind::COUNT {
             self.sent[k] += other.sent[k];
             self.ok[k] += other.ok[k];
             self.errors[k] += other.errors[k];
@@ -152,13 +167,17 @@ pub struct Stats {
     /// HTTP: requests sent again on a new connection because theirs closed
     /// before any byte of the answer (RFC 9112 9.3.1); counted once in `sent`.
     pub retried: u64,
+    /// WebSocket: announce answers to the announces that carried an answer
+    /// (aquatic_ws sends them, webtorrent's tracker does not); not counted
+    /// as responses.
+    pub answer_acks: u64,
     /// Peers in valid announce answers, and those answers.
     pub peers_returned: u64,
     pub announces_with_peers: u64,
     pub error_messages: ErrorMessages,
     /// Why sends or connections failed (counted in `send_failed`).
     pub failures: ErrorMessages,
-    pub latency: [Histogram; 3],
+    pub latency: [Histogram; Kind::COUNT],
 }
 
 impl Stats {
@@ -207,6 +226,7 @@ impl Stats {
         self.skipped += other.skipped;
         self.connections += other.connections;
         self.retried += other.retried;
+        self.answer_acks += other.answer_acks;
         self.peers_returned += other.peers_returned;
         self.announces_with_peers += other.announces_with_peers;
         self.error_messages.merge(&other.error_messages);
@@ -214,6 +234,24 @@ impl Stats {
         for (a, b) in self.latency.iter_mut().zip(&other.latency) {
             a.merge(b);
         }
+    }
+
+    /// Adds what went wrong in `other` (invalid answers, time-outs, error
+    /// answers, failures) but none of its traffic: the problems of a phase
+    /// that is not measured (the WebSocket ramp) still count.
+    pub fn merge_problems(&mut self, other: &Stats) {
+        for (a, b) in self.invalid.iter_mut().zip(other.invalid) {
+            *a += b;
+        }
+        self.counters.invalid += other.counters.invalid;
+        for k in 0..Kind::COUNT {
+            self.counters.errors[k] += other.counters.errors[k];
+            self.counters.timeouts[k] += other.counters.timeouts[k];
+        }
+        self.late += other.late;
+        self.send_failed += other.send_failed;
+        self.error_messages.merge(&other.error_messages);
+        self.failures.merge(&other.failures);
     }
 }
 
@@ -236,7 +274,7 @@ pub fn progress_line(
         line += &format!("  {} {}/s", k.name(), si(r));
     }
     line += &format!("  total {}/s", si(total));
-    let sum = |c: &Counters, f: fn(&Counters) -> &[u64; 3]| f(c).iter().sum::<u64>();
+    let sum = |c: &Counters, f: fn(&Counters) -> &[u64; Kind::COUNT]| f(c).iter().sum::<u64>();
     line += &format!(
         "  errors {}  timeouts {}  invalid {}",
         sum(now, |c| &c.errors) - sum(before, |c| &c.errors),
@@ -321,12 +359,31 @@ pub struct Summary {
     pub connections: u64,
     /// HTTP: requests sent again after their connection closed unanswered.
     pub retried: u64,
+    /// WebSocket: announce answers to answer-announces (not in `responses`).
+    pub answer_acks: u64,
+    /// WebSocket: how the connections were opened before the measured load.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ramp: Option<Ramp>,
     pub peers_per_announce: f64,
     pub latency: Latency,
     pub by_kind: std::collections::BTreeMap<String, KindSummary>,
     pub invalid_by_reason: std::collections::BTreeMap<String, u64>,
     pub errors_by_message: std::collections::BTreeMap<String, u64>,
     pub failures_by_reason: std::collections::BTreeMap<String, u64>,
+}
+
+/// WebSocket: every connection opened and announced once before the
+/// measured load.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Ramp {
+    /// Connections open and answered when the measured load began.
+    pub connections: u64,
+    /// Connections asked for.
+    pub asked: u64,
+    /// Seconds from the start until they were.
+    pub secs: f64,
+    /// Seconds the connections then stayed idle (`ws.hold_secs`).
+    pub hold_secs: f64,
 }
 
 pub struct RunInfo<'a> {
@@ -388,7 +445,12 @@ impl Summary {
             sockets: info.sockets,
             sources: info.sources,
             duration_secs,
-            requests_sent: c.sent.iter().sum(),
+            // Offers ride inside announces: they are not requests of their own.
+            requests_sent: Kind::ALL
+                .iter()
+                .filter(|&&k| k != Kind::Offer)
+                .map(|&k| c.sent[k as usize])
+                .sum(),
             responses,
             responses_per_sec: responses as f64 / duration_secs,
             ok: c.ok.iter().sum(),
@@ -400,6 +462,8 @@ impl Summary {
             skipped: stats.skipped,
             connections: stats.connections,
             retried: stats.retried,
+            answer_acks: stats.answer_acks,
+            ramp: None,
             peers_per_announce: if stats.announces_with_peers == 0 {
                 0.0
             } else {
@@ -424,10 +488,13 @@ impl Summary {
             out.push_str(&s);
             out.push('\n');
         };
-        let endpoints = if self.protocol == "udp" {
-            format!("{} sources on {} sockets", self.sources, self.sockets)
-        } else {
-            format!("{} connections", self.sockets)
+        let endpoints = match self.protocol.as_str() {
+            "udp" => format!("{} sources on {} sockets", self.sources, self.sockets),
+            "ws" | "wss" => format!(
+                "{} connections from {} addresses",
+                self.sockets, self.sources
+            ),
+            _ => format!("{} connections", self.sockets),
         };
         line(format!(
             "{} load on {} ({}), {} worker(s), {endpoints}, {:.2} s",
@@ -446,6 +513,18 @@ impl Summary {
             line(format!(
                 "late answers {}   send failures {}   skipped (too many in flight) {}",
                 self.late, self.send_failed, self.skipped
+            ));
+        }
+        if let Some(ramp) = &self.ramp {
+            line(format!(
+                "ramp: {} of {} connections open and announced in {:.2} s, then idle {:.2} s",
+                ramp.connections, ramp.asked, ramp.secs, ramp.hold_secs
+            ));
+        }
+        if self.answer_acks > 0 {
+            line(format!(
+                "announce answers to answers (not counted as responses) {}",
+                self.answer_acks
             ));
         }
         if self.connections > 0 {
@@ -498,10 +577,13 @@ impl Summary {
                 l.mean_us
             ));
         }
-        line(format!(
-            "peers per announce response {:.1}",
-            self.peers_per_announce
-        ));
+        // WebTorrent's announce answers hand out no peers (offers go instead).
+        if !matches!(self.protocol.as_str(), "ws" | "wss") {
+            line(format!(
+                "peers per announce response {:.1}",
+                self.peers_per_announce
+            ));
+        }
         for (why, n) in &self.invalid_by_reason {
             line(format!("invalid: {why} {n}"));
         }

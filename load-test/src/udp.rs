@@ -122,7 +122,7 @@ pub fn run(config: &Config) -> Result<Summary, String> {
     );
     let deadline =
         Duration::from_secs_f64(config.duration_secs + 2.0 * config.timeout_ms as f64 / 1e3 + 10.0);
-    let stats = runner::run(placements, config.progress, deadline, &Kind::ALL, {
+    let stats = runner::run(placements, config.progress, deadline, &Kind::UDP, {
         let plan = plan.clone();
         move |env| worker(plan.clone(), env)
     })?;
@@ -133,7 +133,7 @@ pub fn run(config: &Config) -> Result<Summary, String> {
         workers: workers as usize,
         sockets,
         sources,
-        kinds: &Kind::ALL,
+        kinds: &Kind::UDP,
     };
     Ok(Summary::new(&stats, &info, config.duration_secs))
 }

@@ -130,7 +130,7 @@ impl Session {
         } else if self.connection.is_none() {
             return false;
         } else {
-            Kind::ALL[self.mix.sample(rng)]
+            Kind::UDP[self.mix.sample(rng)]
         };
         let Some(index) = self.free.pop() else {
             return false;
@@ -175,7 +175,8 @@ impl Session {
                 }
                 .write(out);
             }
-            Kind::Scrape => {
+            // A scrape: the UDP mix has no other kind.
+            _ => {
                 let n = model.scrape(rng, &mut self.scrape);
                 slot.scrape_hashes = n as u8;
                 write_scrape_request(out, connection_id, txid, &self.scrape[..n]);

@@ -241,3 +241,42 @@ fn all_seeders_when_probability_is_one() {
     let model = TrafficModel::new(&cfg, 1, 1).unwrap();
     assert!((0..1000).all(|p| !model.peer(p).seeder));
 }
+
+#[test]
+fn each_source_speaks_for_a_torrent_with_one_peer() {
+    let c = TrafficConfig {
+        peers: 10_000,
+        torrents: 100,
+        ..config()
+    };
+    let model = TrafficModel::new(&c, 8, 3).unwrap();
+    let mut rng = Rng::new(4);
+    let mut used = HashSet::new();
+    for _ in 0..2000 {
+        let plan = model.announce_per_torrent(&mut rng, 5);
+        assert_eq!(plan.peer.source, 5);
+        assert_eq!(plan.peer, model.peer_for_torrent(5, plan.torrent));
+        used.insert(plan.peer.index);
+    }
+    // Torrents spread over the source's peers, not all on one.
+    assert!(used.len() > 20, "{}", used.len());
+}
+
+#[test]
+fn peer_ids_lead_back_to_their_peer() {
+    let c = TrafficConfig {
+        peers: 5000,
+        ..config()
+    };
+    let model = TrafficModel::new(&c, 4, 3).unwrap();
+    for p in [0, 1, 77, 4999] {
+        assert_eq!(model.peer_index(&model.peer(p).peer_id), Some(p));
+    }
+    let mut forged = model.peer(77).peer_id;
+    forged.0[19] ^= 1;
+    assert_eq!(model.peer_index(&forged), None);
+    assert_eq!(model.peer_index(&PeerId(*b"-qB4500-000000000000")), None);
+    // A peer id of a peer beyond the model's.
+    let other = TrafficModel::new(&TrafficConfig { peers: 10_000, ..c }, 4, 3).unwrap();
+    assert_eq!(model.peer_index(&other.peer(9000).peer_id), None);
+}

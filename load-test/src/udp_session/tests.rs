@@ -276,7 +276,7 @@ fn nothing_expires_before_its_time_even_at_time_zero() {
     f.session.expire(0, &mut f.stats);
     f.session.expire(999_999_999, &mut f.stats);
     assert_eq!(f.session.in_flight(), 1);
-    assert_eq!(f.stats.counters.timeouts, [0; 3]);
+    assert_eq!(f.stats.counters.timeouts, [0; Kind::COUNT]);
 }
 
 #[test]
