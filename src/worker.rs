@@ -263,14 +263,16 @@ fn restore_shard(
             "restored {} torrents and {} peers from {} in {} ms ({} peers had expired; {} \
              over swarm.max_torrents_per_worker, max_peers_per_torrent, max_peers_per_worker \
              or max_peers_per_address_per_torrent; {} dropped as invalid: port 0, no \
-             single host's address, or an IPv4-mapped one among the IPv6 peers)",
+             single host's address, or an IPv4-mapped one among the IPv6 peers; and the \
+             completed counts of {} WebRTC torrents)",
             r.torrents,
             r.peers,
             progress.source,
             first_start.elapsed().as_millis(),
             r.expired,
             r.refused,
-            r.invalid
+            r.invalid,
+            r.rtc_torrents
         );
     }
 }

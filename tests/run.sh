@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs (Debian packages), then runs every test:
-# unit and property tests, integration tests against the real binary, the
-# end-to-end tests with a real BitTorrent client (libtorrent), the dashboard
+# Installs what the test suite needs (Debian packages, and the npm packages
+# of tests/webtorrent), then runs every test: unit and property tests,
+# integration tests against the real binary, the end-to-end tests with real
+# BitTorrent clients (libtorrent; WebTorrent in headless Chromium), the dashboard
 # and alerting rules against a real Prometheus, the checks of
 # deploy/ (shellcheck, systemd-analyze verify), and every fuzz target for
 # FUZZ_SECONDS each (default 30; 0 skips them; fuzz/run.sh runs them longer).
@@ -14,12 +15,28 @@ need=()
 # tests/prometheus.rs checks deploy/grafana and deploy/prometheus against a
 # real Prometheus; the package also has promtool.
 { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need+=(prometheus)
+# tests/webtorrent.rs: WebTorrent in headless Chromium, node to drive it, and
+# certutil for the NSS database that makes the browsers trust the test CA.
+[ -x /usr/lib/chromium/chromium ] || need+=(chromium)
+command -v certutil >/dev/null 2>&1 || need+=(libnss3-tools)
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 if ((${#need[@]})); then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${need[@]}"
 fi
+# The npm packages pinned in tests/webtorrent/package-lock.json, installed
+# again whenever the lock file changes. No install scripts: the tests need
+# none, and one of webtorrent's dependencies (ip-set) has one that refuses npm.
+(
+  cd tests/webtorrent
+  if ! cmp -s package-lock.json node_modules/.installed-lock.json; then
+    npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null
+    cp package-lock.json node_modules/.installed-lock.json
+  fi
+)
 
 cargo test --workspace "$@"
 deploy/verify

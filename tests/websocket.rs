@@ -451,3 +451,30 @@ fn wss_on_the_https_listener() {
     assert_eq!(peer.counts(), (1, 0));
     assert_eq!(stats(&peer.scrape(&[hash(4)])), (1, 0, 0));
 }
+
+#[test]
+fn completed_counts_of_webrtc_torrents_survive_a_restart() {
+    let state = support::tempfile_path::TempPath::new("ws-state", "state");
+    let port = support::free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let tracker = Tracker::builder()
+        .http(Some(addr))
+        .state_file(&state.0)
+        .start();
+    let mut a = connect(addr, "/announce", 1);
+    a.announce(hash(8), AnnounceEvent::Started, 5, 0);
+    assert_eq!(a.counts(), (0, 1));
+    a.announce(hash(8), AnnounceEvent::Completed, 0, 0);
+    assert_eq!(a.counts(), (1, 0));
+    tracker.signal(libc::SIGTERM);
+    let (code, _) = tracker.wait_exit(Duration::from_secs(10));
+    assert_eq!(code, Some(0));
+    let _tracker = Tracker::builder()
+        .http(Some(addr))
+        .state_file(&state.0)
+        .start();
+    let mut b = connect(addr, "/announce", 2);
+    // The peer is gone (browsers reconnect and announce again); the count
+    // stays.
+    assert_eq!(stats(&b.scrape(&[hash(8)])), (0, 0, 1));
+}

@@ -30,28 +30,70 @@ pub struct Tracker {
     _state: Option<tempfile_path::TempPath>,
 }
 
-/// A test certificate for localhost, 127.0.0.1 and ::1, signed by its own key.
+/// A test certificate for localhost, 127.0.0.1 and ::1: signed by its own
+/// key ([`TestCert::new`]) or by a test CA ([`TestCert::signed_by_test_ca`]).
 #[derive(Clone)]
 pub struct TestCert {
     pub cert_pem: String,
     pub key_pem: String,
+    /// The certificate a client is to trust: `cert_pem` itself when it is
+    /// self-signed, else the test CA's.
+    pub root_pem: String,
 }
+
+const TEST_CERT_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
 impl TestCert {
     pub fn new() -> TestCert {
-        let names = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+        let names: Vec<String> = TEST_CERT_NAMES.iter().map(|n| n.to_string()).collect();
         let certified = rcgen::generate_simple_self_signed(names).expect("rcgen");
+        let cert_pem = certified.cert.pem();
         TestCert {
-            cert_pem: certified.cert.pem(),
+            root_pem: cert_pem.clone(),
+            cert_pem,
             key_pem: certified.key_pair.serialize_pem(),
         }
     }
 
-    /// A rustls client configuration that trusts this certificate only.
+    /// A server certificate signed by a CA made for it alone (`root_pem`):
+    /// for clients that trust a CA but refuse a self-signed server
+    /// certificate as its own root, such as browsers.
+    pub fn signed_by_test_ca() -> TestCert {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+            KeyUsagePurpose,
+        };
+        let ca_key = KeyPair::generate().expect("rcgen: CA key");
+        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("rcgen: CA");
+        ca.distinguished_name
+            .push(DnType::CommonName, "tracker tests' CA");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca_cert = ca.self_signed(&ca_key).expect("rcgen: CA certificate");
+
+        let key = KeyPair::generate().expect("rcgen: server key");
+        let names: Vec<String> = TEST_CERT_NAMES.iter().map(|n| n.to_string()).collect();
+        let mut leaf = CertificateParams::new(names).expect("rcgen: server");
+        leaf.distinguished_name
+            .push(DnType::CommonName, "localhost");
+        leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        leaf.use_authority_key_identifier_extension = true;
+        let cert = leaf
+            .signed_by(&key, &ca_cert, &ca_key)
+            .expect("rcgen: server certificate");
+        TestCert {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            root_pem: ca_cert.pem(),
+        }
+    }
+
+    /// A rustls client configuration that trusts `root_pem` only.
     pub fn client_config(&self) -> std::sync::Arc<rustls::ClientConfig> {
         use rustls::pki_types::pem::PemObject;
         let mut roots = rustls::RootCertStore::empty();
-        let cert = rustls::pki_types::CertificateDer::from_pem_slice(self.cert_pem.as_bytes())
+        let cert = rustls::pki_types::CertificateDer::from_pem_slice(self.root_pem.as_bytes())
             .expect("certificate PEM");
         roots.add(cert).expect("a usable root");
         let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());

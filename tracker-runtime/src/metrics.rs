@@ -147,7 +147,7 @@ families! {
     /// Label: kind (offer, answer).
     WS_RELAYED = "tracker_websocket_relayed_total", Counter,
         "WebRTC offers and answers handed to the connection of the peer they were for.";
-    /// Label: reason (mesh_full, connection_gone, queue_full, unknown_offer).
+    /// Label: reason (mesh_full, connection_gone, queue_full, unknown_offer, no_service).
     WS_RELAYS_DROPPED = "tracker_websocket_relays_dropped_total", Counter,
         "WebRTC offers and answers not delivered, by reason: the channel to the worker was full, the connection had gone, its queue was full, or an answer matched no offer made to its sender (unknown or expired).";
     /// Label: kind.

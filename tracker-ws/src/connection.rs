@@ -227,7 +227,9 @@ impl WsService {
             .drain(..)
             .map(|(info_hash, peer_id)| (info_hash, peer_id, session.me))
             .collect();
-        if !gone.is_empty() {
+        // At a stop the peers stay until the swarms are saved, so that the
+        // completed counts of their torrents are saved with them.
+        if !gone.is_empty() && !self.stop.is_fired() {
             self.shard.rtc_gone(gone).await;
         }
     }

@@ -26,8 +26,8 @@ counters! {
     pub struct RelayStats {
         /// The channel to the connection's worker was full.
         pub mesh_full: Counter => WS_RELAYS_DROPPED { reason = "mesh_full" },
-        /// No WebSocket service on the connection's worker (none serves).
-        pub no_sink: Counter => WS_RELAYS_DROPPED { reason = "connection_gone" },
+        /// No WebSocket service took it (websocket.enabled is off there).
+        pub no_sink: Counter => WS_RELAYS_DROPPED { reason = "no_service" },
     }
 }
 
