@@ -114,7 +114,7 @@ pub struct Answer<'a> {
     pub answer: &'a str,
 }
 
-/// A scrape of some torrents; none named is a full scrape.
+/// A scrape of some torrents, each named once; none named is a full scrape.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct ScrapeMessage {
     pub info_hashes: Vec<InfoHash>,
@@ -348,8 +348,13 @@ pub fn parse_client_message<'a>(
             return Err(error(MessageErrorKind::TooManyInfoHashes, None));
         }
         for hash in hashes {
-            let hash = latin1_id(hash).ok_or(error(MessageErrorKind::InvalidInfoHash, None))?;
-            info_hashes.push(InfoHash(hash));
+            let hash =
+                InfoHash(latin1_id(hash).ok_or(error(MessageErrorKind::InvalidInfoHash, None))?);
+            // The answer is an object keyed by hash: a repeated one counts
+            // once, or the answer would repeat a key.
+            if !info_hashes.contains(&hash) {
+                info_hashes.push(hash);
+            }
         }
         return Ok(ClientMessage::Scrape(ScrapeMessage { info_hashes }));
     }

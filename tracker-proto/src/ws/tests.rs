@@ -85,6 +85,16 @@ fn scrapes_name_one_hash_a_list_or_none() {
     assert_eq!(scrape(&one), vec![InfoHash(id(b'a'))]);
     assert_eq!(scrape(&list), vec![InfoHash(id(b'a')), InfoHash(id(b'b'))]);
     assert_eq!(scrape(r#"{"action":"scrape"}"#), vec![]);
+    let twice = format!(
+        r#"{{"action":"scrape","info_hash":["{0}","{1}","{0}"]}}"#,
+        js(&id(b'a')),
+        js(&id(b'b'))
+    );
+    assert_eq!(
+        scrape(&twice),
+        vec![InfoHash(id(b'a')), InfoHash(id(b'b'))],
+        "a repeated hash counts once"
+    );
     let five = format!(
         r#"{{"action":"scrape","info_hash":["{0}","{0}","{0}","{0}","{0}"]}}"#,
         js(&id(b'c'))
@@ -350,7 +360,7 @@ proptest! {
     }
 
     #[test]
-    fn scrapes_round_trip(hashes in proptest::collection::vec(arb_id(), 0..=4)) {
+    fn scrapes_round_trip(hashes in proptest::collection::btree_set(arb_id(), 0..=4)) {
         let hashes: Vec<InfoHash> = hashes.into_iter().map(InfoHash).collect();
         let mut out = Vec::new();
         write_scrape_request(&mut out, &hashes);
