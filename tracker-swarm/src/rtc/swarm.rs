@@ -12,8 +12,8 @@ use crate::counts::{MemoryUse, SwarmCounts};
 use crate::expiry::Expiry;
 use crate::index::AddressIndex;
 use crate::ip_counts::IpCounts;
+use crate::refusal::AnnounceRefused;
 use crate::rng::WyRand;
-use crate::store::AnnounceRefused;
 use crate::torrent::{AddressCap, Unstored, CLEAN_WINDOW};
 
 /// A swarm is indexed once it grows past this many peers (a scan of 32
@@ -107,7 +107,7 @@ struct More {
 }
 
 /// One announce as a swarm sees it.
-pub(super) struct Visit<'a> {
+pub(crate) struct Visit<'a> {
     pub req: &'a RtcAnnounce,
     pub now: u32,
     /// The expiry to store for the announcing peer.
