@@ -20,7 +20,6 @@ pub use connection::write_upgrade_response;
 mod queue;
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::future::Future;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
@@ -133,7 +132,8 @@ pub struct WsService {
     idle_timeout: Duration,
     write_timeout: Duration,
     /// This worker's open connections by id (ids are never reused).
-    connections: RefCell<HashMap<u64, Rc<Connection>>>,
+    /// Keyed by ahash: every relay looks its connection up here.
+    connections: RefCell<ahash::HashMap<u64, Rc<Connection>>>,
     next_id: Cell<u64>,
     /// Open now, ws and wss.
     open: [Cell<usize>; 2],
@@ -165,7 +165,7 @@ impl WsService {
             idle_timeout: Duration::from_secs(config.idle_timeout_secs.into()),
             write_timeout: Duration::from_secs(config.write_timeout_secs.into()),
             config: config.clone(),
-            connections: RefCell::new(HashMap::new()),
+            connections: RefCell::new(ahash::HashMap::default()),
             next_id: Cell::new(0),
             open: Default::default(),
             stop: StopEvent::default(),
