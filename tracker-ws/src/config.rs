@@ -42,9 +42,13 @@ pub struct WebSocketConfig {
     /// Offers a connection may hold unanswered; the oldest is forgotten for
     /// a new one. Bounds the memory a peer that never answers costs.
     pub max_pending_offers_per_connection: usize,
-    /// Messages queued for one connection at most, and their bytes: a
-    /// client that does not read what it is sent is cut rather than let
-    /// the tracker's memory grow.
+    /// Messages queued for one connection at most, and their bytes, so
+    /// that no connection grows the tracker's memory: an offer or answer
+    /// relayed to a full queue is dropped (WebTorrent makes new offers; so
+    /// no one can have a browser cut by flooding it with offers), and a
+    /// client whose own answers find it full (it sends but does not read)
+    /// is cut. One that takes no message within write_timeout_secs is cut
+    /// too.
     pub max_queued_messages: usize,
     /// Bytes queued for one connection at most (see max_queued_messages).
     pub max_queued_bytes: usize,

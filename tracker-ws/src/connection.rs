@@ -46,43 +46,34 @@ impl Connection {
     /// Queues an offer or answer relayed to this connection.
     pub(crate) fn relayed(&self, service: &WsService, relay: Relay) {
         let mut text = Vec::with_capacity(relay.sdp.len() + 160);
-        match relay.kind {
-            RelayKind::Offer => {
-                write_offer(
-                    &mut text,
-                    &relay.info_hash,
-                    &relay.from_peer,
-                    &relay.offer_id,
-                    &relay.sdp,
-                );
-                let mut pending = self.pending.borrow_mut();
-                if pending.len() >= service.config.max_pending_offers_per_connection {
-                    pending.pop_front();
-                }
-                pending.push_back(PendingOffer {
-                    info_hash: relay.info_hash,
-                    from_peer: relay.from_peer,
-                    offer_id: relay.offer_id,
-                    from: relay.from,
-                    expires: clock::now_secs().saturating_add(service.config.offer_timeout_secs),
-                });
-            }
-            RelayKind::Answer => write_answer(
-                &mut text,
-                &relay.info_hash,
-                &relay.from_peer,
-                &relay.offer_id,
-                &relay.sdp,
-            ),
-        }
-        if self.queue.push(text) {
-            match relay.kind {
-                RelayKind::Offer => service.stats.offers_relayed.inc(),
-                RelayKind::Answer => service.stats.answers_relayed.inc(),
-            }
-        } else {
+        let (write, relayed): (fn(&mut Vec<u8>, &_, &_, &_, &str), _) = match relay.kind {
+            RelayKind::Offer => (write_offer, &service.stats.offers_relayed),
+            RelayKind::Answer => (write_answer, &service.stats.answers_relayed),
+        };
+        write(
+            &mut text,
+            &relay.info_hash,
+            &relay.from_peer,
+            &relay.offer_id,
+            &relay.sdp,
+        );
+        if !self.queue.push_relay(text) {
             service.stats.relay_queue_full.inc();
-            service.stats.queue_full.inc();
+            return;
+        }
+        relayed.inc();
+        if relay.kind == RelayKind::Offer {
+            let mut pending = self.pending.borrow_mut();
+            if pending.len() >= service.config.max_pending_offers_per_connection {
+                pending.pop_front();
+            }
+            pending.push_back(PendingOffer {
+                info_hash: relay.info_hash,
+                from_peer: relay.from_peer,
+                offer_id: relay.offer_id,
+                from: relay.from,
+                expires: clock::now_secs().saturating_add(service.config.offer_timeout_secs),
+            });
         }
     }
 
@@ -332,8 +323,9 @@ impl WsService {
                 self.scrape(&scrape.info_hashes, s).await;
             }
         }
-        if !s.out.is_empty() && !connection.queue.push(std::mem::take(&mut s.out)) {
-            self.stats.queue_full.inc();
+        if !s.out.is_empty() {
+            // Full: counted and cut at the top of the reader's loop.
+            connection.queue.push(std::mem::take(&mut s.out));
         }
     }
 

@@ -50,7 +50,8 @@ counters! {
         pub answers_relayed: Counter => WS_RELAYED { kind = "answer" },
         /// Relays for a connection that had closed.
         pub relay_connection_gone: Counter => WS_RELAYS_DROPPED { reason = "connection_gone" },
-        /// Relays that found their connection's queue full (it was cut).
+        /// Relays that found their connection's queue full (dropped; the
+        /// connection stays).
         pub relay_queue_full: Counter => WS_RELAYS_DROPPED { reason = "queue_full" },
         /// Answers to no offer made to their sender, or to an expired one.
         pub relay_unknown_offer: Counter => WS_RELAYS_DROPPED { reason = "unknown_offer" },
@@ -63,7 +64,8 @@ counters! {
         pub protocol_errors: Counter => WS_ERRORS { kind = "protocol_error" },
         pub idle_timeouts: Counter => WS_ERRORS { kind = "idle_timeout" },
         pub write_timeouts: Counter => WS_ERRORS { kind = "write_timeout" },
-        /// Connections cut because their queue of messages was full.
+        /// Connections cut because answers to their own messages found
+        /// their queue full: they send but do not read.
         pub queue_full: Counter => WS_ERRORS { kind = "queue_full" },
         /// Connections closed to make room for another (HTTP's caps).
         pub evicted: Counter => WS_ERRORS { kind = "evicted_idle" },

@@ -1,7 +1,10 @@
 //! A connection's queue of outgoing messages: bounded in messages and bytes,
 //! filled by whatever has something for the connection (its own answers,
-//! relays from any peer) and emptied by its writer. Full means the client
-//! does not read: the connection is cut, never allowed to grow memory.
+//! relays from any peer) and emptied by its writer. Memory never grows past
+//! the bounds. A relay that finds it full is dropped (WebTorrent makes new
+//! offers), so that no one can have a browser cut by flooding it with
+//! offers; an answer to the connection's own message that finds it full
+//! means the client sends but does not read, and cuts it.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -37,24 +40,42 @@ impl Queue {
         }
     }
 
-    /// Queues a message; false when the queue was full (it is then shut,
-    /// and the connection must end) or already shut.
+    /// Queues an answer to the connection's own message; false when the
+    /// queue was full (it is then shut, and the connection must end) or
+    /// already shut.
     pub(crate) fn push(&self, text: Vec<u8>) -> bool {
         if self.shut.get() {
             return false;
         }
-        let bytes = self.bytes.get() + text.len();
-        let mut items = self.items.borrow_mut();
-        if items.len() >= self.max_items || bytes > self.max_bytes {
-            drop(items);
+        if !self.has_room(text.len()) {
             self.shut();
             return false;
         }
+        self.add(text);
+        true
+    }
+
+    /// Queues a relay from another peer; false, and nothing else happens,
+    /// when the queue is full or shut.
+    pub(crate) fn push_relay(&self, text: Vec<u8>) -> bool {
+        if self.shut.get() || !self.has_room(text.len()) {
+            return false;
+        }
+        self.add(text);
+        true
+    }
+
+    fn has_room(&self, bytes: usize) -> bool {
+        self.items.borrow().len() < self.max_items && self.bytes.get() + bytes <= self.max_bytes
+    }
+
+    fn add(&self, text: Vec<u8>) {
+        let bytes = self.bytes.get() + text.len();
+        let mut items = self.items.borrow_mut();
         self.bytes.set(bytes);
         items.push_back(Outgoing::Text(text));
         drop(items);
         self.wake();
-        true
     }
 
     /// Queues the close frame, after what is queued; nothing is taken after
@@ -125,6 +146,22 @@ mod tests {
         let queue = Queue::new(10, 15);
         assert!(queue.push(vec![0; 10]));
         assert!(!queue.push(vec![0; 10]), "past the bytes");
+    }
+
+    #[test]
+    fn a_relay_that_finds_the_queue_full_is_dropped_and_the_queue_stays_open() {
+        let queue = Queue::new(1, 100);
+        assert!(queue.push_relay(b"offer".to_vec()));
+        assert!(!queue.push_relay(b"offer".to_vec()), "full: dropped");
+        assert!(!queue.is_shut());
+        let first = futures_lite::future::block_on(queue.next());
+        assert!(matches!(first, Some(Outgoing::Text(t)) if t == b"offer"));
+        assert!(queue.push(b"answer".to_vec()), "room again");
+        assert!(
+            !queue.push(b"answer".to_vec()),
+            "an own answer past it cuts"
+        );
+        assert!(queue.is_shut());
     }
 
     #[test]
