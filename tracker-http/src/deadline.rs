@@ -48,6 +48,11 @@ impl DeadlineStream {
         self.write.at = deadline;
     }
 
+    /// The socket underneath, for options set on it.
+    pub fn socket(&self) -> &TcpStream {
+        &self.stream
+    }
+
     /// Makes its close graceful (it resets otherwise, see `crate::linger`).
     pub fn close_gracefully(&self) -> io::Result<()> {
         crate::linger::reset_on_close(&self.stream, false)

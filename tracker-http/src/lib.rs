@@ -7,5 +7,6 @@ pub mod connections;
 mod deadline;
 mod linger;
 pub mod metrics_endpoint;
+pub mod send_buffer;
 pub mod server;
 pub mod tls;

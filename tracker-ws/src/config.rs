@@ -43,12 +43,13 @@ pub struct WebSocketConfig {
     /// a new one. Bounds the memory a peer that never answers costs.
     pub max_pending_offers_per_connection: usize,
     /// Messages queued for one connection at most, and their bytes, so
-    /// that no connection grows the tracker's memory: an offer or answer
-    /// relayed to a full queue is dropped (WebTorrent makes new offers; so
-    /// no one can have a browser cut by flooding it with offers), and a
-    /// client whose own answers find it full (it sends but does not read)
-    /// is cut. One that takes no message within write_timeout_secs is cut
-    /// too.
+    /// that no connection grows the tracker's memory: half for the answers
+    /// to its own messages (sent first), half for the offers and answers
+    /// other peers relay to it. A relay past its half is dropped (WebTorrent
+    /// makes new offers; so no one can have a browser cut by flooding it
+    /// with offers); a client's next message is read only once its answers
+    /// have room, so one that sends faster than it reads is held back by
+    /// TCP, and one that takes no message within write_timeout_secs is cut.
     pub max_queued_messages: usize,
     /// Bytes queued for one connection at most (see max_queued_messages).
     pub max_queued_bytes: usize,
@@ -58,6 +59,12 @@ pub struct WebSocketConfig {
     pub idle_timeout_secs: u32,
     /// Seconds a client may take to take one message whole.
     pub write_timeout_secs: u32,
+    /// Bytes of each connection's socket send buffer (the kernel doubles
+    /// it); 0 leaves it to the kernel, which grows it up to
+    /// net.ipv4.tcp_wmem's maximum (4 MiB by default) for a client that
+    /// reads slowly: kernel memory no other limit counts, held for as long
+    /// as the connection lives. Messages are small; 64 KiB holds hundreds.
+    pub send_buffer_bytes: usize,
 }
 
 impl Default for WebSocketConfig {
@@ -77,6 +84,7 @@ impl Default for WebSocketConfig {
             max_queued_bytes: 1 << 20,
             idle_timeout_secs: 300,
             write_timeout_secs: 10,
+            send_buffer_bytes: 64 << 10,
         }
     }
 }

@@ -116,7 +116,9 @@ struct Session {
 
 impl WsService {
     /// Serves a connection upgraded by tracker-http (its 101 answer sent):
-    /// `read_ahead` is what the client sent after the upgrade's head.
+    /// `read_ahead` is what the client sent after the upgrade's head;
+    /// `graceful_close` makes the socket's close graceful, called before a
+    /// close frame is sent (any other end resets it).
     pub async fn serve<S, L>(
         &self,
         stream: S,
@@ -124,10 +126,12 @@ impl WsService {
         peer_ip: IpAddr,
         tls: bool,
         slot: &L,
+        graceful_close: impl FnOnce(),
     ) where
         S: AsyncRead + AsyncWrite + Unpin,
         L: ConnectionSlot,
     {
+        let mut graceful_close = Some(graceful_close);
         let which = usize::from(tls);
         if let Some(traffic) = self.traffic.get(which) {
             traffic.upgrades.inc();
@@ -178,13 +182,18 @@ impl WsService {
                         let text = unsafe { String::from_utf8_unchecked(text) };
                         (Message::text(text), false)
                     }
-                    Outgoing::Close(code, reason) => (
-                        Message::Close(Some(CloseFrame {
-                            code: CloseCode::from(code),
-                            reason: reason.into(),
-                        })),
-                        true,
-                    ),
+                    Outgoing::Close(code, reason) => {
+                        if let Some(graceful_close) = graceful_close.take() {
+                            graceful_close();
+                        }
+                        (
+                            Message::Close(Some(CloseFrame {
+                                code: CloseCode::from(code),
+                                reason: reason.into(),
+                            })),
+                            true,
+                        )
+                    }
                 };
                 let sent =
                     futures_lite::future::or(async { Some(sender.send(message).await) }, async {
@@ -244,6 +253,8 @@ impl WsService {
         L: ConnectionSlot,
     {
         loop {
+            // Read no more than its answers can be queued for.
+            connection.queue.room().await;
             if connection.queue.is_shut() {
                 self.stats.queue_full.inc();
                 return End::Gone;

@@ -65,7 +65,8 @@ counters! {
         pub idle_timeouts: Counter => WS_ERRORS { kind = "idle_timeout" },
         pub write_timeouts: Counter => WS_ERRORS { kind = "write_timeout" },
         /// Connections cut because answers to their own messages found
-        /// their queue full: they send but do not read.
+        /// their half of the queue full (a safety net: the next message is
+        /// read only once there is room).
         pub queue_full: Counter => WS_ERRORS { kind = "queue_full" },
         /// Connections closed to make room for another (HTTP's caps).
         pub evicted: Counter => WS_ERRORS { kind = "evicted_idle" },
@@ -188,6 +189,12 @@ impl WsService {
     pub fn stop(&self, why: Closing) {
         self.closing.set(why);
         self.stop.fire();
+    }
+
+    /// The send buffer to fix on each connection's socket (0: the
+    /// kernel's).
+    pub fn send_buffer_bytes(&self) -> usize {
+        self.config.send_buffer_bytes
     }
 
     /// Connections open now.

@@ -1,10 +1,16 @@
-//! A connection's queue of outgoing messages: bounded in messages and bytes,
-//! filled by whatever has something for the connection (its own answers,
-//! relays from any peer) and emptied by its writer. Memory never grows past
-//! the bounds. A relay that finds it full is dropped (WebTorrent makes new
-//! offers), so that no one can have a browser cut by flooding it with
-//! offers; an answer to the connection's own message that finds it full
-//! means the client sends but does not read, and cuts it.
+//! A connection's queue of outgoing messages, emptied by its writer, in two
+//! lanes that share its bounds half and half: the answers to the
+//! connection's own messages, sent first, and the offers and answers other
+//! peers relay to it. Memory never grows past the bounds.
+//!
+//! - A relay that finds its lane full is dropped (WebTorrent makes new
+//!   offers), so that no one can have a browser cut by flooding it with
+//!   offers.
+//! - The connection's next message is read only once its own lane has room
+//!   ([`Queue::room`]): a client that sends faster than it reads is held
+//!   back by TCP's flow control, not buffered, and one that does not read
+//!   at all is cut by the writer's timeout. Sent first, its answers never
+//!   wait behind relays, however many offers come its way.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -18,84 +24,124 @@ pub(crate) enum Outgoing {
     Close(u16, &'static str),
 }
 
+/// One lane: its messages and their bytes, under half the queue's bounds.
+#[derive(Default)]
+struct Lane {
+    items: VecDeque<Vec<u8>>,
+    bytes: usize,
+}
+
+impl Lane {
+    fn try_push(&mut self, text: Vec<u8>, max_items: usize, max_bytes: usize) -> bool {
+        if self.items.len() >= max_items || self.bytes + text.len() > max_bytes {
+            return false;
+        }
+        self.bytes += text.len();
+        self.items.push_back(text);
+        true
+    }
+
+    fn pop(&mut self) -> Option<Vec<u8>> {
+        let text = self.items.pop_front()?;
+        self.bytes -= text.len();
+        Some(text)
+    }
+}
+
 pub(crate) struct Queue {
-    items: RefCell<VecDeque<Outgoing>>,
-    bytes: Cell<usize>,
+    own: RefCell<Lane>,
+    relays: RefCell<Lane>,
+    /// Each lane's bounds: half the queue's.
     max_items: usize,
     max_bytes: usize,
+    close: Cell<Option<(u16, &'static str)>>,
     writer: RefCell<Option<Waker>>,
+    /// The reader, waiting for room in the lane of its own answers.
+    reader: RefCell<Option<Waker>>,
     /// Overflowed or closed: nothing more is taken.
     shut: Cell<bool>,
 }
 
 impl Queue {
+    /// A queue of at most `max_items` messages and `max_bytes` bytes.
     pub(crate) fn new(max_items: usize, max_bytes: usize) -> Self {
         Queue {
-            items: RefCell::new(VecDeque::new()),
-            bytes: Cell::new(0),
-            max_items,
-            max_bytes,
+            own: RefCell::default(),
+            relays: RefCell::default(),
+            max_items: (max_items / 2).max(1),
+            max_bytes: max_bytes / 2,
+            close: Cell::new(None),
             writer: RefCell::new(None),
+            reader: RefCell::new(None),
             shut: Cell::new(false),
         }
     }
 
-    /// Queues an answer to the connection's own message; false when the
-    /// queue was full (it is then shut, and the connection must end) or
-    /// already shut.
+    /// Resolves once the lane of its own answers has room for one more (or
+    /// the queue is shut): wait on it before reading the next message.
+    pub(crate) async fn room(&self) {
+        poll_fn(|cx| {
+            let own = self.own.borrow();
+            if self.shut.get() || (own.items.len() < self.max_items && own.bytes < self.max_bytes) {
+                return Poll::Ready(());
+            }
+            *self.reader.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Queues an answer to the connection's own message, read when `room`
+    /// said there was room: its bytes may pass the bound by this one
+    /// answer. False when the lane was full all the same (the queue is then
+    /// shut, and the connection must end) or the queue already shut.
     pub(crate) fn push(&self, text: Vec<u8>) -> bool {
         if self.shut.get() {
             return false;
         }
-        if !self.has_room(text.len()) {
+        if !self
+            .own
+            .borrow_mut()
+            .try_push(text, self.max_items, usize::MAX)
+        {
             self.shut();
             return false;
         }
-        self.add(text);
+        self.wake();
         true
     }
 
     /// Queues a relay from another peer; false, and nothing else happens,
-    /// when the queue is full or shut.
+    /// when its lane is full or the queue shut.
     pub(crate) fn push_relay(&self, text: Vec<u8>) -> bool {
-        if self.shut.get() || !self.has_room(text.len()) {
+        if self.shut.get()
+            || !self
+                .relays
+                .borrow_mut()
+                .try_push(text, self.max_items, self.max_bytes)
+        {
             return false;
         }
-        self.add(text);
+        self.wake();
         true
     }
 
-    fn has_room(&self, bytes: usize) -> bool {
-        self.items.borrow().len() < self.max_items && self.bytes.get() + bytes <= self.max_bytes
-    }
-
-    fn add(&self, text: Vec<u8>) {
-        let bytes = self.bytes.get() + text.len();
-        let mut items = self.items.borrow_mut();
-        self.bytes.set(bytes);
-        items.push_back(Outgoing::Text(text));
-        drop(items);
-        self.wake();
-    }
-
-    /// Queues the close frame, after what is queued; nothing is taken after
-    /// it.
+    /// Queues the close frame, after the answers of its own already queued
+    /// (relays not yet sent are dropped); nothing is taken after it.
     pub(crate) fn close(&self, code: u16, reason: &'static str) {
         if self.shut.replace(true) {
             return;
         }
-        self.items
-            .borrow_mut()
-            .push_back(Outgoing::Close(code, reason));
+        self.relays.replace(Lane::default());
+        self.close.set(Some((code, reason)));
         self.wake();
     }
 
     /// Shuts the queue at once: the writer stops after what it is sending.
     pub(crate) fn shut(&self) {
         self.shut.set(true);
-        self.items
-            .borrow_mut()
-            .retain(|item| matches!(item, Outgoing::Close(..)));
+        self.own.replace(Lane::default());
+        self.relays.replace(Lane::default());
         self.wake();
     }
 
@@ -107,16 +153,32 @@ impl Queue {
         if let Some(waker) = self.writer.borrow_mut().take() {
             waker.wake();
         }
+        // A shut queue frees the reader too.
+        if self.shut.get() {
+            self.wake_reader();
+        }
     }
 
-    /// The next message to send; None once shut and empty.
+    fn wake_reader(&self) {
+        if let Some(waker) = self.reader.borrow_mut().take() {
+            waker.wake();
+        }
+    }
+
+    /// The next message to send: an answer of its own first, then a relay,
+    /// then the close frame; None once shut and empty.
     pub(crate) async fn next(&self) -> Option<Outgoing> {
         poll_fn(|cx| {
-            if let Some(item) = self.items.borrow_mut().pop_front() {
-                if let Outgoing::Text(text) = &item {
-                    self.bytes.set(self.bytes.get().saturating_sub(text.len()));
-                }
-                return Poll::Ready(Some(item));
+            let own = self.own.borrow_mut().pop();
+            if let Some(text) = own {
+                self.wake_reader();
+                return Poll::Ready(Some(Outgoing::Text(text)));
+            }
+            if let Some(text) = self.relays.borrow_mut().pop() {
+                return Poll::Ready(Some(Outgoing::Text(text)));
+            }
+            if let Some((code, reason)) = self.close.take() {
+                return Poll::Ready(Some(Outgoing::Close(code, reason)));
             }
             if self.shut.get() {
                 return Poll::Ready(None);
@@ -131,49 +193,72 @@ impl Queue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures_lite::future::block_on;
+
+    fn text(item: Option<Outgoing>) -> Vec<u8> {
+        match item {
+            Some(Outgoing::Text(text)) => text,
+            _ => panic!("expected a message"),
+        }
+    }
 
     #[test]
-    fn a_full_queue_shuts_and_keeps_only_a_close() {
-        let queue = Queue::new(2, 100);
+    fn the_next_message_is_read_only_with_room_for_its_answer() {
+        let queue = Queue::new(4, 100);
+        block_on(queue.room());
+        assert!(queue.push(vec![0; 10]));
+        block_on(queue.room());
+        assert!(queue.push(vec![0; 10]));
+        let room = futures_lite::future::poll_once(queue.room());
+        assert!(block_on(room).is_none(), "half the count: wait");
+        let _ = block_on(queue.next());
+        block_on(queue.room());
+
+        let queue = Queue::new(100, 30);
+        assert!(queue.push(vec![0; 20]), "one answer may pass the bytes");
+        let room = futures_lite::future::poll_once(queue.room());
+        assert!(block_on(room).is_none(), "half the bytes: wait");
+    }
+
+    #[test]
+    fn own_answers_past_their_half_shut_the_queue() {
+        let queue = Queue::new(4, 100);
         assert!(queue.push(vec![0; 10]));
         assert!(queue.push(vec![0; 10]));
-        assert!(!queue.push(vec![0; 10]), "past the count");
+        assert!(!queue.push(vec![0; 10]), "past half the count");
         assert!(queue.is_shut());
         assert!(!queue.push(vec![0; 1]), "shut for good");
-        let next = futures_lite::future::block_on(queue.next());
-        assert!(next.is_none(), "what was queued is dropped");
-
-        let queue = Queue::new(10, 15);
-        assert!(queue.push(vec![0; 10]));
-        assert!(!queue.push(vec![0; 10]), "past the bytes");
-    }
-
-    #[test]
-    fn a_relay_that_finds_the_queue_full_is_dropped_and_the_queue_stays_open() {
-        let queue = Queue::new(1, 100);
-        assert!(queue.push_relay(b"offer".to_vec()));
-        assert!(!queue.push_relay(b"offer".to_vec()), "full: dropped");
-        assert!(!queue.is_shut());
-        let first = futures_lite::future::block_on(queue.next());
-        assert!(matches!(first, Some(Outgoing::Text(t)) if t == b"offer"));
-        assert!(queue.push(b"answer".to_vec()), "room again");
+        assert!(!queue.push_relay(vec![0; 1]));
         assert!(
-            !queue.push(b"answer".to_vec()),
-            "an own answer past it cuts"
+            block_on(queue.next()).is_none(),
+            "what was queued is dropped"
         );
-        assert!(queue.is_shut());
+        block_on(queue.room());
     }
 
     #[test]
-    fn a_close_goes_after_what_is_queued() {
+    fn relays_past_their_half_are_dropped_and_never_delay_own_answers() {
+        let queue = Queue::new(4, 100);
+        assert!(queue.push_relay(b"offer 1".to_vec()));
+        assert!(queue.push_relay(b"offer 2".to_vec()));
+        assert!(!queue.push_relay(b"offer 3".to_vec()), "dropped");
+        assert!(!queue.is_shut(), "a flood of offers cuts no one");
+        assert!(queue.push(b"answer".to_vec()));
+        assert_eq!(text(block_on(queue.next())), b"answer", "own answers first");
+        assert_eq!(text(block_on(queue.next())), b"offer 1");
+        assert!(queue.push_relay(b"offer 4".to_vec()), "room again");
+    }
+
+    #[test]
+    fn a_close_goes_after_own_answers() {
         let queue = Queue::new(10, 100);
         assert!(queue.push(b"a".to_vec()));
+        assert!(queue.push_relay(b"offer".to_vec()));
         queue.close(1001, "bye");
         assert!(!queue.push(b"b".to_vec()));
-        let a = futures_lite::future::block_on(queue.next());
-        assert!(matches!(a, Some(Outgoing::Text(t)) if t == b"a"));
-        let close = futures_lite::future::block_on(queue.next());
+        assert_eq!(text(block_on(queue.next())), b"a");
+        let close = block_on(queue.next());
         assert!(matches!(close, Some(Outgoing::Close(1001, "bye"))));
-        assert!(futures_lite::future::block_on(queue.next()).is_none());
+        assert!(block_on(queue.next()).is_none());
     }
 }

@@ -6,6 +6,7 @@
 
 use super::answer::Scratch;
 use super::*;
+use std::os::fd::AsRawFd;
 
 /// The first size of a connection's read buffer; it doubles up to
 /// `http.max_request_head_bytes` for clients that send long heads.
@@ -166,12 +167,27 @@ impl HttpService {
                 // The WebSocket keeps its own time: no HTTP deadline holds.
                 stream.tcp().set_read_deadline(None);
                 stream.tcp().set_write_deadline(None);
+                let fd = stream.tcp().socket().as_raw_fd();
+                let send_buffer = ws.send_buffer_bytes();
+                if send_buffer > 0
+                    && crate::send_buffer::limit_send_buffer(&fd, send_buffer).is_err()
+                {
+                    return;
+                }
+                // A close frame is followed by a graceful close, so that it
+                // reaches the browser (a reset would drop what the kernel
+                // still queues); the descriptor stays open while `serve`
+                // runs, which is when this is called.
+                let graceful = move || {
+                    let _ = crate::linger::reset_on_close(&fd, false);
+                };
                 let read_ahead = state
                     .buf
                     .get(state.start..state.end)
                     .unwrap_or_default()
                     .to_vec();
-                ws.serve(stream, read_ahead, client_ip, S::TLS, slot).await;
+                ws.serve(stream, read_ahead, client_ip, S::TLS, slot, graceful)
+                    .await;
             }
         }
         // Dropped: a cut one resets, as its listener set it to.
