@@ -45,7 +45,15 @@ pub(crate) struct Connection {
 impl Connection {
     /// Queues an offer or answer relayed to this connection.
     pub(crate) fn relayed(&self, service: &WsService, relay: Relay) {
-        let mut text = Vec::with_capacity(relay.sdp.len() + 160);
+        // What the message will take: its SDP and at most 160 bytes around.
+        let len = relay.sdp.len() + 160;
+        // A full lane drops it before any work is spent on it: a client far
+        // behind would otherwise cost as much as one that reads.
+        if !self.queue.relay_has_room(len) {
+            service.stats.relay_queue_full.inc();
+            return;
+        }
+        let mut text = Vec::with_capacity(len);
         let (write, relayed): (fn(&mut Vec<u8>, &_, &_, &_, &str), _) = match relay.kind {
             RelayKind::Offer => (write_offer, &service.stats.offers_relayed),
             RelayKind::Answer => (write_answer, &service.stats.answers_relayed),

@@ -111,6 +111,14 @@ impl Queue {
         true
     }
 
+    /// Whether a relay of `bytes` would be taken now.
+    pub(crate) fn relay_has_room(&self, bytes: usize) -> bool {
+        let relays = self.relays.borrow();
+        !self.shut.get()
+            && relays.items.len() < self.max_items
+            && relays.bytes + bytes <= self.max_bytes
+    }
+
     /// Queues a relay from another peer; false, and nothing else happens,
     /// when its lane is full or the queue shut.
     pub(crate) fn push_relay(&self, text: Vec<u8>) -> bool {
