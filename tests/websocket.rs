@@ -478,3 +478,35 @@ fn completed_counts_of_webrtc_torrents_survive_a_restart() {
     // stays.
     assert_eq!(stats(&b.scrape(&[hash(8)])), (0, 0, 1));
 }
+
+#[test]
+fn an_offer_expires_and_is_answered_once() {
+    let tracker = Tracker::builder()
+        .http(None)
+        .config("[websocket]\noffer_timeout_secs = 1\n")
+        .start();
+    let addr = tracker.http[0];
+    let torrent = hash(11);
+    let mut seeder = connect(addr, "/announce", 1);
+    seeder.announce(torrent, AnnounceEvent::Started, 0, 0);
+    assert_eq!(seeder.counts(), (1, 0));
+    let mut leecher = connect(addr, "/announce", 2);
+    leecher.announce(torrent, AnnounceEvent::Started, 9, 1);
+    assert_eq!(leecher.counts(), (1, 1));
+    let text = seeder.next_text();
+    let ServerMessage::Offer { offer_id, .. } = parse_server_message(text.as_bytes()).unwrap()
+    else {
+        panic!("expected an offer: {text}")
+    };
+    // Past offer_timeout_secs (the clock counts whole seconds) the answer
+    // is refused and never reaches the leecher.
+    std::thread::sleep(Duration::from_millis(2100));
+    seeder.answer(torrent, leecher.id, offer_id);
+    assert!(seeder.error().contains("no such offer"));
+    leecher
+        .ws
+        .get_mut()
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    assert!(leecher.ws.read().is_err(), "nothing was relayed");
+}

@@ -70,6 +70,13 @@ fuzz_target!(|data: &[u8]| {
                         let _ = (error.status(), error.reason());
                     }
                 },
+                // An upgrade carries its key, 24 characters (RFC 6455).
+                Endpoint::WebSocket => {
+                    assert_eq!(request.websocket_key.map(<[u8]>::len), Some(24));
+                }
+            }
+            if request.endpoint != Endpoint::WebSocket {
+                assert_eq!(request.websocket_key, None);
             }
             buf = &buf[consumed..];
         }
