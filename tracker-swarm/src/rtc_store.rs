@@ -8,9 +8,9 @@ use crate::refusal::{AnnounceRefused, Quota};
 use crate::rtc::swarm::{RtcTorrent, Visit};
 use crate::rtc::{ConnectionRef, RtcAnnounce};
 use crate::state::{SavedTorrent, Section};
-use crate::store::SwarmStore;
+use crate::store::{Eviction, SwarmStore};
 use crate::torrent::{Unstored, CLEAN_WINDOW};
-use tracker_proto::{AnnounceEvent, InfoHash, PeerId, ScrapeStats};
+use tracker_proto::{InfoHash, PeerId, ScrapeStats};
 
 impl SwarmStore {
     /// Stores (or updates, or on `Stopped` removes) the announcing peer and,
@@ -85,40 +85,14 @@ impl SwarmStore {
         now: u32,
         quota: Quota,
     ) -> Result<Option<usize>, AnnounceRefused> {
-        if req.event == AnnounceEvent::Stopped {
-            return Ok(None);
-        }
-        // An empty torrent would be memory for nothing: answer as a swarm of
-        // none.
-        if self.peers_held() >= self.limits.max_peers {
-            self.stats.unstored_peers += 1;
-            return Ok(None);
-        }
-        if self.rtc.segments[segment].is_full() {
-            self.stats.refused_torrents += 1;
-            return Err(AnnounceRefused::TorrentLimit);
-        }
-        let spend = match quota {
-            Quota::Exempt => None,
-            Quota::Counted => match self.new_torrents.check(req.ip, now) {
-                Ok(spend) => Some(spend),
-                Err(level) => {
-                    self.stats.torrent_budget += 1;
-                    return Err(AnnounceRefused::AddressBudget(level));
-                }
-            },
-        };
         // No torrent of either kind is dropped for a WebRTC one. Eviction
         // weighs a BitTorrent swarm by its peers' addresses, which tell one
         // client's torrents from a shared one's; a WebRTC swarm's would tell
         // little (browsers behind one NAT, one proxy), and dropping swarms
         // of one kind for the other would let either push the other out.
-        if self.torrents + self.rtc.torrents >= self.limits.max_torrents {
-            self.stats.refused_torrents += 1;
-            return Err(AnnounceRefused::TorrentLimit);
-        }
-        if let Some(spend) = spend {
-            self.new_torrents.spend(spend, now);
+        let full = self.rtc.segments[segment].is_full();
+        if !self.admit_torrent(req.event, req.ip, full, now, quota, Eviction::Refused)? {
+            return Ok(None);
         }
         self.rtc.torrents += 1;
         let table = &mut self.rtc.segments[segment];

@@ -15,6 +15,14 @@ use crate::budget::NewTorrentBudgets;
 use crate::evict::{self, Candidate};
 use crate::peers;
 pub use crate::refusal::{AnnounceRefused, Quota};
+
+/// Whether a new torrent may take the place of one worth less when the
+/// store is full (see `admit_torrent`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Eviction {
+    Allowed,
+    Refused,
+}
 use crate::rng::WyRand;
 use crate::rtc::RtcSwarms;
 use crate::table::Table;
@@ -273,24 +281,51 @@ impl SwarmStore {
         now: u32,
         quota: Quota,
     ) -> Result<Option<usize>, AnnounceRefused> {
-        // Nothing to remove, and no torrent to create for it.
-        if req.event == AnnounceEvent::Stopped {
+        let ip = req.peer_addr.ip();
+        let full = self.segments[segment].is_full();
+        if !self.admit_torrent(req.event, ip, full, now, quota, Eviction::Allowed)? {
             return Ok(None);
+        }
+        self.torrents += 1;
+        let table = &mut self.segments[segment];
+        let pos = table.len();
+        table.insert(hash, req.info_hash, Torrent::default());
+        Ok(Some(pos))
+    }
+
+    /// Whether a torrent may be created for an announce of `event` from
+    /// `ip`, by the limits both kinds of torrent share: Ok(false) when there
+    /// is to be none (a stop, or no room for its peer), an error when a
+    /// limit refuses it; on Ok(true) the budget of new torrents is charged.
+    /// `segment_full`: the segment it would go in is full to its slots'
+    /// reach. `eviction` says whether a torrent may be dropped for it when
+    /// the store holds `max_torrents`.
+    pub(crate) fn admit_torrent(
+        &mut self,
+        event: AnnounceEvent,
+        ip: IpAddr,
+        segment_full: bool,
+        now: u32,
+        quota: Quota,
+        eviction: Eviction,
+    ) -> Result<bool, AnnounceRefused> {
+        // Nothing to remove, and no torrent to create for it.
+        if event == AnnounceEvent::Stopped {
+            return Ok(false);
         }
         // An empty torrent would be memory for nothing: answer as a swarm of
         // none.
         if self.peers_held() >= self.limits.max_peers {
             self.stats.unstored_peers += 1;
-            return Ok(None);
+            return Ok(false);
         }
         // A segment full to its slots' reach (2^24 torrents) counts as the
         // limit too: the keyed hash spreads torrents so evenly that none gets
         // there before `max_torrents`, but nothing may rely on it.
-        if self.segments[segment].is_full() {
+        if segment_full {
             self.stats.refused_torrents += 1;
             return Err(AnnounceRefused::TorrentLimit);
         }
-        let ip = req.peer_addr.ip();
         let spend = match quota {
             Quota::Exempt => None,
             Quota::Counted => match self.new_torrents.check(ip, now) {
@@ -302,7 +337,7 @@ impl SwarmStore {
             },
         };
         if self.torrents + self.rtc.torrents() >= self.limits.max_torrents
-            && !self.evict_for(ip, now)
+            && (eviction == Eviction::Refused || !self.evict_for(ip, now))
         {
             self.stats.refused_torrents += 1;
             return Err(AnnounceRefused::TorrentLimit);
@@ -310,11 +345,7 @@ impl SwarmStore {
         if let Some(spend) = spend {
             self.new_torrents.spend(spend, now);
         }
-        self.torrents += 1;
-        let table = &mut self.segments[segment];
-        let pos = table.len();
-        table.insert(hash, req.info_hash, Torrent::default());
-        Ok(Some(pos))
+        Ok(true)
     }
 
     /// Drops the torrent worth least of `evict::SAMPLES` drawn at random
