@@ -24,15 +24,25 @@ pub fn reset_on_close(socket: &impl AsRawFd, reset: bool) -> io::Result<()> {
         l_onoff: reset.into(),
         l_linger: 0,
     };
-    // SAFETY: setsockopt reads one `linger` of the size given, on a
-    // descriptor that `socket`, borrowed for the call, keeps open.
+    set_socket_option(socket, libc::SO_LINGER, &linger)
+}
+
+/// Sets the `SOL_SOCKET` option `name` of `socket` to `value`, the one
+/// setsockopt call of this crate's socket options.
+pub(crate) fn set_socket_option<T: Copy>(
+    socket: &impl AsRawFd,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
+    // SAFETY: setsockopt reads one `T` of the size given, on a descriptor
+    // that `socket`, borrowed for the call, keeps open.
     let rc = unsafe {
         libc::setsockopt(
             socket.as_raw_fd(),
             libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            name,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
         )
     };
     if rc != 0 {

@@ -11,21 +11,7 @@ use std::os::fd::AsRawFd;
 /// its bookkeeping, and stops growing it).
 pub fn limit_send_buffer(socket: &impl AsRawFd, bytes: usize) -> io::Result<()> {
     let size = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: setsockopt reads one c_int of the size given, on a descriptor
-    // that `socket`, borrowed for the call, keeps open.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_SNDBUF,
-            (&size as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::linger::set_socket_option(socket, libc::SO_SNDBUF, &size)
 }
 
 #[cfg(test)]
