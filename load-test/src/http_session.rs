@@ -29,14 +29,50 @@ impl HttpTarget {
     /// be a loopback address. A path ending in `/announce` gives the prefix that
     /// `/scrape` shares (BEP 48's convention).
     pub fn parse(url: &str) -> Result<HttpTarget, String> {
-        let (tls, rest) = if let Some(rest) = url.strip_prefix("https://") {
-            (true, rest)
-        } else if let Some(rest) = url.strip_prefix("http://") {
-            (false, rest)
-        } else {
-            return Err(format!(
-                "--target `{url}` must start with http:// or https://"
-            ));
+        let LoopbackUrl {
+            tls,
+            addr,
+            authority,
+            path,
+        } = LoopbackUrl::parse(url, "http", "https")?;
+        let path = path.trim_end_matches('/');
+        let prefix = path.strip_suffix("/announce").unwrap_or(path);
+        if prefix.contains(['?', '#', ' ']) {
+            return Err(format!("--target `{url}`: no query or fragment, please"));
+        }
+        Ok(HttpTarget {
+            tls,
+            addr,
+            host: authority.to_string(),
+            prefix: prefix.to_string(),
+        })
+    }
+}
+
+/// A target URL split, its host checked: the load goes to loopback only.
+pub struct LoopbackUrl<'a> {
+    /// The secure scheme (https, wss).
+    pub tls: bool,
+    pub addr: SocketAddr,
+    /// As written in the URL (the `Host` header).
+    pub authority: &'a str,
+    /// What follows the authority, `/...` or empty.
+    pub path: &'a str,
+}
+
+impl<'a> LoopbackUrl<'a> {
+    /// `url` of scheme `plain` or `secure` (its default port 80 or 443 when
+    /// none is given), whose host is a loopback IP address.
+    pub fn parse(url: &'a str, plain: &str, secure: &str) -> Result<Self, String> {
+        let scheme_rest = |scheme: &str| url.strip_prefix(scheme)?.strip_prefix("://");
+        let (tls, rest) = match (scheme_rest(secure), scheme_rest(plain)) {
+            (Some(rest), _) => (true, rest),
+            (None, Some(rest)) => (false, rest),
+            (None, None) => {
+                return Err(format!(
+                    "--target `{url}` must start with {plain}:// or {secure}://"
+                ))
+            }
         };
         let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
         let default_port = if tls { 443 } else { 80 };
@@ -57,16 +93,11 @@ impl HttpTarget {
                 "--target `{url}`: only loopback addresses (127.0.0.0/8, ::1) are allowed"
             ));
         }
-        let path = path.trim_end_matches('/');
-        let prefix = path.strip_suffix("/announce").unwrap_or(path);
-        if prefix.contains(['?', '#', ' ']) {
-            return Err(format!("--target `{url}`: no query or fragment, please"));
-        }
-        Ok(HttpTarget {
+        Ok(LoopbackUrl {
             tls,
             addr,
-            host: authority.to_string(),
-            prefix: prefix.to_string(),
+            authority,
+            path,
         })
     }
 }

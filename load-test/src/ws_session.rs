@@ -26,7 +26,7 @@
 //! torrent in flight together, so that an announce answer, which names only
 //! the torrent, always belongs to one of them.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 use tracker_proto::ws::{
     parse_server_message, write_announce_request, write_scrape_request, Action, AnnounceMessage,
@@ -34,6 +34,7 @@ use tracker_proto::ws::{
 };
 use tracker_proto::{AnnounceEvent, InfoHash, PeerId};
 
+use crate::http_session::LoopbackUrl;
 use crate::model::{Kind, Rng, TrafficModel, Weighted, MAX_SCRAPE};
 use crate::stats::{Invalid, Stats};
 
@@ -52,32 +53,9 @@ impl WsTarget {
     /// (`/` when there is none): our tracker serves `/announce` and `/`,
     /// aquatic_ws any path.
     pub fn parse(url: &str) -> Result<WsTarget, String> {
-        let (tls, rest) = if let Some(rest) = url.strip_prefix("wss://") {
-            (true, rest)
-        } else if let Some(rest) = url.strip_prefix("ws://") {
-            (false, rest)
-        } else {
-            return Err(format!("--target `{url}` must start with ws:// or wss://"));
-        };
-        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-        let default_port = if tls { 443 } else { 80 };
-        let addr: SocketAddr = authority
-            .parse()
-            .or_else(|_| {
-                authority
-                    .trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .parse::<IpAddr>()
-                    .map(|ip| SocketAddr::new(ip, default_port))
-            })
-            .map_err(|_| {
-                format!("--target `{url}`: the host must be an IP address (loopback), with a port")
-            })?;
-        if !addr.ip().is_loopback() {
-            return Err(format!(
-                "--target `{url}`: only loopback addresses (127.0.0.0/8, ::1) are allowed"
-            ));
-        }
+        let LoopbackUrl {
+            tls, addr, path, ..
+        } = LoopbackUrl::parse(url, "ws", "wss")?;
         if path.contains(['?', '#', ' ']) {
             return Err(format!("--target `{url}`: no query or fragment, please"));
         }
