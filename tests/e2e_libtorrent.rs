@@ -8,9 +8,8 @@
 
 mod support;
 
-use std::io::Read;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::Tracker;
 
 const PYTHON: &str = "/usr/bin/python3";
@@ -43,64 +42,14 @@ fn require_libtorrent() {
 
 /// Runs tests/e2e/swarm.py with these arguments; returns (success, output).
 fn run_swarm(args: &[String]) -> (bool, String) {
-    let script = support::repo_root().join("tests/e2e/swarm.py");
-    let mut child = Command::new(PYTHON)
-        .arg(&script)
+    let mut cmd = Command::new(PYTHON);
+    cmd.arg(support::repo_root().join("tests/e2e/swarm.py"))
         .args(args)
         .arg("--timeout")
         .arg(SCRIPT_TIMEOUT.as_secs().to_string())
-        .current_dir(support::repo_root())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {PYTHON} {}: {e}", script.display()));
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stdout.read_to_string(&mut s);
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if start.elapsed() > KILL_AFTER {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let mut output = out_reader.join().unwrap();
-    let err = err_reader.join().unwrap();
-    if !err.is_empty() {
-        output.push_str("--- stderr ---\n");
-        output.push_str(&err);
-    }
-    match status {
-        Some(status) => {
-            output.push_str(&format!(
-                "--- swarm.py exited with {status} after {:.1}s ---\n",
-                start.elapsed().as_secs_f64()
-            ));
-            (status.success(), output)
-        }
-        None => {
-            output.push_str(&format!(
-                "--- swarm.py killed after {}s ---\n",
-                KILL_AFTER.as_secs()
-            ));
-            (false, output)
-        }
-    }
+        .current_dir(support::repo_root());
+    let run = support::run_script(cmd, KILL_AFTER);
+    (run.succeeded(), run.report("swarm.py"))
 }
 
 /// Starts a tracker on one UDP port and runs swarm.py through it with `extra`

@@ -18,11 +18,10 @@
 
 mod support;
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::{tempfile_path::TempPath, TestCert, Tracker};
 
 const NODE: &str = "node";
@@ -109,60 +108,15 @@ fn require_browser() {
 /// it outlives [`KILL_AFTER`]. Returns whether it exited with status 0 and
 /// printed `"ok":true`, and all it wrote.
 fn run_node(script: &str, args: &[String]) -> (bool, String) {
-    use std::os::unix::process::CommandExt;
-    let path = webtorrent_dir().join(script);
-    let mut child = Command::new(NODE)
-        .arg(&path)
+    let mut cmd = Command::new(NODE);
+    cmd.arg(webtorrent_dir().join(script))
         .args(args)
         .arg("--timeout")
         .arg(SCRIPT_TIMEOUT.as_secs().to_string())
-        .current_dir(support::repo_root())
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {NODE} {}: {e}", path.display()));
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stdout.read_to_string(&mut s);
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if start.elapsed() > KILL_AFTER {
-            // SAFETY: a signal to the process group of our own child.
-            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let stdout = out_reader.join().unwrap();
-    let stderr = err_reader.join().unwrap();
-    let ok = matches!(status, Some(s) if s.success()) && stdout.contains("\"ok\":true");
-    let mut output = format!("--- stdout ---\n{stdout}--- stderr ---\n{stderr}");
-    match status {
-        Some(status) => output.push_str(&format!(
-            "--- {script} exited with {status} after {:.1}s ---\n",
-            start.elapsed().as_secs_f64()
-        )),
-        None => output.push_str(&format!(
-            "--- {script} killed after {}s ---\n",
-            KILL_AFTER.as_secs()
-        )),
-    }
-    (ok, output)
+        .current_dir(support::repo_root());
+    let run = support::run_script(cmd, KILL_AFTER);
+    let ok = run.succeeded() && run.stdout.contains("\"ok\":true");
+    (ok, run.report(script))
 }
 
 /// The test CA's certificate in a file, for `--ca`.

@@ -636,3 +636,74 @@ pub fn small_load(target: String) -> load_test::config::Config {
     config.http.connections_per_worker = 4;
     config
 }
+
+/// What a script run by [`run_script`] did.
+pub struct ScriptRun {
+    /// None: it outlived its time and was killed.
+    pub status: Option<std::process::ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl ScriptRun {
+    pub fn succeeded(&self) -> bool {
+        self.status.is_some_and(|s| s.success())
+    }
+
+    /// All it wrote, and how it ended, for a failure message.
+    pub fn report(&self, name: &str) -> String {
+        let ended = match self.status {
+            Some(status) => format!("exited with {status}"),
+            None => "was killed".to_string(),
+        };
+        format!(
+            "--- stdout ---\n{}--- stderr ---\n{}--- {name} {ended} after {:.1}s ---\n",
+            self.stdout,
+            self.stderr,
+            self.elapsed.as_secs_f64()
+        )
+    }
+}
+
+/// Runs `cmd` (stdin closed, its output collected) in a process group of
+/// its own, which is killed whole if it runs past `kill_after` (a script's
+/// browsers or clients with it).
+pub fn run_script(mut cmd: Command, kill_after: Duration) -> ScriptRun {
+    use std::os::unix::process::CommandExt;
+    let mut child = cmd
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {cmd:?}: {e}"));
+    let collect = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = pipe.read_to_string(&mut s);
+            s
+        })
+    };
+    let stdout = collect(Box::new(child.stdout.take().unwrap()));
+    let stderr = collect(Box::new(child.stderr.take().unwrap()));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if start.elapsed() > kill_after {
+            // SAFETY: a signal to the process group of our own child.
+            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    ScriptRun {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+        elapsed: start.elapsed(),
+    }
+}
