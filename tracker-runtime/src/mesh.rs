@@ -27,23 +27,27 @@ pub enum ShardRequest {
     /// served together: one message each way, and their torrents prefetched
     /// as the owner's own batches are.
     Announces(Vec<Announce>),
-    Scrape(Vec<InfoHash>),
+    /// Counts of these torrents' swarms of one kind, in the hashes' order.
+    Scrape(Swarms, Vec<InfoHash>),
     /// Counts of up to this many of the owner's torrents (a full scrape).
-    ScrapeSome(usize),
+    ScrapeSome(Swarms, usize),
     /// A snapshot of the owner's metrics.
     Metrics,
     /// A WebSocket announce, whose offers the owner hands to peers it draws.
     RtcAnnounce(Box<RtcAnnounceRequest>),
-    /// WebRTC counts, in the order of the hashes.
-    RtcScrape(Vec<InfoHash>),
-    /// WebRTC counts of up to this many of the owner's torrents.
-    RtcScrapeSome(usize),
     /// One way, never answered: offers and answers for WebSocket
     /// connections of the receiving worker.
     Relays(Vec<Relay>),
     /// One way, never answered: WebRTC peers of the receiving owner whose
     /// connection closed (each leaves its torrent as if it had stopped).
     RtcGone(Vec<(InfoHash, PeerId, ConnectionRef)>),
+}
+
+/// Which swarms a scrape reads: each protocol counts its own kind of peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Swarms {
+    BitTorrent,
+    WebRtc,
 }
 
 /// A WebSocket announce sent to the owner of its torrent.

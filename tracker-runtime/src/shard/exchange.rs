@@ -96,13 +96,12 @@ impl Shard {
                 }
                 ShardReply::Announces(answers)
             }
-            ShardRequest::Scrape(hashes) => {
-                let store = self.store.borrow();
-                ShardReply::Scrape(hashes.iter().map(|h| store.scrape(h)).collect())
+            ShardRequest::Scrape(swarms, hashes) => {
+                ShardReply::Scrape(self.scrape_here(swarms, &hashes))
             }
-            ShardRequest::ScrapeSome(max) => {
+            ShardRequest::ScrapeSome(swarms, max) => {
                 let mut counts = Vec::new();
-                self.store.borrow().scrape_some(max, &mut counts);
+                self.scrape_some_here(swarms, max, &mut counts);
                 ShardReply::ScrapeSome(counts)
             }
             ShardRequest::Metrics => {
@@ -112,15 +111,6 @@ impl Shard {
             }
             ShardRequest::RtcAnnounce(request) => {
                 ShardReply::RtcAnnounce(self.rtc_announce_local(*request))
-            }
-            ShardRequest::RtcScrape(hashes) => {
-                let store = self.store.borrow();
-                ShardReply::Scrape(hashes.iter().map(|h| store.rtc_scrape(h)).collect())
-            }
-            ShardRequest::RtcScrapeSome(max) => {
-                let mut counts = Vec::new();
-                self.store.borrow().rtc_scrape_some(max, &mut counts);
-                ShardReply::ScrapeSome(counts)
             }
             ShardRequest::Relays(relays) => {
                 self.take_relays(relays);

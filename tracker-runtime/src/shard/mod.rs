@@ -34,8 +34,9 @@ use tracker_swarm::{AnnounceRefused, SwarmCounts, SwarmStore};
 mod exchange;
 mod rtc;
 
+use crate::mesh::Swarms;
 use exchange::{PendingReply, Waiting};
-use rtc::{Kind, ONE_WAY};
+use rtc::ONE_WAY;
 pub use rtc::{RelaySink, RelayStats};
 
 /// One worker's shard: its swarm store, and its links to the owners of every
@@ -91,6 +92,14 @@ fn budget_spent(ip: IpAddr, level: BlockLevel, budget: Option<u32>) {
             prefix = level.prefix(ip.is_ipv4()),
             budget = budget.unwrap_or_default(),
         );
+    }
+}
+
+/// The counts of one torrent's swarm of the kind a protocol counts.
+fn scrape_in(store: &SwarmStore, swarms: Swarms, info_hash: &InfoHash) -> ScrapeStats {
+    match swarms {
+        Swarms::BitTorrent => store.scrape(info_hash),
+        Swarms::WebRtc => store.rtc_scrape(info_hash),
     }
 }
 
@@ -354,21 +363,30 @@ impl Shard {
         hashes: &[InfoHash],
         out: &mut Vec<ScrapeStats>,
     ) -> Result<(), RouteError> {
-        self.scrape_of(Kind::BitTorrent, hashes, out).await
+        self.scrape_of(Swarms::BitTorrent, hashes, out).await
     }
 
-    fn scrape_local_of(&self, kind: Kind, info_hash: &InfoHash) -> ScrapeStats {
-        debug_assert!(self.is_local(info_hash));
+    /// Counts of `swarms` of torrents of this shard, in the order of `hashes`.
+    fn scrape_here(&self, swarms: Swarms, hashes: &[InfoHash]) -> Vec<ScrapeStats> {
         let store = self.store.borrow();
-        match kind {
-            Kind::BitTorrent => store.scrape(info_hash),
-            Kind::WebRtc => store.rtc_scrape(info_hash),
+        hashes
+            .iter()
+            .map(|h| scrape_in(&store, swarms, h))
+            .collect()
+    }
+
+    /// Counts of `swarms` of up to `max` torrents of this shard.
+    fn scrape_some_here(&self, swarms: Swarms, max: usize, out: &mut Vec<(InfoHash, ScrapeStats)>) {
+        let store = self.store.borrow();
+        match swarms {
+            Swarms::BitTorrent => store.scrape_some(max, out),
+            Swarms::WebRtc => store.rtc_scrape_some(max, out),
         }
     }
 
     async fn scrape_of(
         &self,
-        kind: Kind,
+        swarms: Swarms,
         hashes: &[InfoHash],
         out: &mut Vec<ScrapeStats>,
     ) -> Result<(), RouteError> {
@@ -380,7 +398,8 @@ impl Shard {
             let owner = self.owner(hash);
             if owner == self.index {
                 if let Some(slot) = out.get_mut(i) {
-                    *slot = self.scrape_local_of(kind, hash);
+                    debug_assert!(self.is_local(hash));
+                    *slot = scrape_in(&self.store.borrow(), swarms, hash);
                 }
             } else {
                 if by_owner.is_empty() {
@@ -394,10 +413,7 @@ impl Shard {
         }
         for (owner, (positions, owner_hashes)) in by_owner.into_iter().enumerate() {
             if !positions.is_empty() {
-                let request = match kind {
-                    Kind::BitTorrent => ShardRequest::Scrape(owner_hashes),
-                    Kind::WebRtc => ShardRequest::RtcScrape(owner_hashes),
-                };
+                let request = ShardRequest::Scrape(swarms, owner_hashes);
                 asked.push((positions, self.ask(owner, request).await?));
             }
         }
@@ -424,27 +440,23 @@ impl Shard {
         max: usize,
         out: &mut Vec<(InfoHash, ScrapeStats)>,
     ) -> Result<(), RouteError> {
-        self.scrape_some_of(Kind::BitTorrent, max, out).await
+        self.scrape_some_of(Swarms::BitTorrent, max, out).await
     }
 
     async fn scrape_some_of(
         &self,
-        kind: Kind,
+        swarms: Swarms,
         max: usize,
         out: &mut Vec<(InfoHash, ScrapeStats)>,
     ) -> Result<(), RouteError> {
         let start = out.len();
-        match kind {
-            Kind::BitTorrent => self.store.borrow().scrape_some(max, out),
-            Kind::WebRtc => self.store.borrow().rtc_scrape_some(max, out),
-        }
+        self.scrape_some_here(swarms, max, out);
         let mut asked = Vec::new();
         for owner in (0..self.workers).filter(|&owner| owner != self.index) {
-            let request = match kind {
-                Kind::BitTorrent => ShardRequest::ScrapeSome(max),
-                Kind::WebRtc => ShardRequest::RtcScrapeSome(max),
-            };
-            asked.push(self.ask(owner, request).await?);
+            asked.push(
+                self.ask(owner, ShardRequest::ScrapeSome(swarms, max))
+                    .await?,
+            );
         }
         for reply in asked {
             match reply.await? {

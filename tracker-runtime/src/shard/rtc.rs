@@ -9,7 +9,7 @@
 
 use super::*;
 use crate::counters;
-use crate::mesh::{OfferToRelay, Relay, RelayKind, RtcAnnounceRequest};
+use crate::mesh::{OfferToRelay, Relay, RelayKind, RtcAnnounceRequest, Swarms};
 use crate::metrics::{WEBRTC_PEERS, WEBRTC_TORRENTS, WS_RELAYS_DROPPED};
 use tracker_proto::PeerId;
 use tracker_swarm::ConnectionRef;
@@ -29,13 +29,6 @@ counters! {
         /// No WebSocket service took it (websocket.enabled is off there).
         pub no_sink: Counter => WS_RELAYS_DROPPED { reason = "no_service" },
     }
-}
-
-/// Which swarms a scrape reads: each protocol counts its own kind of peer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Kind {
-    BitTorrent,
-    WebRtc,
 }
 
 impl Shard {
@@ -208,7 +201,7 @@ impl Shard {
         hashes: &[InfoHash],
         out: &mut Vec<ScrapeStats>,
     ) -> Result<(), RouteError> {
-        self.scrape_of(Kind::WebRtc, hashes, out).await
+        self.scrape_of(Swarms::WebRtc, hashes, out).await
     }
 
     /// WebRTC counts of up to `max` torrents of all shards.
@@ -217,7 +210,7 @@ impl Shard {
         max: usize,
         out: &mut Vec<(InfoHash, ScrapeStats)>,
     ) -> Result<(), RouteError> {
-        self.scrape_some_of(Kind::WebRtc, max, out).await
+        self.scrape_some_of(Swarms::WebRtc, max, out).await
     }
 
     pub(super) fn rtc_samples(&self, store: &SwarmStore, out: &mut Vec<Sample>) {
