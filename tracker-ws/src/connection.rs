@@ -103,6 +103,46 @@ impl Connection {
     }
 }
 
+/// A connection listed for relays to find, and counted open, for as long as
+/// this lives: dropped on every path out of `serve`, a contained panic
+/// included (whose peers then leave their torrents by expiry).
+struct Registered<'a> {
+    service: &'a WsService,
+    connection: Rc<Connection>,
+    id: u64,
+    /// ws (0) or wss (1).
+    which: usize,
+}
+
+impl<'a> Registered<'a> {
+    fn new(service: &'a WsService, connection: Rc<Connection>, which: usize) -> Self {
+        let id = service.allocate_id();
+        service
+            .connections
+            .borrow_mut()
+            .insert(id, connection.clone());
+        if let Some(open) = service.open.get(which) {
+            open.set(open.get() + 1);
+        }
+        Registered {
+            service,
+            connection,
+            id,
+            which,
+        }
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.connection.queue.shut();
+        self.service.connections.borrow_mut().remove(&self.id);
+        if let Some(open) = self.service.open.get(self.which) {
+            open.set(open.get() - 1);
+        }
+    }
+}
+
 /// What the reader saw that ends the connection.
 enum End {
     /// The client closed, or broke the protocol: nothing more to send.
@@ -144,10 +184,6 @@ impl WsService {
         if let Some(traffic) = self.traffic.get(which) {
             traffic.upgrades.inc();
         }
-        let open = self.open.get(which);
-        if let Some(open) = open {
-            open.set(open.get() + 1);
-        }
         let ws = WebSocketStream::from_partially_read(
             stream,
             read_ahead,
@@ -156,7 +192,6 @@ impl WsService {
         )
         .await;
         let (mut sender, mut receiver) = ws.split();
-        let id = self.allocate_id();
         let connection = Rc::new(Connection {
             queue: Queue::new(
                 self.config.max_queued_messages,
@@ -164,7 +199,8 @@ impl WsService {
             ),
             pending: RefCell::new(VecDeque::new()),
         });
-        self.connections.borrow_mut().insert(id, connection.clone());
+        let registered = Registered::new(self, connection.clone(), which);
+        let id = registered.id;
         let mut session = Session {
             me: ConnectionRef {
                 worker: self.shard.index() as u16,
@@ -232,11 +268,7 @@ impl WsService {
             std::future::pending::<()>().await
         };
         futures_lite::future::or(writer, reader).await;
-        connection.queue.shut();
-        self.connections.borrow_mut().remove(&id);
-        if let Some(open) = open {
-            open.set(open.get() - 1);
-        }
+        drop(registered);
         let gone: Vec<_> = session
             .torrents
             .drain(..)
