@@ -1,0 +1,12 @@
+//! Private mode, pure (no I/O, no async): what a private tracker knows of
+//! its site (users and their passkeys, groups, registered torrents and
+//! their factors, freeleech tokens, personal freeleech, featured torrents,
+//! the client blacklist), the rules that credit an announce's bytes, and the
+//! rows each flush writes into the site's database (UNIT3D's `peers`,
+//! `history`, `users` and `torrents`), merged per key.
+
+pub mod batch;
+pub mod site;
+
+pub use batch::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
+pub use site::{Group, GroupId, Passkey, Torrent, TorrentId, TorrentStatus, User, UserId};
