@@ -32,9 +32,7 @@ impl Agent {
     }
 
     pub fn as_bytes(&self) -> &[u8] {
-        self.bytes
-            .get(..usize::from(self.len))
-            .unwrap_or_default()
+        self.bytes.get(..usize::from(self.len)).unwrap_or_default()
     }
 }
 

@@ -9,4 +9,6 @@ pub mod batch;
 pub mod site;
 
 pub use batch::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
-pub use site::{Group, GroupId, Passkey, Torrent, TorrentId, TorrentStatus, User, UserId};
+pub use site::{
+    Group, GroupId, Passkey, SiteRecords, Torrent, TorrentId, TorrentStatus, User, UserId,
+};

@@ -106,3 +106,23 @@ pub struct Torrent {
     /// Percent of uploaded bytes credited: 200 when `doubleup`, else 100.
     pub upload_factor: u8,
 }
+
+/// Everything the tracker reads from the site's database at start.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SiteRecords {
+    /// Users not soft-deleted.
+    pub users: Vec<User>,
+    pub groups: Vec<Group>,
+    /// One torrent per info-hash (UNIT3D's `torrents.info_hash` is not
+    /// unique: the approved, not deleted one first, then any not deleted,
+    /// then a deleted one; the lowest id within each).
+    pub torrents: Vec<Torrent>,
+    /// `featured_torrents.torrent_id`.
+    pub featured: Vec<TorrentId>,
+    /// `freeleech_tokens`: (user_id, torrent_id).
+    pub tokens: Vec<(UserId, TorrentId)>,
+    /// `personal_freeleeches.user_id`.
+    pub personal_freeleech: Vec<UserId>,
+    /// `blacklist_clients.peer_id_prefix`.
+    pub blacklist: Vec<Vec<u8>>,
+}
