@@ -18,6 +18,11 @@ const WRITE_BATCH: usize = 64 << 10;
 /// what the client still sends, so that the kernel does not answer that data
 /// with a reset that could destroy the last answer before the client read it.
 const LINGER: Duration = Duration::from_secs(1);
+/// How long a connection with no request answered yet waits for its first
+/// at a stop. A client sends it within a round trip of connecting (or of its
+/// TLS handshake); one silent for longer is idle (a browser's preconnect),
+/// and must not hold the stop.
+const FIRST_REQUEST_AT_STOP: Duration = Duration::from_secs(1);
 /// Bytes read at most while lingering.
 const LINGER_BYTES: usize = 64 << 10;
 
@@ -129,11 +134,12 @@ impl HttpService {
         let deadline = Instant::now() + self.handshake_timeout;
         stream.set_read_deadline(Some(deadline));
         stream.set_write_deadline(Some(deadline));
-        // A stop, or an eviction, drops a handshake: it has no request yet to
-        // answer.
+        // An eviction drops a handshake: it has no request yet to answer. A
+        // stop lets it finish (within its deadline), as the client connected
+        // to send a request, which it then gets answered (see `requests`).
         let handshake =
             futures_lite::future::or(async { Some(acceptor.accept(stream).await) }, async {
-                futures_lite::future::or(self.stop.wait(), slot.evicted()).await;
+                slot.evicted().await;
                 None
             });
         let (Some(handshake), _) = waited(handshake).await else {
@@ -243,7 +249,8 @@ impl HttpService {
                         requests.inc(client_ip);
                         c.served += 1;
                         let last = c.served >= self.config.max_requests_per_connection
-                            || !request.connection.keep_alive();
+                            || !request.connection.keep_alive()
+                            || self.stop.is_fired();
                         let connection = if last {
                             Connection::Close
                         } else {
@@ -321,34 +328,50 @@ impl HttpService {
                     .fail_and_close(stream, &mut c.out, RequestError::HeadTooLarge)
                     .await;
             }
+            // At a stop, every complete request received has been answered
+            // (pipelined ones too). A connection that has answered one and
+            // waits for the next closes, lingering so that the answers get
+            // through: its client knows to send again on a new connection.
+            // One that is receiving a request gets it answered within its
+            // request timeout. One that has not had its first request yet
+            // (it was accepted, or its handshake finished, as the stop came)
+            // waits `FIRST_REQUEST_AT_STOP` for it: its client never saw the
+            // tracker close anything, and may not send it again.
+            let stopping = self.stop.is_fired();
             let deadline = match waiting {
+                Waiting::Idle(_) if stopping && c.served > 0 => return End::Closed,
+                Waiting::Idle(since) if stopping => {
+                    since + FIRST_REQUEST_AT_STOP.min(self.request_timeout)
+                }
                 Waiting::Idle(since) => since + self.idle_timeout,
                 Waiting::Head(since) => since + self.request_timeout,
             };
             if Instant::now() >= deadline {
+                if stopping {
+                    return End::Closed;
+                }
                 self.count_read_timeout(waiting);
                 return End::Cut;
-            }
-            if self.stop.is_fired() {
-                // Every complete request received is answered (pipelined ones
-                // too): close, lingering so that the answers get through.
-                return End::Closed;
             }
             stream.tcp().set_read_deadline(Some(deadline));
             let Some(free) = c.buf.get_mut(c.end..) else {
                 return End::Cut;
             };
             let read = futures_lite::future::or(async { Some(stream.read(free).await) }, async {
-                futures_lite::future::or(self.stop.wait(), slot.evicted()).await;
+                if stopping {
+                    slot.evicted().await;
+                } else {
+                    futures_lite::future::or(self.stop.wait(), slot.evicted()).await;
+                }
                 None
             });
             let Some(read) = quantum.wait(read).await else {
                 // Evicted while idle (counted when the newcomer was admitted):
-                // nothing to answer. A stop closes as above.
+                // nothing to answer. A stop is seen at the top of the loop.
                 if slot.is_evicted() {
                     return End::Cut;
                 }
-                return End::Closed;
+                continue;
             };
             match read {
                 // The client is done: its answers are in the kernel, on

@@ -288,7 +288,9 @@ impl HttpService {
 
     /// Stops accepting: every `serve` returns and closes its listener; each
     /// connection answers the requests it has received (the last answer says
-    /// `Connection: close`) and closes, and idle ones close at once. See
+    /// `Connection: close`) and closes, and idle ones close at once. One that
+    /// has not had its first request yet (its TLS handshake included) waits
+    /// a moment for it, and answers it. See
     /// [`open_connections`](Self::open_connections).
     pub fn stop(&self) {
         self.stop.fire();
