@@ -13,6 +13,13 @@ impl HttpService {
         traffic: &HttpTraffic,
         s: Scratch<'_>,
     ) {
+        // Keys in paths are private mode's; a public tracker has no such
+        // URLs, as before they were read.
+        if request.key.is_some() {
+            self.stats.not_found.inc();
+            let e = RequestError::NotFound;
+            return self.fail(s.out, e.status(), connection, e.reason());
+        }
         match request.endpoint {
             Endpoint::Announce => match parse_announce(request.query) {
                 Ok(announce) => {

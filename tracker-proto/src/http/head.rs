@@ -55,6 +55,12 @@ pub struct Request<'a> {
     pub query: &'a [u8],
     /// An upgrade's `Sec-WebSocket-Key` ([`Endpoint::WebSocket`] only).
     pub websocket_key: Option<&'a [u8]>,
+    /// The key in the path of an announce or scrape
+    /// (`/announce/{key}` or `/{key}/announce`): a private tracker's
+    /// passkey. A secret: never logged.
+    pub key: Option<&'a [u8]>,
+    /// The `User-Agent` header, as sent.
+    pub user_agent: Option<&'a [u8]>,
     pub connection: Connection,
     /// The address in the real-IP header, read from a trusted proxy only
     /// ([`RealIp::Required`]); `None` otherwise.
@@ -221,11 +227,11 @@ pub fn parse_head<'a>(buf: &'a [u8], real_ip: RealIp<'_>) -> Result<Parsed<'a>, 
         h.name.eq_ignore_ascii_case("upgrade")
             && h.value.trim_ascii().eq_ignore_ascii_case(b"websocket")
     });
-    let endpoint = match path.strip_suffix('/').unwrap_or(path) {
-        "/announce" | "" if upgrade => Endpoint::WebSocket,
-        "/announce" => Endpoint::Announce,
-        "/scrape" => Endpoint::Scrape,
-        _ => return Err(RequestError::NotFound),
+    let (endpoint, key) = match route(path.as_bytes()) {
+        Some((Endpoint::Announce, None)) if upgrade => (Endpoint::WebSocket, None),
+        Some(route) => route,
+        None if upgrade && path == "/" => (Endpoint::WebSocket, None),
+        None => return Err(RequestError::NotFound),
     };
     if method != "GET" {
         return Err(RequestError::MethodNotAllowed);
@@ -248,8 +254,12 @@ pub fn parse_head<'a>(buf: &'a [u8], real_ip: RealIp<'_>) -> Result<Parsed<'a>, 
 
     let (mut close, mut keep_alive) = (false, false);
     let mut real_ip_value = None;
+    let mut user_agent = None;
     for header in head.headers.iter() {
         let name = header.name;
+        if name.eq_ignore_ascii_case("user-agent") {
+            user_agent = Some(header.value);
+        }
         if name.eq_ignore_ascii_case("content-length") {
             match parse_decimal(header.value.trim_ascii()) {
                 Some(0) => {}
@@ -286,11 +296,44 @@ pub fn parse_head<'a>(buf: &'a [u8], real_ip: RealIp<'_>) -> Result<Parsed<'a>, 
         endpoint,
         query: query.as_bytes(),
         websocket_key,
+        key,
+        user_agent,
         connection,
         real_ip,
         real_ip_ignored,
     };
     Ok(Parsed::Complete { request, consumed })
+}
+
+/// Longest key a path may carry (a UNIT3D passkey has 32 bytes).
+pub const MAX_PATH_KEY: usize = 64;
+
+/// What an announce URL's path names: `/announce` or `/scrape` (a trailing
+/// `/` allowed), or either with a key in UNIT3D's form (`/announce/{key}`)
+/// or Gazelle's (`/{key}/announce`). A key is one path segment of 1 to
+/// [`MAX_PATH_KEY`] bytes, kept as sent. Also reads the path of a UDP
+/// announce's URLData (BEP 41), whose query the caller cuts off first.
+pub fn route(path: &[u8]) -> Option<(Endpoint, Option<&[u8]>)> {
+    let path = path.strip_suffix(b"/").unwrap_or(path);
+    let rest = path.strip_prefix(b"/")?;
+    let endpoint = |name: &[u8]| match name {
+        b"announce" => Some(Endpoint::Announce),
+        b"scrape" => Some(Endpoint::Scrape),
+        _ => None,
+    };
+    let is_key = |key: &[u8]| (1..=MAX_PATH_KEY).contains(&key.len()) && !key.contains(&b'/');
+    match rest.iter().position(|&b| b == b'/') {
+        None => Some((endpoint(rest)?, None)),
+        Some(slash) => {
+            let (first, second) = (rest.get(..slash)?, rest.get(slash + 1..)?);
+            match endpoint(first) {
+                Some(e) if is_key(second) => Some((e, Some(second))),
+                Some(_) => None,
+                None if is_key(first) => Some((endpoint(second)?, Some(first))),
+                None => None,
+            }
+        }
+    }
 }
 
 /// The right-most address of a comma-separated list, if it names one host.

@@ -36,6 +36,56 @@ fn parses_announce_head() {
 }
 
 #[test]
+fn keys_in_paths_in_unit3d_and_gazelle_forms() {
+    let key = b"0123456789abcdef0123456789ABCDEF";
+    for (path, expected) in [
+        (&b"/announce"[..], Some((Endpoint::Announce, None))),
+        (b"/scrape/", Some((Endpoint::Scrape, None))),
+        (
+            b"/announce/0123456789abcdef0123456789ABCDEF",
+            Some((Endpoint::Announce, Some(&key[..]))),
+        ),
+        (
+            b"/0123456789abcdef0123456789ABCDEF/announce/",
+            Some((Endpoint::Announce, Some(&key[..]))),
+        ),
+        (
+            b"/0123456789abcdef0123456789ABCDEF/scrape",
+            Some((Endpoint::Scrape, Some(&key[..]))),
+        ),
+        (b"/scrape/k", Some((Endpoint::Scrape, Some(&b"k"[..])))),
+        // A key is one segment, of at most 64 bytes.
+        (b"/announce/a/b", None),
+        (b"/a/b/announce", None),
+        (b"/announce//", None),
+        (b"//announce", None),
+        (b"/key/other", None),
+        (b"/", None),
+        (b"", None),
+        (b"announce", None),
+        (b"/a", None),
+    ] {
+        assert_eq!(route(path), expected, "{}", String::from_utf8_lossy(path));
+    }
+    let long = [b"/announce/".as_slice(), &[b'k'; MAX_PATH_KEY + 1]].concat();
+    assert_eq!(route(&long), None);
+    assert_eq!(
+        route(&long[..long.len() - 1]).map(|r| r.0),
+        Some(Endpoint::Announce)
+    );
+
+    let buf = b"GET /announce/0123456789abcdef0123456789ABCDEF?port=1 HTTP/1.1\r\n\
+                User-Agent: qBittorrent/5.0.1\r\n\r\n";
+    let (request, _) = complete(head(buf));
+    assert_eq!(request.endpoint, Endpoint::Announce);
+    assert_eq!(request.key, Some(&key[..]));
+    assert_eq!(request.query, b"port=1");
+    assert_eq!(request.user_agent, Some(&b"qBittorrent/5.0.1"[..]));
+    let (request, _) = complete(head(b"GET /announce HTTP/1.1\r\n\r\n"));
+    assert_eq!((request.key, request.user_agent), (None, None));
+}
+
+#[test]
 fn routes_paths_and_methods() {
     for (buf, expected) in [
         (&b"GET /scrape HTTP/1.1\r\n\r\n"[..], Ok(Endpoint::Scrape)),
