@@ -12,6 +12,7 @@ use tracker_runtime::config::{
     write_comment, write_section, AccessConfig, ConfigError, RuntimeConfig, StateConfig,
     SwarmConfig,
 };
+use tracker_runtime::private_config::PrivateConfig;
 use tracker_udp::config::UdpConfig;
 use tracker_ws::WebSocketConfig;
 
@@ -30,6 +31,7 @@ pub struct Config {
     pub metrics: MetricsConfig,
     pub access: AccessConfig,
     pub state: StateConfig,
+    pub private: PrivateConfig,
 }
 
 /// Logging, to stderr.
@@ -129,7 +131,8 @@ impl Config {
         self.privileges.validate()?;
         self.metrics.validate()?;
         self.access.validate()?;
-        self.state.validate()
+        self.state.validate()?;
+        self.private.validate()
     }
 
     /// The UDP connection secret from config, if one is set (validated already).
@@ -164,6 +167,7 @@ pub fn default_config_file() -> String {
     section("metrics", &|out, name| write_section(out, name, &c.metrics));
     section("access", &|out, name| write_section(out, name, &c.access));
     section("state", &|out, name| write_section(out, name, &c.state));
+    section("private", &|out, name| write_section(out, name, &c.private));
     out
 }
 

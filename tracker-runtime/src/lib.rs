@@ -14,6 +14,7 @@ pub mod files;
 pub mod mesh;
 pub mod metrics;
 pub mod owner;
+pub mod private_config;
 pub mod quantum;
 pub mod reloadable;
 pub mod shard;

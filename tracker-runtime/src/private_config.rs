@@ -1,0 +1,202 @@
+//! The `[private]` section: private mode (passkeys, accounting into a
+//! UNIT3D site's database). Off by default; the public tracker pays nothing
+//! for it.
+
+use crate::config::{at_most, positive, within, ConfigError};
+use documented::{Documented, DocumentedFields};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Private mode: announces need a user's passkey in the URL
+/// (`/announce/{passkey}` or `/{passkey}/announce` over HTTP and HTTPS; the
+/// same path in BEP 41's URLData over UDP), only the site's registered
+/// torrents are served, and every announce's bytes are credited into the
+/// site's database (UNIT3D's tables, as UNIT3D-Announce writes them). A
+/// passkey in an http:// or udp:// URL travels in clear text: give users
+/// https:// announce URLs where that matters.
+#[derive(Clone, PartialEq, Deserialize, Serialize, Documented, DocumentedFields)]
+#[serde(default, deny_unknown_fields)]
+pub struct PrivateConfig {
+    /// Serve as a private tracker. Off: public, and nothing below is read.
+    pub enabled: bool,
+    /// The site's MySQL or MariaDB database:
+    /// mysql://USER:PASSWORD@HOST:PORT/DATABASE. Read at start (users,
+    /// groups, torrents, tokens, freeleech, the client blacklist) and
+    /// written by one thread every flush_interval_ms. A secret: never
+    /// logged.
+    pub database_url: String,
+    /// This tracker's name in the table tracker_flushes, where each flush's
+    /// sequence number is written in the flush's own transaction, so that a
+    /// flush retried after a lost acknowledgement is never counted twice.
+    /// Trackers that share a database need names of their own; empty: the
+    /// host name.
+    pub tracker_id: String,
+    /// Milliseconds between flushes (UNIT3D-Announce: 3000). What a kill -9
+    /// can lose is at most this much of the accounting.
+    pub flush_interval_ms: u32,
+    /// Milliseconds before the first retry of a failed flush; each further
+    /// failure doubles it, up to flush_retry_max_ms. The deltas keep
+    /// merging meanwhile, one entry per active (user, torrent) and peer.
+    pub flush_retry_min_ms: u32,
+    /// The longest wait between retries.
+    pub flush_retry_max_ms: u32,
+    /// Rows in one INSERT at most (each statement also stays under MySQL's
+    /// 65,535 placeholders).
+    pub max_rows_per_statement: usize,
+    /// Where the site's API listens (UNIT3D-Announce's routes under
+    /// /announce/{api_key}/: users, groups, torrents, tokens, personal
+    /// freeleech, featured torrents, the client blacklist), so that the
+    /// site changes what the tracker serves without a restart. Plain HTTP:
+    /// keep it on loopback or a private network. Empty: no API.
+    pub api_listen: String,
+    /// The API's key, at least 32 characters (UNIT3D's TRACKER_KEY),
+    /// compared in constant time. A secret: never logged.
+    pub api_key: String,
+    /// Percent of uploaded bytes credited to everyone (200: double upload
+    /// for the whole site); a group's or torrent's higher factor wins.
+    pub upload_factor: u8,
+    /// Percent of downloaded bytes counted for everyone (0: freeleech for
+    /// the whole site); a group's or torrent's lower factor wins.
+    pub download_factor: u8,
+    /// Peers one user may have on one torrent (UNIT3D-Announce: 3); a new
+    /// one past it is refused. Bounds what one passkey can make the
+    /// tracker keep.
+    pub max_peers_per_torrent_per_user: u32,
+    /// Seconds after which a peer that stopped announcing counts as gone
+    /// (UNIT3D-Announce's ACTIVE_PEER_TTL); also the most seedtime one
+    /// interval between two announces can add.
+    pub active_peer_ttl_secs: u32,
+    /// Bytes per second of upload that one peer's announce may imply since
+    /// its previous one; a larger delta is flagged (counted, not credited),
+    /// the usual guard against clients that report invented uploads.
+    /// 0: off. The default, 10 Gbit/s, leaves seedboxes alone.
+    pub max_upload_rate: u64,
+    /// Where the accounting not yet written is kept when the database is
+    /// unreachable at a stop, for the next start to write (replaced
+    /// atomically). Empty: next to the state file, with `.pending` added.
+    pub pending_file: String,
+}
+
+// Passwords in database_url and the API key stay out of debug output.
+impl fmt::Debug for PrivateConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PrivateConfig")
+            .field("enabled", &self.enabled)
+            .field("tracker_id", &self.tracker_id)
+            .field("api_listen", &self.api_listen)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for PrivateConfig {
+    fn default() -> Self {
+        PrivateConfig {
+            enabled: false,
+            database_url: String::new(),
+            tracker_id: String::new(),
+            flush_interval_ms: 3000,
+            flush_retry_min_ms: 1000,
+            flush_retry_max_ms: 60_000,
+            max_rows_per_statement: 5000,
+            api_listen: "127.0.0.1:6970".into(),
+            api_key: String::new(),
+            upload_factor: 100,
+            download_factor: 100,
+            max_peers_per_torrent_per_user: 3,
+            active_peer_ttl_secs: 7200,
+            max_upload_rate: 1_250_000_000,
+            pending_file: String::new(),
+        }
+    }
+}
+
+/// The shortest API key accepted (UNIT3D-Announce's rule).
+pub const MIN_API_KEY_LEN: usize = 32;
+
+impl PrivateConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !self.enabled {
+            return Ok(());
+        }
+        if !self.database_url.starts_with("mysql://") {
+            return Err(ConfigError::key(
+                "private.database_url",
+                "must be a mysql://USER:PASSWORD@HOST:PORT/DATABASE URL",
+            ));
+        }
+        if self.tracker_id.len() > 64 {
+            return Err(ConfigError::key(
+                "private.tracker_id",
+                "at most 64 characters (the column is VARCHAR(64))",
+            ));
+        }
+        within(
+            "private.flush_interval_ms",
+            self.flush_interval_ms as usize,
+            100,
+            600_000,
+        )?;
+        positive(
+            "private.flush_retry_min_ms",
+            self.flush_retry_min_ms as usize,
+        )?;
+        if self.flush_retry_max_ms < self.flush_retry_min_ms {
+            return Err(ConfigError::key(
+                "private.flush_retry_max_ms",
+                "must be at least private.flush_retry_min_ms",
+            ));
+        }
+        within(
+            "private.max_rows_per_statement",
+            self.max_rows_per_statement,
+            1,
+            65_535,
+        )?;
+        if !self.api_listen.is_empty() {
+            if self.api_listen.parse::<std::net::SocketAddr>().is_err() {
+                return Err(ConfigError::key(
+                    "private.api_listen",
+                    format!("`{}` is not an address and port", self.api_listen),
+                ));
+            }
+            if self.api_key.len() < MIN_API_KEY_LEN
+                || !self
+                    .api_key
+                    .bytes()
+                    .all(|b| b.is_ascii_graphic() && b != b'/')
+            {
+                return Err(ConfigError::key(
+                    "private.api_key",
+                    format!(
+                        "needs at least {MIN_API_KEY_LEN} visible characters, no `/`, \
+                         when private.api_listen is set"
+                    ),
+                ));
+            }
+        }
+        at_most("private.download_factor", self.download_factor.into(), 100)?;
+        positive(
+            "private.max_peers_per_torrent_per_user",
+            self.max_peers_per_torrent_per_user as usize,
+        )?;
+        positive(
+            "private.active_peer_ttl_secs",
+            self.active_peer_ttl_secs as usize,
+        )
+    }
+
+    /// The tracker's name in tracker_flushes.
+    pub fn tracker_id(&self) -> String {
+        if !self.tracker_id.is_empty() {
+            return self.tracker_id.clone();
+        }
+        let mut name = [0u8; 256];
+        // SAFETY: the buffer is ours and its length is passed.
+        let rc = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) };
+        let len = name.iter().position(|&b| b == 0).unwrap_or(0);
+        match (rc, name.get(..len.min(64))) {
+            (0, Some(host)) if !host.is_empty() => String::from_utf8_lossy(host).into_owned(),
+            _ => "tracker".into(),
+        }
+    }
+}
