@@ -9,4 +9,5 @@ mod linger;
 pub mod metrics_endpoint;
 pub mod send_buffer;
 pub mod server;
+pub mod site_api;
 pub mod tls;

@@ -118,6 +118,10 @@ families! {
     /// Label: kind (connection_limit, address_limit, evicted_idle, timeout).
     METRICS_ENDPOINT_ERRORS = "tracker_metrics_endpoint_errors_total", Counter,
         "Connections to the metrics endpoint refused, closed to make room, or timed out, by kind.";
+    /// Label: outcome (ok, bad_request, not_found, wrong_key, too_large,
+    /// timeout, connection_limit).
+    SITE_API_REQUESTS = "tracker_site_api_requests_total", Counter,
+        "Requests to the private site API, by outcome; wrong_key counts paths whose key did not match.";
     /// Label: kind (torrent_refused, peer_not_stored, peers_per_address,
     /// torrent_budget, torrent_evicted).
     STORE_FULL = "tracker_store_full_total", Counter,
