@@ -6,9 +6,14 @@
 //! `history`, `users` and `torrents`), merged per key.
 
 pub mod batch;
+pub mod rules;
 pub mod site;
 
+#[cfg(test)]
+mod testing;
+
 pub use batch::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
+pub use rules::{credit, FactorOverrides, Factors, GlobalFactors};
 pub use site::{
-    Group, GroupId, Passkey, SiteRecords, Torrent, TorrentId, TorrentStatus, User, UserId,
+    Group, GroupId, Passkey, Site, SiteRecords, Torrent, TorrentId, TorrentStatus, User, UserId,
 };
