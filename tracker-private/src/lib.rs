@@ -6,6 +6,8 @@
 //! `history`, `users` and `torrents`), merged per key.
 
 pub mod batch;
+pub mod ledger;
+pub mod refusal;
 pub mod rules;
 pub mod site;
 
@@ -13,6 +15,8 @@ pub mod site;
 mod testing;
 
 pub use batch::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
+pub use ledger::{Admitted, Ledger, LedgerConfig, PeerSnapshot, PrivateAnnounce};
+pub use refusal::{Refusal, RefusalKind};
 pub use rules::{credit, FactorOverrides, Factors, GlobalFactors};
 pub use site::{
     Group, GroupId, Passkey, Site, SiteRecords, Torrent, TorrentId, TorrentStatus, User, UserId,

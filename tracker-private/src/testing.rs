@@ -1,11 +1,12 @@
 //! Builders and strategies the tests share.
 
 use crate::batch::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
+use crate::ledger::PrivateAnnounce;
 use crate::rules::GlobalFactors;
 use crate::site::{Group, Passkey, Site, SiteRecords, Torrent, TorrentStatus, User};
 use proptest::prelude::*;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use tracker_proto::{InfoHash, PeerId};
+use tracker_proto::{AnnounceEvent, InfoHash, PeerId};
 
 /// A passkey of 32 alphanumerics that differs per `n`.
 pub fn passkey(n: u32) -> Passkey {
@@ -69,6 +70,23 @@ pub fn records() -> SiteRecords {
 
 pub fn site() -> Site {
     Site::from_records(records(), GlobalFactors::default())
+}
+
+/// User `user`'s peer `peer` on torrent `torrent`, a leecher with nothing
+/// moved yet.
+pub fn announce(user: u32, torrent: u32, peer_n: u8) -> PrivateAnnounce {
+    PrivateAnnounce {
+        info_hash: hash(torrent),
+        peer_id: peer(peer_n),
+        passkey: passkey(user),
+        ip: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
+        port: 6881,
+        event: AnnounceEvent::Started,
+        uploaded: 0,
+        downloaded: 0,
+        left: 1000,
+        agent: Agent::new(b"Transmission/4.0.5"),
+    }
 }
 
 fn arb_ip() -> impl Strategy<Value = IpAddr> {
