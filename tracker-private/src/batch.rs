@@ -218,3 +218,62 @@ impl Batch {
         self.peers.len() + self.history.len() + self.users.len() + self.torrents.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::arb_batch;
+    use proptest::prelude::*;
+
+    fn merged(batches: &[Batch]) -> Batch {
+        let mut all = Batch::default();
+        for batch in batches {
+            all.merge(batch.clone());
+        }
+        all
+    }
+
+    proptest! {
+        /// Merging one by one equals merging any grouping of the same
+        /// sequence: a worker's batches may reach the database thread
+        /// merged or not, and a failed flush merges back in front.
+        #[test]
+        fn merge_is_associative(
+            batches in proptest::collection::vec(arb_batch(), 0..6),
+            split in any::<prop::sample::Index>(),
+            split2 in any::<prop::sample::Index>(),
+        ) {
+            let one_by_one = merged(&batches);
+            let at = split.index(batches.len() + 1);
+            let (front, back) = batches.split_at(at);
+            let mut grouped = merged(front);
+            grouped.merge(merged(back));
+            prop_assert_eq!(&grouped, &one_by_one);
+
+            let at2 = split2.index(back.len() + 1);
+            let (middle, last) = back.split_at(at2);
+            let mut three = merged(front);
+            let mut rest = merged(middle);
+            rest.merge(merged(last));
+            three.merge(rest);
+            prop_assert_eq!(&three, &one_by_one);
+        }
+    }
+
+    #[test]
+    fn an_empty_batch_changes_nothing() {
+        let mut batch = Batch::default();
+        batch.users.insert(
+            1,
+            UserRow {
+                uploaded: 1,
+                downloaded: 2,
+            },
+        );
+        let before = batch.clone();
+        batch.merge(Batch::default());
+        assert_eq!(batch, before);
+        assert_eq!(batch.rows(), 1);
+        assert!(!batch.is_empty());
+    }
+}

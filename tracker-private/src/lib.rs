@@ -6,9 +6,18 @@
 //! `history`, `users` and `torrents`), merged per key.
 
 pub mod batch;
+pub mod ledger;
+pub mod refusal;
+pub mod rules;
 pub mod site;
 
+#[cfg(test)]
+mod testing;
+
 pub use batch::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
+pub use ledger::{Admitted, Ledger, LedgerConfig, PeerSnapshot, PrivateAnnounce};
+pub use refusal::{Refusal, RefusalKind};
+pub use rules::{credit, FactorOverrides, Factors, GlobalFactors};
 pub use site::{
-    Group, GroupId, Passkey, SiteRecords, Torrent, TorrentId, TorrentStatus, User, UserId,
+    Group, GroupId, Passkey, Site, SiteRecords, Torrent, TorrentId, TorrentStatus, User, UserId,
 };

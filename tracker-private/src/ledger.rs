@@ -1,0 +1,553 @@
+//! One worker's accounting for the torrents it owns: each peer's last
+//! reported totals, the deltas an announce credits (UNIT3D-Announce's
+//! rules), and the rows the next flush writes.
+//!
+//! Differences from UNIT3D-Announce, on purpose:
+//! - Seedtime is counted here, per announce, not in SQL from
+//!   `history.updated_at`: a peer that was a seeder at its previous
+//!   announce and is one now adds the time between the two, capped at the
+//!   active peer TTL (a seeder silent for longer is not counted as having
+//!   seeded all that time). The rows carry the seconds to add.
+//! - A peer not seen for the active TTL is forgotten, not kept inactive:
+//!   if it comes back it is a new peer, whose first announce credits
+//!   nothing.
+//! - Download slots are not enforced here: a worker sees only its own
+//!   torrents, not how many a user leeches overall.
+//! - An optional upload-rate bound flags announces whose upload implies
+//!   more than `max_upload_rate` bytes per second (UNIT3D-Announce has no
+//!   such setting).
+//!
+//! Memory: one account per admitted peer. The caller bounds how many peers
+//! it admits (its swarm store's limits); an account is dropped on
+//! `stopped` and by [`Ledger::expire_some`].
+
+use crate::batch::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
+use crate::refusal::Refusal;
+use crate::rules::{self, Factors};
+use crate::site::{Group, Site, Torrent, TorrentId, TorrentStatus, User, UserId};
+use crate::Passkey;
+use ahash::AHashMap;
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use tracker_proto::{AnnounceEvent, InfoHash, PeerId};
+
+/// A ledger's limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LedgerConfig {
+    /// Peers one user may have on one torrent (UNIT3D-Announce's
+    /// `MAX_PEERS_PER_TORRENT_PER_USER`, default 3); a new peer beyond it
+    /// is refused.
+    pub max_peers_per_torrent_per_user: u16,
+    /// Seconds after which a silent peer is forgotten (`ACTIVE_PEER_TTL`,
+    /// default 7200); also the most one announce interval adds to
+    /// seedtime.
+    pub active_peer_ttl: u64,
+    /// Bytes per second: an upload delta implying more since the peer's
+    /// previous announce is flagged and not credited (its raw bytes are
+    /// still recorded). 0: off.
+    pub max_upload_rate: u64,
+}
+
+impl Default for LedgerConfig {
+    fn default() -> LedgerConfig {
+        LedgerConfig {
+            max_peers_per_torrent_per_user: 3,
+            active_peer_ttl: 7200,
+            max_upload_rate: 0,
+        }
+    }
+}
+
+/// An announce to a private tracker, parsed, with the peer's address
+/// decided by the front end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrivateAnnounce {
+    pub info_hash: InfoHash,
+    pub peer_id: PeerId,
+    pub passkey: Passkey,
+    pub ip: IpAddr,
+    pub port: u16,
+    pub event: AnnounceEvent,
+    /// The client's totals since it started the torrent.
+    pub uploaded: u64,
+    pub downloaded: u64,
+    pub left: u64,
+    pub agent: Agent,
+}
+
+/// An admitted announce: what the caller needs to answer it and count it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Admitted {
+    pub user_id: UserId,
+    pub torrent_id: TorrentId,
+    /// The peer is in the torrent's swarm after this announce: the caller
+    /// puts it in (or keeps it in) its swarm store and hands out peers.
+    /// False after `stopped`: the caller removes it.
+    pub in_swarm: bool,
+    /// The first announce of this peer (nothing credited).
+    pub new_peer: bool,
+    pub seeder: bool,
+    pub factors: Factors,
+    /// Bytes as the client reported them since its previous announce.
+    pub uploaded: u64,
+    pub downloaded: u64,
+    /// Bytes credited to the user (factors applied; 0 up when flagged).
+    pub credited_uploaded: u64,
+    pub credited_downloaded: u64,
+    /// Seconds added to the user's seedtime on this torrent.
+    pub seedtime: u64,
+    /// The peer went from leecher to seeder (`times_completed` + 1).
+    pub completed: bool,
+    /// The upload exceeded `max_upload_rate`: not credited.
+    pub flagged: bool,
+}
+
+/// A peer as the ledger knows it, for the site API's torrent answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerSnapshot {
+    pub key: PeerKey,
+    pub row: PeerRow,
+    pub has_sent_completed: bool,
+}
+
+/// What the ledger keeps of one peer between its announces.
+#[derive(Clone, Copy, Debug)]
+struct Account {
+    uploaded: u64,
+    downloaded: u64,
+    left: u64,
+    seeder: bool,
+    last_seen: u64,
+    ip: IpAddr,
+    port: u16,
+    agent: Agent,
+    created_at: u64,
+    has_sent_completed: bool,
+}
+
+impl Account {
+    fn row(&self, active: bool, updated_at: u64) -> PeerRow {
+        PeerRow {
+            ip: self.ip,
+            port: self.port,
+            agent: self.agent,
+            uploaded: self.uploaded,
+            downloaded: self.downloaded,
+            left: self.left,
+            active,
+            seeder: self.seeder,
+            visible: active,
+            connectable: false,
+            created_at: self.created_at,
+            updated_at,
+        }
+    }
+}
+
+/// One torrent's accounts.
+#[derive(Debug, Default)]
+struct Swarm {
+    peers: AHashMap<(UserId, PeerId), Account>,
+    /// Peers per user, for the per-user limit and `history.active`.
+    per_user: AHashMap<UserId, u16>,
+    seeders: u32,
+    leechers: u32,
+}
+
+impl Swarm {
+    fn user_peers(&self, user: UserId) -> u16 {
+        self.per_user.get(&user).copied().unwrap_or(0)
+    }
+
+    fn add(&mut self, user: UserId, seeder: bool) {
+        let count = self.per_user.entry(user).or_insert(0);
+        *count = count.saturating_add(1);
+        if seeder {
+            self.seeders = self.seeders.saturating_add(1);
+        } else {
+            self.leechers = self.leechers.saturating_add(1);
+        }
+    }
+
+    fn remove(&mut self, user: UserId, seeder: bool) {
+        if let Some(count) = self.per_user.get_mut(&user) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.per_user.remove(&user);
+            }
+        }
+        if seeder {
+            self.seeders = self.seeders.saturating_sub(1);
+        } else {
+            self.leechers = self.leechers.saturating_sub(1);
+        }
+    }
+}
+
+/// The deltas of one announce, before they become rows.
+#[derive(Default)]
+struct Deltas {
+    uploaded: u64,
+    downloaded: u64,
+    seedtime: u64,
+    completed: bool,
+    flagged: bool,
+    seeders: i64,
+    leechers: i64,
+}
+
+/// One worker's accounts and the rows they produced since the last
+/// [`Ledger::take_batch`].
+#[derive(Debug, Default)]
+pub struct Ledger {
+    config: LedgerConfig,
+    swarms: AHashMap<TorrentId, Swarm>,
+    /// Accounts by last announce, oldest first, for expiry.
+    by_time: BTreeSet<(u64, PeerKey)>,
+    batch: Batch,
+    accounts: usize,
+    flagged: u64,
+}
+
+/// The site's checks, in UNIT3D-Announce's order (the HTTP-layer ones
+/// aside): the blacklist, the torrent, the passkey, the user's rights.
+fn check<'s>(
+    site: &'s Site,
+    a: &PrivateAnnounce,
+) -> Result<(&'s User, &'s Group, &'s Torrent), Refusal> {
+    if site.is_blacklisted(&a.peer_id) {
+        return Err(Refusal::Blacklisted);
+    }
+    let torrent = site
+        .torrent(&a.info_hash)
+        .ok_or(Refusal::InfoHashNotFound)?;
+    if torrent.is_deleted {
+        return Err(Refusal::TorrentDeleted);
+    }
+    match torrent.status {
+        TorrentStatus::Approved => {}
+        TorrentStatus::Pending => return Err(Refusal::TorrentPending),
+        TorrentStatus::Rejected => return Err(Refusal::TorrentRejected),
+        TorrentStatus::Postponed => return Err(Refusal::TorrentPostponed),
+        TorrentStatus::Other(_) => return Err(Refusal::TorrentNotApproved),
+    }
+    let user_id = site
+        .passkey_user_id(&a.passkey)
+        .ok_or(Refusal::PasskeyNotFound)?;
+    let user = site.user(user_id).ok_or(Refusal::UserNotFound)?;
+    if !user.can_download && a.left != 0 {
+        return Err(Refusal::DownloadDisabled);
+    }
+    let group = site.group(user.group_id).ok_or(Refusal::GroupNotFound)?;
+    match group.slug.as_str() {
+        "banned" => Err(Refusal::AccountBanned),
+        "validating" => Err(Refusal::AccountValidating),
+        "disabled" => Err(Refusal::AccountDisabled),
+        _ => Ok((user, group, torrent)),
+    }
+}
+
+/// Raw upload minus raw download, as `torrents.balance` adds it.
+fn balance(uploaded: u64, downloaded: u64) -> i64 {
+    let diff = i128::from(uploaded) - i128::from(downloaded);
+    i64::try_from(diff).unwrap_or(if diff < 0 { i64::MIN } else { i64::MAX })
+}
+
+impl Ledger {
+    pub fn new(config: LedgerConfig) -> Ledger {
+        Ledger {
+            config,
+            ..Ledger::default()
+        }
+    }
+
+    pub fn config(&self) -> &LedgerConfig {
+        &self.config
+    }
+
+    /// Checks, accounts and credits one announce, at `now_secs` (Unix
+    /// seconds). A refused announce changes nothing.
+    pub fn announce(
+        &mut self,
+        site: &Site,
+        a: &PrivateAnnounce,
+        now_secs: u64,
+    ) -> Result<Admitted, Refusal> {
+        let (user, group, torrent) = check(site, a)?;
+        let key = PeerKey {
+            user_id: user.id,
+            torrent_id: torrent.id,
+            peer_id: a.peer_id,
+        };
+        let stopped = a.event == AnnounceEvent::Stopped;
+        let swarm = self.swarms.get(&torrent.id);
+        let known = swarm.is_some_and(|s| s.peers.contains_key(&(user.id, a.peer_id)));
+        if stopped && !known {
+            return Err(Refusal::StoppedPeerMissing);
+        }
+        let max = self.config.max_peers_per_torrent_per_user;
+        if !known && swarm.map_or(0, |s| s.user_peers(user.id)) >= max {
+            return Err(Refusal::TooManyPeers { max });
+        }
+        let factors = Factors::of(site, user, group, torrent);
+        let immune = rules::immune(site, user, group);
+        let seeder = a.left == 0;
+
+        let swarm = self.swarms.entry(torrent.id).or_default();
+        let previous = swarm.peers.remove(&(user.id, a.peer_id));
+        let mut deltas = Deltas::default();
+        if let Some(old) = &previous {
+            self.by_time.remove(&(old.last_seen, key));
+            swarm.remove(user.id, old.seeder);
+            self.accounts = self.accounts.saturating_sub(1);
+            deltas = account_deltas(&self.config, old, a, stopped, now_secs);
+            if old.seeder {
+                deltas.seeders -= 1;
+            } else {
+                deltas.leechers -= 1;
+            }
+        }
+        let created_at = previous.map_or(now_secs, |old| old.created_at);
+        let has_sent_completed = previous.is_some_and(|old| old.has_sent_completed)
+            || a.event == AnnounceEvent::Completed;
+        let account = Account {
+            uploaded: a.uploaded,
+            downloaded: a.downloaded,
+            left: a.left,
+            seeder,
+            last_seen: now_secs,
+            ip: a.ip,
+            port: a.port,
+            agent: a.agent,
+            created_at,
+            has_sent_completed,
+        };
+        if !stopped {
+            swarm.add(user.id, seeder);
+            swarm.peers.insert((user.id, a.peer_id), account);
+            self.by_time.insert((now_secs, key));
+            self.accounts += 1;
+            if seeder {
+                deltas.seeders += 1;
+            } else {
+                deltas.leechers += 1;
+            }
+        }
+        let user_still_active = !stopped || swarm.user_peers(user.id) > 0;
+        if swarm.peers.is_empty() {
+            self.swarms.remove(&torrent.id);
+        }
+
+        let credited_uploaded = if deltas.flagged {
+            0
+        } else {
+            rules::credit(deltas.uploaded, factors.upload)
+        };
+        let credited_downloaded = rules::credit(deltas.downloaded, u16::from(factors.download));
+        if deltas.flagged {
+            self.flagged += 1;
+        }
+        let mut batch = Batch::default();
+        batch.peers.insert(key, account.row(!stopped, now_secs));
+        batch.history.insert(
+            (user.id, torrent.id),
+            HistoryRow {
+                agent: a.agent,
+                uploaded: credited_uploaded,
+                downloaded: credited_downloaded,
+                actual_uploaded: deltas.uploaded,
+                actual_downloaded: deltas.downloaded,
+                client_uploaded: a.uploaded,
+                client_downloaded: a.downloaded,
+                seedtime: deltas.seedtime,
+                seeder,
+                active: user_still_active,
+                immune,
+                completed_at: (a.event == AnnounceEvent::Completed).then_some(now_secs),
+                created_at: now_secs,
+                updated_at: now_secs,
+            },
+        );
+        if credited_uploaded != 0 || credited_downloaded != 0 {
+            batch.users.insert(
+                user.id,
+                UserRow {
+                    uploaded: credited_uploaded,
+                    downloaded: credited_downloaded,
+                },
+            );
+        }
+        let torrent_row = TorrentRow {
+            seeders: deltas.seeders,
+            leechers: deltas.leechers,
+            times_completed: u64::from(deltas.completed),
+            balance: balance(deltas.uploaded, deltas.downloaded),
+            updated_at: now_secs,
+        };
+        if torrent_row.seeders != 0
+            || torrent_row.leechers != 0
+            || torrent_row.times_completed != 0
+            || torrent_row.balance != 0
+        {
+            batch.torrents.insert(torrent.id, torrent_row);
+        }
+        self.batch.merge(batch);
+
+        Ok(Admitted {
+            user_id: user.id,
+            torrent_id: torrent.id,
+            in_swarm: !stopped,
+            new_peer: previous.is_none(),
+            seeder,
+            factors,
+            uploaded: deltas.uploaded,
+            downloaded: deltas.downloaded,
+            credited_uploaded,
+            credited_downloaded,
+            seedtime: deltas.seedtime,
+            completed: deltas.completed,
+            flagged: deltas.flagged,
+        })
+    }
+
+    /// Forgets every account not seen for the active TTL; see
+    /// [`Ledger::expire_some`].
+    pub fn expire(&mut self, now_secs: u64) -> usize {
+        self.expire_some(now_secs, usize::MAX)
+    }
+
+    /// Forgets at most `max` accounts not seen for the active TTL (last
+    /// announce before `now - ttl`), oldest first, as UNIT3D-Announce's
+    /// reaper: each is written as an inactive peer row and taken off its
+    /// torrent's seeders or leechers. Bounded, so that a worker can spread
+    /// the work over its ticks. Returns how many it forgot.
+    pub fn expire_some(&mut self, now_secs: u64, max: usize) -> usize {
+        let deadline = now_secs.saturating_sub(self.config.active_peer_ttl);
+        let mut expired = 0;
+        while expired < max {
+            let Some(&(seen, key)) = self.by_time.first() else {
+                break;
+            };
+            if seen >= deadline {
+                break;
+            }
+            self.by_time.pop_first();
+            expired += 1;
+            let Some(swarm) = self.swarms.get_mut(&key.torrent_id) else {
+                continue;
+            };
+            let Some(account) = swarm.peers.remove(&(key.user_id, key.peer_id)) else {
+                continue;
+            };
+            swarm.remove(key.user_id, account.seeder);
+            if swarm.peers.is_empty() {
+                self.swarms.remove(&key.torrent_id);
+            }
+            self.accounts = self.accounts.saturating_sub(1);
+            let mut batch = Batch::default();
+            batch
+                .peers
+                .insert(key, account.row(false, account.last_seen));
+            batch.torrents.insert(
+                key.torrent_id,
+                TorrentRow {
+                    seeders: -i64::from(account.seeder),
+                    leechers: -i64::from(!account.seeder),
+                    times_completed: 0,
+                    balance: 0,
+                    updated_at: now_secs,
+                },
+            );
+            self.batch.merge(batch);
+        }
+        expired
+    }
+
+    /// The rows merged since the previous take.
+    pub fn take_batch(&mut self) -> Batch {
+        std::mem::take(&mut self.batch)
+    }
+
+    /// Peers accounted for.
+    pub fn accounts(&self) -> usize {
+        self.accounts
+    }
+
+    /// Announces flagged by the upload-rate bound since this ledger began.
+    pub fn flagged(&self) -> u64 {
+        self.flagged
+    }
+
+    /// A torrent's seeders and leechers, as this ledger counts them.
+    pub fn counts(&self, torrent: TorrentId) -> (u32, u32) {
+        self.swarms
+            .get(&torrent)
+            .map_or((0, 0), |s| (s.seeders, s.leechers))
+    }
+
+    /// A torrent's peers, for the site API's torrent answer.
+    pub fn peers_of(&self, torrent: TorrentId) -> impl Iterator<Item = PeerSnapshot> + '_ {
+        self.swarms
+            .get(&torrent)
+            .into_iter()
+            .flat_map(move |swarm| {
+                swarm
+                    .peers
+                    .iter()
+                    .map(move |(&(user_id, peer_id), account)| PeerSnapshot {
+                        key: PeerKey {
+                            user_id,
+                            torrent_id: torrent,
+                            peer_id,
+                        },
+                        row: account.row(true, account.last_seen),
+                        has_sent_completed: account.has_sent_completed,
+                    })
+            })
+    }
+}
+
+/// The byte and time deltas of an existing peer's announce.
+fn account_deltas(
+    config: &LedgerConfig,
+    old: &Account,
+    a: &PrivateAnnounce,
+    stopped: bool,
+    now: u64,
+) -> Deltas {
+    let (uploaded, downloaded) = if stopped {
+        // UNIT3D-Announce counts a stop's deltas each on its own.
+        (
+            a.uploaded.saturating_sub(old.uploaded),
+            a.downloaded.saturating_sub(old.downloaded),
+        )
+    } else if a.uploaded < old.uploaded || a.downloaded < old.downloaded {
+        // The client restarted with the same peer id: its totals began
+        // again, and nothing is known of what it moved meanwhile.
+        (0, 0)
+    } else {
+        (a.uploaded - old.uploaded, a.downloaded - old.downloaded)
+    };
+    let elapsed = now.saturating_sub(old.last_seen);
+    let seeder = a.left == 0;
+    let seedtime = if old.seeder && seeder {
+        elapsed.min(config.active_peer_ttl)
+    } else {
+        0
+    };
+    let flagged = config.max_upload_rate != 0
+        && u128::from(uploaded) > u128::from(config.max_upload_rate) * u128::from(elapsed);
+    Deltas {
+        uploaded,
+        downloaded,
+        seedtime,
+        completed: !stopped && seeder && !old.seeder,
+        flagged,
+        seeders: 0,
+        leechers: 0,
+    }
+}
+
+#[cfg(test)]
+#[path = "ledger_tests.rs"]
+mod tests;

@@ -1,0 +1,130 @@
+//! Why an announce is refused, in UNIT3D-Announce's exact words, so that a
+//! site's users see the messages their site's help pages describe.
+
+use std::borrow::Cow;
+use std::fmt;
+
+/// A refused announce. The reason never names the passkey.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The peer id starts with a blacklisted prefix.
+    Blacklisted,
+    /// No registered torrent has this info-hash.
+    InfoHashNotFound,
+    TorrentDeleted,
+    TorrentPending,
+    TorrentRejected,
+    TorrentPostponed,
+    /// Any other moderation status but approved.
+    TorrentNotApproved,
+    /// No user has this passkey.
+    PasskeyNotFound,
+    /// The passkey maps to a user id the site no longer has.
+    UserNotFound,
+    /// `can_download` is off and the peer is not a seeder.
+    DownloadDisabled,
+    GroupNotFound,
+    /// The user's group is `banned`, `validating` or `disabled`.
+    AccountBanned,
+    AccountValidating,
+    AccountDisabled,
+    /// `stopped` from a peer the tracker does not know.
+    StoppedPeerMissing,
+    /// A new peer would exceed the peers one user may have on a torrent.
+    TooManyPeers {
+        max: u16,
+    },
+}
+
+/// What a refusal counts as, for the metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RefusalKind {
+    Blacklisted,
+    UnknownTorrent,
+    /// Deleted, or not approved.
+    TorrentState,
+    UnknownUser,
+    /// Download disabled, or the group may not announce.
+    UserState,
+    StoppedPeerMissing,
+    TooManyPeers,
+}
+
+impl Refusal {
+    /// UNIT3D-Announce's message, word for word.
+    pub fn reason(&self) -> Cow<'static, str> {
+        Cow::Borrowed(match self {
+            Refusal::Blacklisted => "Client is not acceptable. Please check our blacklist.",
+            Refusal::InfoHashNotFound => "InfoHash not found.",
+            Refusal::TorrentDeleted => "Torrent has been deleted.",
+            Refusal::TorrentPending => "Torrent is pending moderation.",
+            Refusal::TorrentRejected => "Torrent has been rejected.",
+            Refusal::TorrentPostponed => "Torrent has been postponed.",
+            Refusal::TorrentNotApproved => "Torrent not approved.",
+            Refusal::PasskeyNotFound => {
+                "Passkey does not exist. Please re-download the .torrent file."
+            }
+            Refusal::UserNotFound => "User does not exist. Please re-download the .torrent file.",
+            Refusal::DownloadDisabled => "Your downloading privileges have been disabled.",
+            Refusal::GroupNotFound => "Group not found.",
+            Refusal::AccountBanned => "Your account is not enabled. (Current: banned).",
+            Refusal::AccountValidating => "Your account is not enabled. (Current: validating).",
+            Refusal::AccountDisabled => "Your account is not enabled. (Current: disabled).",
+            Refusal::StoppedPeerMissing => "Stopped peer doesn't exist.",
+            Refusal::TooManyPeers { max } => {
+                return Cow::Owned(format!(
+                    "You already have {max} peers on this torrent. Ignoring."
+                ))
+            }
+        })
+    }
+
+    pub fn kind(&self) -> RefusalKind {
+        match self {
+            Refusal::Blacklisted => RefusalKind::Blacklisted,
+            Refusal::InfoHashNotFound => RefusalKind::UnknownTorrent,
+            Refusal::TorrentDeleted
+            | Refusal::TorrentPending
+            | Refusal::TorrentRejected
+            | Refusal::TorrentPostponed
+            | Refusal::TorrentNotApproved => RefusalKind::TorrentState,
+            Refusal::PasskeyNotFound | Refusal::UserNotFound => RefusalKind::UnknownUser,
+            Refusal::DownloadDisabled
+            | Refusal::GroupNotFound
+            | Refusal::AccountBanned
+            | Refusal::AccountValidating
+            | Refusal::AccountDisabled => RefusalKind::UserState,
+            Refusal::StoppedPeerMissing => RefusalKind::StoppedPeerMissing,
+            Refusal::TooManyPeers { .. } => RefusalKind::TooManyPeers,
+        }
+    }
+
+    /// UNIT3D-Announce v0.3.1 answers these with a success-shaped body
+    /// whose `warning message` is the reason (no peers, counts 0), since
+    /// libtorrent backs off on failures and Transmission repeats a failed
+    /// `stopped`.
+    pub fn is_critical_warning(&self) -> bool {
+        matches!(
+            self,
+            Refusal::TorrentPending
+                | Refusal::TorrentRejected
+                | Refusal::TorrentPostponed
+                | Refusal::StoppedPeerMissing
+        )
+    }
+
+    /// The `interval` and `min interval` of the answer: 30 s for a torrent
+    /// awaiting moderation (it may soon be approved), else 5400 s.
+    pub fn interval_secs(&self) -> u32 {
+        match self {
+            Refusal::TorrentPending | Refusal::TorrentRejected | Refusal::TorrentPostponed => 30,
+            _ => 5400,
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reason())
+    }
+}

@@ -1,0 +1,215 @@
+//! Builders and strategies the tests share.
+
+use crate::batch::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
+use crate::ledger::PrivateAnnounce;
+use crate::rules::GlobalFactors;
+use crate::site::{Group, Passkey, Site, SiteRecords, Torrent, TorrentStatus, User};
+use proptest::prelude::*;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use tracker_proto::{AnnounceEvent, InfoHash, PeerId};
+
+/// A passkey of 32 alphanumerics that differs per `n`.
+pub fn passkey(n: u32) -> Passkey {
+    Passkey::parse(format!("{n:0>32}").as_bytes()).unwrap()
+}
+
+pub fn hash(n: u32) -> InfoHash {
+    let mut bytes = [0xaa; 20];
+    bytes[..4].copy_from_slice(&n.to_le_bytes());
+    InfoHash(bytes)
+}
+
+pub fn peer(n: u8) -> PeerId {
+    let mut id = *b"-TR4050-000000000000";
+    id[19] = n;
+    PeerId(id)
+}
+
+pub fn user(id: u32, group_id: i32) -> User {
+    User {
+        id,
+        group_id,
+        passkey: passkey(id),
+        can_download: true,
+        is_donor: false,
+        is_lifetime: false,
+    }
+}
+
+pub fn group(id: i32, slug: &str) -> Group {
+    Group {
+        id,
+        slug: slug.to_string(),
+        download_slots: None,
+        is_immune: false,
+        is_freeleech: false,
+        is_double_upload: false,
+    }
+}
+
+pub fn torrent(id: u32) -> Torrent {
+    Torrent {
+        id,
+        info_hash: hash(id),
+        status: TorrentStatus::Approved,
+        is_deleted: false,
+        download_factor: 100,
+        upload_factor: 100,
+    }
+}
+
+/// Users 1 and 2 in group 10 (`user`), torrents 1 and 2, no blacklist.
+pub fn records() -> SiteRecords {
+    SiteRecords {
+        users: vec![user(1, 10), user(2, 10)],
+        groups: vec![group(10, "user")],
+        torrents: vec![torrent(1), torrent(2)],
+        ..SiteRecords::default()
+    }
+}
+
+pub fn site() -> Site {
+    Site::from_records(records(), GlobalFactors::default())
+}
+
+/// User `user`'s peer `peer` on torrent `torrent`, a leecher with nothing
+/// moved yet.
+pub fn announce(user: u32, torrent: u32, peer_n: u8) -> PrivateAnnounce {
+    PrivateAnnounce {
+        info_hash: hash(torrent),
+        peer_id: peer(peer_n),
+        passkey: passkey(user),
+        ip: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
+        port: 6881,
+        event: AnnounceEvent::Started,
+        uploaded: 0,
+        downloaded: 0,
+        left: 1000,
+        agent: Agent::new(b"Transmission/4.0.5"),
+    }
+}
+
+fn arb_ip() -> impl Strategy<Value = IpAddr> {
+    prop_oneof![
+        any::<[u8; 4]>().prop_map(|b| IpAddr::V4(Ipv4Addr::from(b))),
+        any::<[u8; 16]>().prop_map(|b| IpAddr::V6(Ipv6Addr::from(b))),
+    ]
+}
+
+fn arb_agent() -> impl Strategy<Value = Agent> {
+    proptest::collection::vec(any::<u8>(), 0..80).prop_map(|b| Agent::new(&b))
+}
+
+/// Keys from small ranges, so that batches share keys and merge.
+fn arb_peer_key() -> impl Strategy<Value = PeerKey> {
+    (0u32..4, 0u32..4, 0u8..4).prop_map(|(u, t, p)| PeerKey {
+        user_id: u,
+        torrent_id: t,
+        peer_id: peer(p),
+    })
+}
+
+fn arb_peer_row() -> impl Strategy<Value = PeerRow> {
+    (
+        arb_ip(),
+        any::<u16>(),
+        arb_agent(),
+        any::<(u64, u64, u64)>(),
+        any::<(bool, bool, bool, bool)>(),
+        any::<(u64, u64)>(),
+    )
+        .prop_map(
+            |(ip, port, agent, (up, down, left), (active, seeder, visible, conn), (c, u))| {
+                PeerRow {
+                    ip,
+                    port,
+                    agent,
+                    uploaded: up,
+                    downloaded: down,
+                    left,
+                    active,
+                    seeder,
+                    visible,
+                    connectable: conn,
+                    created_at: c,
+                    updated_at: u,
+                }
+            },
+        )
+}
+
+fn arb_history_row() -> impl Strategy<Value = HistoryRow> {
+    (
+        arb_agent(),
+        any::<[u64; 7]>(),
+        any::<(bool, bool, bool)>(),
+        any::<Option<u64>>(),
+        any::<(u64, u64)>(),
+    )
+        .prop_map(
+            |(agent, n, (seeder, active, immune), completed_at, (c, u))| HistoryRow {
+                agent,
+                uploaded: n[0],
+                downloaded: n[1],
+                actual_uploaded: n[2],
+                actual_downloaded: n[3],
+                client_uploaded: n[4],
+                client_downloaded: n[5],
+                seedtime: n[6],
+                seeder,
+                active,
+                immune,
+                completed_at,
+                created_at: c,
+                updated_at: u,
+            },
+        )
+}
+
+/// Signed fields stay far from the limits: saturating sums of mixed
+/// signs are not associative at the edges.
+fn arb_torrent_row() -> impl Strategy<Value = TorrentRow> {
+    let small = -(1i64 << 40)..(1i64 << 40);
+    (
+        small.clone(),
+        small.clone(),
+        any::<u64>(),
+        small,
+        any::<u64>(),
+    )
+        .prop_map(
+            |(seeders, leechers, times_completed, balance, updated_at)| TorrentRow {
+                seeders,
+                leechers,
+                times_completed,
+                balance,
+                updated_at,
+            },
+        )
+}
+
+pub fn arb_batch() -> impl Strategy<Value = Batch> {
+    (
+        proptest::collection::hash_map(arb_peer_key(), arb_peer_row(), 0..6),
+        proptest::collection::hash_map((0u32..4, 0u32..4), arb_history_row(), 0..6),
+        proptest::collection::hash_map(0u32..4, any::<(u64, u64)>(), 0..4),
+        proptest::collection::hash_map(0u32..4, arb_torrent_row(), 0..4),
+    )
+        .prop_map(|(peers, history, users, torrents)| Batch {
+            peers: peers.into_iter().collect(),
+            history: history.into_iter().collect(),
+            users: users
+                .into_iter()
+                .map(|(id, (uploaded, downloaded))| {
+                    (
+                        id,
+                        UserRow {
+                            uploaded,
+                            downloaded,
+                        },
+                    )
+                })
+                .collect(),
+            torrents: torrents.into_iter().collect(),
+        })
+}
