@@ -135,6 +135,14 @@ impl Config {
         self.private.validate()
     }
 
+    /// The private site API's address, when private mode serves one.
+    pub fn site_api_listen(&self) -> Vec<std::net::SocketAddr> {
+        if !self.private.enabled {
+            return Vec::new();
+        }
+        self.private.api_listen.parse().into_iter().collect()
+    }
+
     /// The UDP connection secret from config, if one is set (validated already).
     pub fn udp_secret(&self) -> Option<[u8; 16]> {
         self.udp.secret()

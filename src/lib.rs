@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod config;
 mod handover;
+mod private;
 mod reload;
 mod signals;
 pub mod start;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use tracing::{info, warn};
 use tracker_http::metrics_endpoint;
 use tracker_http::server::HttpService;
+use tracker_http::site_api::SiteApiServer;
 use tracker_runtime::access::AccessList;
 use tracker_runtime::clock;
 use tracker_runtime::config::ExemptNetworks;
@@ -25,6 +26,7 @@ use tracker_udp::server::UdpService;
 use tracker_ws::{Closing, FullScrape, WsService};
 
 use crate::config::Config;
+use crate::private::PrivateMode;
 use crate::signals::Reloaded;
 use crate::start::bind::WorkerSockets;
 
@@ -74,6 +76,8 @@ pub struct Worker {
     /// Seeds its store's peer selection.
     pub seed: u64,
     pub state: WorkerState,
+    /// Private mode's shared parts, when on.
+    pub private: Option<Arc<PrivateMode>>,
 }
 
 impl Worker {
@@ -92,6 +96,7 @@ impl Worker {
             owners,
             seed,
             state,
+            private,
         } = self;
         let mut store = SwarmStore::new(config.swarm.store_limits(), seed);
         let exempt = config.runtime.exempt_networks();
@@ -117,6 +122,11 @@ impl Worker {
             exempt.clone(),
         )
         .await?;
+        if let Some(private) = &private {
+            shard.set_private(private.site.clone(), private.ledger, private.sink.clone());
+            let interval = private.flush_interval;
+            glommio::spawn_local(shard.clone().flush_private_forever(interval)).detach();
+        }
         let period = Duration::from_secs(config.swarm.cleanup_interval_secs.into());
         glommio::spawn_local(shard.clone().clean_forever(period)).detach();
         glommio::spawn_local(shard.clone().enforce_access_forever()).detach();
@@ -179,6 +189,16 @@ impl Worker {
             );
         }
         let mut endpoints = Vec::new();
+        if let (Some(private), false) = (&private, sockets.site_api.is_empty()) {
+            let handler = Rc::new(crate::private::SiteApiHandler::new(private));
+            let api = SiteApiServer::new(&shard, &config.private.api_key, handler);
+            endpoints.extend(
+                sockets
+                    .site_api
+                    .into_iter()
+                    .map(|listener| glommio::spawn_local(Rc::clone(&api).serve(listener))),
+            );
+        }
         if !sockets.metrics.is_empty() {
             let endpoint = metrics_endpoint::Endpoint::new(shard.clone(), &config.metrics);
             endpoints.extend(
@@ -216,6 +236,9 @@ impl Worker {
                 http.open_connections()
             );
         }
+        // The accounting of every announce answered, for the database
+        // thread's last flush.
+        shard.flush_private();
         if config.state.path().is_none() && !shutdown.is_hand_over() {
             return Ok(None);
         }

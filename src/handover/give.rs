@@ -47,6 +47,7 @@ pub fn copies(
             (Kind::Http, &s.http),
             (Kind::Https, &s.https),
             (Kind::Metrics, &s.metrics),
+            (Kind::SiteApi, &s.site_api),
         ] {
             for listener in listeners {
                 push(kind, worker, listener.local_addr(), dup(listener))?;

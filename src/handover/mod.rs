@@ -77,6 +77,8 @@ pub enum Kind {
     Http,
     Https,
     Metrics,
+    /// The private site API's listener.
+    SiteApi,
     /// A port's lock, which trackers of earlier versions send: dropped.
     Lock,
     Control,
@@ -88,6 +90,7 @@ impl Kind {
             Kind::Http => "http",
             Kind::Https => "https",
             Kind::Metrics => "metrics",
+            Kind::SiteApi => "site_api",
             Kind::Lock => "lock",
             Kind::Control => "control",
         }
@@ -99,6 +102,7 @@ impl Kind {
             Kind::Http,
             Kind::Https,
             Kind::Metrics,
+            Kind::SiteApi,
             Kind::Lock,
             Kind::Control,
         ]
@@ -195,6 +199,7 @@ fn distribute(
                     Kind::Udp => sockets.udp.push(UdpSocket::from(h.fd)),
                     Kind::Http => sockets.http.push(TcpListener::from(h.fd)),
                     Kind::Https => sockets.https.push(TcpListener::from(h.fd)),
+                    Kind::SiteApi => sockets.site_api.push(TcpListener::from(h.fd)),
                     _ => sockets.metrics.push(TcpListener::from(h.fd)),
                 }
             }

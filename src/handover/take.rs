@@ -93,6 +93,7 @@ impl TakeOver {
             (Kind::Http, &config.http.listen),
             (Kind::Https, &config.http.https_listen),
             (Kind::Metrics, &config.metrics.listen),
+            (Kind::SiteApi, &config.site_api_listen()),
         ] {
             let served: Vec<&str> = self
                 .handed

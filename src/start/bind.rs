@@ -17,6 +17,8 @@ pub struct WorkerSockets {
     pub https: Vec<TcpListener>,
     /// The metrics endpoint's listeners: worker 0's alone.
     pub metrics: Vec<TcpListener>,
+    /// The private site API's listener: worker 0's alone.
+    pub site_api: Vec<TcpListener>,
 }
 
 /// Binds every address once per worker, before any worker starts, so that a
@@ -58,6 +60,13 @@ pub fn bind_all(config: &Config, workers: usize) -> Result<Vec<WorkerSockets>, S
         &mut per_worker[..1],
         tracker_http::metrics_endpoint::bind,
         |s| &mut s.metrics,
+    )?;
+    bind_each(
+        &config.site_api_listen(),
+        ("tcp", "site API", "private.api_listen"),
+        &mut per_worker[..1],
+        tracker_http::metrics_endpoint::bind,
+        |s| &mut s.site_api,
     )?;
     Ok(per_worker)
 }

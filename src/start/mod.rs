@@ -26,6 +26,7 @@ use tracker_swarm::state::{Framed, Section};
 
 use crate::config::Config;
 use crate::handover::{self, TakeOver};
+use crate::private::PrivateMode;
 use crate::signals::{
     spawn_signal_handler, BlockedSignals, Reloaded, SIGHUP, SIGINT, SIGTERM, SIGUSR2,
 };
@@ -81,6 +82,9 @@ pub fn run(
         privilege_plan.serves_as_root(euid),
     )?;
     fit_connections_to_nofile(&mut config, workers)?;
+    // The site's users and torrents, before anything is bound: a database
+    // that cannot be read is a start-up error, said at once.
+    let private = PrivateMode::load(&config)?;
     // Before any other thread starts, so that every thread inherits the mask
     // and only the signal thread ever takes these signals.
     let signals = BlockedSignals::block(&[SIGHUP, SIGTERM, SIGINT, SIGUSR2])
@@ -190,6 +194,7 @@ pub fn run(
         secret,
         owners,
         seed,
+        private: private.clone(),
     };
     // Removed when this returns, unless a successor took it.
     let (mut control, mut control_file) = control.unzip();
@@ -226,12 +231,23 @@ pub fn run(
             )
             .map_err(|e| format!("cannot start the control thread: {e}"))?;
         }
-        let sections = serving.serve(
+        // Each serve has its database thread, started once the swarms are
+        // here: a successor's, after its predecessor wrote what its own
+        // could not (see `PrivateMode::stop_flusher`).
+        if let Some(private) = &private {
+            private.start_flusher()?;
+        }
+        let served = serving.serve(
             std::mem::take(&mut sockets),
             loaded.take(),
             &source,
             snapshots,
-        )?;
+        );
+        if let Some(private) = &private {
+            let drain = Duration::from_secs(serving.config.state.drain_timeout_secs.into());
+            private.stop_flusher(std::time::Instant::now() + drain)?;
+        }
+        let sections = served?;
         drop(snapshot_writer);
         let Some(handing) = hand_over.take() else {
             break sections;
@@ -319,6 +335,7 @@ struct Serving {
     secret: [u8; 16],
     owners: Owners,
     seed: u64,
+    private: Option<Arc<PrivateMode>>,
 }
 
 impl Serving {
@@ -356,8 +373,10 @@ impl Serving {
             secret,
             owners,
             seed,
+            private,
             ..
         } = self;
+        let private = private.clone();
         let (config, tls, access, shutdown) = (
             config.clone(),
             tls.clone(),
@@ -391,6 +410,7 @@ impl Serving {
                 owners,
                 seed: seed ^ index as u64,
                 state,
+                private: private.clone(),
             }
             .run()
         })?;

@@ -41,6 +41,8 @@ pub enum ShardRequest {
     /// One way, never answered: WebRTC peers of the receiving owner whose
     /// connection closed (each leaves its torrent as if it had stopped).
     RtcGone(Vec<(InfoHash, PeerId, ConnectionRef)>),
+    /// An announce to a private tracker, checked and accounted by the owner.
+    PrivateAnnounce(Box<crate::shard::PrivateRequest>),
 }
 
 /// Which swarms a scrape reads: each protocol counts its own kind of peer.
@@ -94,6 +96,7 @@ pub enum ShardReply {
     ScrapeSome(Vec<(InfoHash, ScrapeStats)>),
     Metrics(Vec<Sample>),
     RtcAnnounce(Result<SwarmCounts, AnnounceRefused>),
+    PrivateAnnounce(Result<AnnounceAnswer, crate::shard::PrivateRefused>),
     /// Serving the request panicked (the panic was contained and counted).
     Failed,
 }

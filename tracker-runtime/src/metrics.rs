@@ -118,6 +118,17 @@ families! {
     /// Label: kind (connection_limit, address_limit, evicted_idle, timeout).
     METRICS_ENDPOINT_ERRORS = "tracker_metrics_endpoint_errors_total", Counter,
         "Connections to the metrics endpoint refused, closed to make room, or timed out, by kind.";
+    /// Label: outcome (admitted, flagged, blacklisted, unknown_torrent,
+    /// torrent_state, unknown_user, user_state, stopped_peer_missing,
+    /// too_many_peers).
+    PRIVATE_ANNOUNCES = "tracker_private_announces_total", Counter,
+        "Private announces at their torrent's owner, by outcome: admitted ones (flagged counts those whose upload passed private.max_upload_rate and was not credited), and refused ones by why.";
+    /// Label: direction (uploaded, downloaded: credited with factors;
+    /// actual_uploaded, actual_downloaded: as reported).
+    PRIVATE_CREDITED_BYTES = "tracker_private_bytes_total", Counter,
+        "Bytes accounted from private announces, by direction.";
+    PRIVATE_LEDGER_PEERS = "tracker_private_ledger_peers", Gauge,
+        "Peers the private ledger keeps accounts of.";
     /// Label: outcome (ok, bad_request, not_found, wrong_key, too_large,
     /// timeout, connection_limit).
     SITE_API_REQUESTS = "tracker_site_api_requests_total", Counter,

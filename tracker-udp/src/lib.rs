@@ -4,5 +4,6 @@
 pub mod coalesce;
 pub mod config;
 pub mod cookie;
+mod private;
 pub mod server;
 pub mod steering;

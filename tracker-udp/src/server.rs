@@ -4,6 +4,7 @@
 use crate::coalesce::Coalesce;
 use crate::config::UdpConfig;
 use crate::cookie::ConnectionCookies;
+use crate::private::INVALID_PASSKEY;
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::mem;
@@ -94,7 +95,7 @@ impl MetricSource for UdpService {
 /// A worker's UDP service: shared by its sockets and by the tasks that wait for
 /// answers from other workers.
 pub struct UdpService {
-    shard: Rc<Shard>,
+    pub(crate) shard: Rc<Shard>,
     cookies: ConnectionCookies,
     swarm: SwarmConfig,
     max_scrape_hashes: usize,
@@ -138,10 +139,10 @@ impl Forwards {
 
 /// Counts forwarded requests (a scrape, or a batch of announces for one
 /// owner) as in flight for as long as their task holds them.
-struct InFlight(Rc<UdpService>);
+pub(crate) struct InFlight(Rc<UdpService>);
 
 impl InFlight {
-    fn new(service: &Rc<UdpService>) -> Self {
+    pub(crate) fn new(service: &Rc<UdpService>) -> Self {
         service.in_flight.set(service.in_flight.get() + 1);
         InFlight(service.clone())
     }
@@ -156,7 +157,7 @@ impl Drop for InFlight {
 /// A socket shared by its receive loop and the tasks that answer forwarded
 /// requests, so that it stays open until the last answer is sent even after
 /// the loop has stopped.
-type Socket = Rc<glommio::net::UdpSocket>;
+pub(crate) type Socket = Rc<glommio::net::UdpSocket>;
 
 impl UdpService {
     /// `exempt` clients are not held to `udp.max_connects_per_ip_per_sec`.
@@ -440,6 +441,13 @@ impl UdpService {
                     numwant,
                     peer_ids: false,
                 };
+                if self.shard.private().is_some() {
+                    if !self.private_announce(&req, announce, socket, (from, to)) {
+                        self.stats.errors_sent.inc();
+                        write_error_response(tx.push(from, to), txid, INVALID_PASSKEY);
+                    }
+                    return;
+                }
                 let written = self.shard.announce_here(&announce, |counts, peers| {
                     self.write_announce(tx.push(from, to), txid, family, counts, peers.compact())
                 });
@@ -520,7 +528,7 @@ impl UdpService {
         valid
     }
 
-    fn write_announce(
+    pub(crate) fn write_announce(
         &self,
         out: &mut Vec<u8>,
         txid: TransactionId,
@@ -556,14 +564,14 @@ impl UdpService {
         }
     }
 
-    fn route_failed(&self, e: RouteError) {
+    pub(crate) fn route_failed(&self, e: RouteError) {
         match e {
             RouteError::Overloaded | RouteError::OwnerGone => self.stats.dropped_overloaded.inc(),
             RouteError::Failed => self.stats.failed_at_owner.inc(),
         }
     }
 
-    fn send_now(&self, fd: RawFd, data: &[u8], to: SocketAddr, from: Option<LocalAddr>) {
+    pub(crate) fn send_now(&self, fd: RawFd, data: &[u8], to: SocketAddr, from: Option<LocalAddr>) {
         match send_one(fd, data, to, from) {
             Ok(n) => self.stats.bytes_out.add(n as u64),
             Err(_) => self.stats.send_errors.inc(),

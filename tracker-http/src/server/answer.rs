@@ -13,12 +13,20 @@ impl HttpService {
         traffic: &HttpTraffic,
         s: Scratch<'_>,
     ) {
-        // Keys in paths are private mode's; a public tracker has no such
-        // URLs, as before they were read.
-        if request.key.is_some() {
-            self.stats.not_found.inc();
-            let e = RequestError::NotFound;
-            return self.fail(s.out, e.status(), connection, e.reason());
+        // Keys in paths are private mode's, and private mode has no others;
+        // a public tracker has no such URLs, as before they were read.
+        match (request.key, self.shard.private().is_some()) {
+            (None, false) => {}
+            (Some(key), true) => {
+                return self
+                    .private_request(request, key, connection, peer_ip, traffic, s)
+                    .await
+            }
+            _ => {
+                self.stats.not_found.inc();
+                let e = RequestError::NotFound;
+                return self.fail(s.out, e.status(), connection, e.reason());
+            }
         }
         match request.endpoint {
             Endpoint::Announce => match parse_announce(request.query) {
@@ -43,7 +51,7 @@ impl HttpService {
         }
     }
 
-    async fn announce(
+    pub(super) async fn announce(
         &self,
         req: &AnnounceRequest<'_>,
         ip: IpAddr,
@@ -75,7 +83,7 @@ impl HttpService {
         }
     }
 
-    fn write_announce(
+    pub(super) fn write_announce(
         &self,
         out: &mut Vec<u8>,
         connection: Connection,
@@ -108,7 +116,7 @@ impl HttpService {
         }
     }
 
-    async fn scrape(&self, connection: Connection, s: Scratch<'_>) {
+    pub(super) async fn scrape(&self, connection: Connection, s: Scratch<'_>) {
         if s.hashes.is_empty() {
             // A full scrape: the codec reads no info_hash as asking for one.
             return self.full_scrape(connection, s).await;
@@ -148,7 +156,7 @@ impl HttpService {
         write_response(s.out, 200, connection, |body| write_scrape(body, s.files));
     }
 
-    fn route_failed(&self, out: &mut Vec<u8>, connection: Connection, e: RouteError) {
+    pub(super) fn route_failed(&self, out: &mut Vec<u8>, connection: Connection, e: RouteError) {
         let (status, reason) = match e {
             RouteError::Overloaded => (503, "tracker overloaded: try again later"),
             RouteError::OwnerGone => (503, "tracker is stopping"),

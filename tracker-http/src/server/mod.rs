@@ -64,6 +64,7 @@ use tracker_proto::http::{
 
 mod answer;
 mod connection;
+mod private;
 
 /// The failure reason of a request whose handling failed (a contained panic).
 const INTERNAL_ERROR: &str = "internal error";

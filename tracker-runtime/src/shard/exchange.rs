@@ -109,6 +109,7 @@ impl Shard {
                 self.samples(&mut samples);
                 ShardReply::Metrics(samples)
             }
+            ShardRequest::PrivateAnnounce(request) => self.serve_private(&request),
             ShardRequest::RtcAnnounce(request) => {
                 ShardReply::RtcAnnounce(self.rtc_announce_local(*request))
             }

@@ -32,11 +32,13 @@ use tracker_proto::{
 use tracker_swarm::{AnnounceRefused, SwarmCounts, SwarmStore};
 
 mod exchange;
+mod private;
 mod rtc;
 
 use crate::mesh::Swarms;
 use exchange::{PendingReply, Waiting};
 use rtc::ONE_WAY;
+pub use private::{BatchSink, PrivateRefused, PrivateRequest, PrivateShard, PrivateStats};
 pub use rtc::{RelaySink, RelayStats};
 
 /// One worker's shard: its swarm store, and its links to the owners of every
@@ -73,6 +75,8 @@ pub struct Shard {
     /// The worker's services, whose counters every scrape includes. Weak:
     /// they hold the shard.
     metric_sources: RefCell<Vec<Weak<dyn MetricSource>>>,
+    /// Private mode, when on (set once, before serving).
+    private: private::PrivateCell,
 }
 
 /// Says, once a minute at most (the first at once), that a budget of new
@@ -163,6 +167,7 @@ impl Shard {
             relays_out: RefCell::new(Vec::new()),
             receivers_scratch: RefCell::new(Vec::new()),
             metric_sources: RefCell::new(Vec::new()),
+            private: private::PrivateCell::new(),
         });
         let reply_senders = reply_senders.map(Rc::new);
         for (from, stream) in request_streams {
@@ -253,6 +258,16 @@ impl Shard {
             peers.reset(IpFamily::of(req.peer_addr.ip()));
             return Err(AnnounceRefused::NotAllowed);
         }
+        self.announce_unchecked(req, peers)
+    }
+
+    /// An announce to a torrent of this shard that the access list (or, in
+    /// private mode, the site) allowed.
+    fn announce_unchecked(
+        &self,
+        req: &Announce,
+        peers: &mut AnswerPeers,
+    ) -> Result<SwarmCounts, AnnounceRefused> {
         let ip = req.peer_addr.ip();
         let quota = self.exempt.quota(ip);
         let mut store = self.store.borrow_mut();
@@ -506,6 +521,7 @@ impl Shard {
             peers.leechers as u64,
         ));
         self.rtc_samples(&store, out);
+        self.private_samples(out);
     }
 
     /// The metrics of every worker, by worker index, asked of all at once.

@@ -1,0 +1,289 @@
+//! Private mode's process-wide parts: the site's records loaded from its
+//! database at start, the database thread that writes the workers' batches,
+//! and the file that keeps what it could not write at a stop (read back by
+//! the next start, or by the successor of a hand-over).
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tracing::{info, warn};
+use tracker_http::site_api::{ApiAnswer, SiteApi};
+use tracker_db::{DbConfig, FlusherConfig, FlusherHandle, Leftover};
+use tracker_private::{Batch, GlobalFactors, LedgerConfig, Site};
+use tracker_runtime::private_config::PrivateConfig;
+use tracker_runtime::reloadable::Reloadable;
+use tracker_runtime::shard::BatchSink;
+use tracker_runtime::state_file;
+
+use crate::config::Config;
+
+/// What every worker of a private tracker shares.
+pub struct PrivateMode {
+    /// The site's view, replaced whole by each change of the site API.
+    pub site: Arc<Reloadable<Site>>,
+    pub ledger: LedgerConfig,
+    pub flush_interval: Duration,
+    /// The database thread, while it runs.
+    pub sink: Arc<FlusherSink>,
+    config: PrivateConfig,
+    pending_path: Option<PathBuf>,
+}
+
+/// The workers' way to the database thread (absent between a stop and the
+/// next serve).
+#[derive(Default)]
+pub struct FlusherSink(Mutex<Option<FlusherHandle>>);
+
+impl BatchSink for FlusherSink {
+    fn submit(&self, batch: Batch) {
+        let handle = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match handle.as_ref() {
+            Some(handle) => handle.submit(batch),
+            // Only between serves, when no worker runs.
+            None => warn!("private: a batch came with no database thread: its rows are lost"),
+        }
+    }
+}
+
+impl FlusherSink {
+    pub fn stats(&self) -> Option<tracker_db::FlusherStats> {
+        let handle = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        handle.as_ref().map(FlusherHandle::stats)
+    }
+}
+
+impl PrivateMode {
+    /// Loads the site from its database, when private mode is on.
+    pub fn load(config: &Config) -> Result<Option<Arc<PrivateMode>>, String> {
+        let private = &config.private;
+        if !private.enabled {
+            return Ok(None);
+        }
+        let db = DbConfig::new(private.database_url.clone());
+        let started = Instant::now();
+        let mut conn = db
+            .connect()
+            .map_err(|e| format!("private.database_url: {e}"))?;
+        let records = tracker_db::load(&mut conn)
+            .map_err(|e| format!("private.database_url: loading the site: {e}"))?;
+        drop(conn);
+        let factors = GlobalFactors {
+            upload: private.upload_factor,
+            download: private.download_factor,
+            ..GlobalFactors::default()
+        };
+        let site = Site::from_records(records, factors);
+        info!(
+            "private: {} users and {} torrents loaded from {} in {} ms",
+            site.users_len(),
+            site.torrents_len(),
+            db.redacted_url(),
+            started.elapsed().as_millis()
+        );
+        let pending_path = match (&private.pending_file, config.state.path()) {
+            (file, _) if !file.is_empty() => Some(PathBuf::from(file)),
+            (_, Some(state)) => Some(with_suffix(state, ".pending")),
+            (_, None) => None,
+        };
+        Ok(Some(Arc::new(PrivateMode {
+            site: Arc::new(Reloadable::new(Arc::new(site))),
+            ledger: LedgerConfig {
+                max_peers_per_torrent_per_user: private
+                    .max_peers_per_torrent_per_user
+                    .try_into()
+                    .unwrap_or(u16::MAX),
+                active_peer_ttl: private.active_peer_ttl_secs.into(),
+                max_upload_rate: private.max_upload_rate,
+            },
+            flush_interval: Duration::from_millis(private.flush_interval_ms.into()),
+            sink: Arc::new(FlusherSink::default()),
+            config: private.clone(),
+            pending_path,
+        })))
+    }
+
+    /// Starts the database thread, with what the last stop left in the
+    /// pending file (its numbered batches already in the database are
+    /// dropped there: never written twice).
+    pub fn start_flusher(&self) -> Result<(), String> {
+        let leftover = self.read_pending()?;
+        let private = &self.config;
+        let mut config = FlusherConfig::new(private.database_url.clone(), private.tracker_id());
+        config.interval = self.flush_interval;
+        config.backoff_min = Duration::from_millis(private.flush_retry_min_ms.into());
+        config.backoff_max = Duration::from_millis(private.flush_retry_max_ms.into());
+        config.max_rows_per_statement = private.max_rows_per_statement;
+        let handle = tracker_db::Flusher::spawn(config, leftover)
+            .map_err(|e| format!("private.database_url: starting the database thread: {e}"))?;
+        *self.sink.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        Ok(())
+    }
+
+    /// Stops the database thread once the workers handed in their last
+    /// batches: it writes what it holds until `deadline`; the rest goes into
+    /// the pending file, every batch numbered, so that the next start writes
+    /// each exactly once.
+    pub fn stop_flusher(&self, deadline: Instant) -> Result<(), String> {
+        let handle = self.sink.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(handle) = handle else {
+            return Ok(());
+        };
+        let last = handle.stats().last_sequence;
+        let leftover = number(handle.stop(deadline), last);
+        self.write_pending(&leftover)
+    }
+
+    fn read_pending(&self) -> Result<Leftover, String> {
+        let Some(path) = &self.pending_path else {
+            return Ok(Vec::new());
+        };
+        let bytes = match tracker_runtime::files::open_regular(path) {
+            Ok((mut file, _)) => {
+                let mut bytes = Vec::new();
+                std::io::Read::read_to_end(&mut file, &mut bytes)
+                    .map_err(|e| format!("private.pending_file {}: {e}", path.display()))?;
+                bytes
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(format!("private.pending_file {}: {e}", path.display())),
+        };
+        let pending = tracker_private::codec::decode_pending(&bytes).map_err(|e| {
+            format!(
+                "private.pending_file {}: {e}; it holds accounting not yet in the database: \
+                 move it away to start without it",
+                path.display()
+            )
+        })?;
+        info!(
+            "private: {} batches of accounting from {} to write",
+            pending.len(),
+            path.display()
+        );
+        Ok(pending)
+    }
+
+    fn write_pending(&self, leftover: &Leftover) -> Result<(), String> {
+        let rows: usize = leftover.iter().map(|(_, b)| b.rows()).sum();
+        let Some(path) = &self.pending_path else {
+            if rows > 0 {
+                warn!(
+                    "private: {rows} rows of accounting could not be written to the database \
+                     and are lost: set state.file or private.pending_file to keep them"
+                );
+            }
+            return Ok(());
+        };
+        if rows == 0 {
+            return match std::fs::remove_file(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(format!("private.pending_file {}: {e}", path.display()))
+                }
+                _ => Ok(()),
+            };
+        }
+        let refs: Vec<(Option<u64>, &Batch)> = leftover.iter().map(|(n, b)| (*n, b)).collect();
+        let mut bytes = Vec::new();
+        tracker_private::codec::encode_pending(&refs, &mut bytes);
+        state_file::write_atomic(path, &[&bytes])
+            .map_err(|e| format!("private.pending_file {}: {e}", path.display()))?;
+        warn!(
+            "private: the database was unreachable: {rows} rows of accounting kept in {} for \
+             the next start",
+            path.display()
+        );
+        Ok(())
+    }
+}
+
+/// Gives every batch not yet numbered the next number after `last` and
+/// those before it: a batch written to the pending file is frozen, so that
+/// the number says for good whether it is in the database.
+fn number(leftover: Leftover, last: u64) -> Leftover {
+    let mut next = leftover
+        .iter()
+        .filter_map(|(n, _)| *n)
+        .max()
+        .unwrap_or(0)
+        .max(last);
+    leftover
+        .into_iter()
+        .map(|(n, batch)| match n {
+            Some(n) => (Some(n), batch),
+            None => {
+                next += 1;
+                (Some(next), batch)
+            }
+        })
+        .collect()
+}
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// The site API's meaning: changes to the site's view, published to every
+/// worker at once (each announce after the answer sees them).
+pub struct SiteApiHandler {
+    site: Arc<Reloadable<Site>>,
+}
+
+impl SiteApiHandler {
+    pub fn new(private: &PrivateMode) -> SiteApiHandler {
+        SiteApiHandler {
+            site: private.site.clone(),
+        }
+    }
+
+    fn answer(&self, method: &[u8], path: &[u8], body: &[u8]) -> ApiAnswer {
+        use tracker_private::api::{parse_api_request, ApiRequest};
+        let error = |e: tracker_private::api::ApiError| ApiAnswer {
+            status: e.status(),
+            body: String::new(),
+        };
+        match parse_api_request(method, path, body) {
+            Err(e) => error(e),
+            Ok(ApiRequest::Change(change)) => {
+                // No await from the load to the store: the executor runs no
+                // other change in between.
+                let mut site = Site::clone(&self.site.load().0);
+                match site.apply(change) {
+                    Ok(()) => {
+                        self.site.store(Arc::new(site));
+                        ApiAnswer {
+                            status: 200,
+                            body: String::new(),
+                        }
+                    }
+                    Err(e) => error(e),
+                }
+            }
+            // The counts these answers carry (a user's seeding and leeching
+            // torrents, a torrent's peers, request rates) live on every
+            // worker; they are not gathered yet: refused rather than
+            // answered with zeros. /metrics has the tracker's figures.
+            Ok(ApiRequest::GetUser(_) | ApiRequest::GetTorrent(_) | ApiRequest::GetStats) => {
+                ApiAnswer {
+                    status: 501,
+                    body: String::new(),
+                }
+            }
+        }
+    }
+}
+
+impl SiteApi for SiteApiHandler {
+    fn handle<'a>(
+        &'a self,
+        method: &'a [u8],
+        path: &'a [u8],
+        body: &'a [u8],
+    ) -> Pin<Box<dyn Future<Output = ApiAnswer> + 'a>> {
+        let answer = self.answer(method, path, body);
+        Box::pin(std::future::ready(answer))
+    }
+}

@@ -1,0 +1,82 @@
+//! Private mode's requests: an announce with a passkey in its path
+//! (`/announce/{passkey}` or `/{passkey}/announce`), checked and accounted
+//! at its torrent's owner (see `tracker_runtime::shard::PrivateShard`).
+
+use super::answer::Scratch;
+use super::*;
+use tracker_private::{Agent, Passkey, PrivateAnnounce};
+use tracker_runtime::shard::{PrivateRefused, PrivateRequest};
+
+/// UNIT3D-Announce's answer to a path key that cannot be a passkey.
+const INVALID_PASSKEY: &str = "Invalid passkey.";
+
+impl HttpService {
+    pub(super) async fn private_request(
+        &self,
+        request: &Request<'_>,
+        key: &[u8],
+        connection: Connection,
+        peer_ip: IpAddr,
+        traffic: &HttpTraffic,
+        s: Scratch<'_>,
+    ) {
+        let Some(passkey) = Passkey::parse(key) else {
+            return self.fail(s.out, 200, connection, INVALID_PASSKEY);
+        };
+        match request.endpoint {
+            Endpoint::Announce => {}
+            // UNIT3D-Announce serves no scrape: nor do we, in private mode
+            // (a scrape would tell anyone with a passkey every swarm's size).
+            _ => return self.fail(s.out, 200, connection, "Scrapes are not served."),
+        }
+        let req = match parse_announce(request.query) {
+            Ok(req) => req,
+            Err(e) => return self.fail(s.out, e.status(), connection, e.reason()),
+        };
+        let ip = request.real_ip.map_or(peer_ip, canonical_ip);
+        let numwant = self.swarm.numwant(req.numwant, u32::MAX);
+        let announce = Announce {
+            info_hash: req.info_hash,
+            peer_id: req.peer_id,
+            peer_addr: SocketAddr::new(ip, req.port),
+            event: req.event,
+            left: req.left,
+            numwant,
+            peer_ids: !req.compact && !req.no_peer_id,
+        };
+        let account = PrivateAnnounce {
+            info_hash: req.info_hash,
+            peer_id: req.peer_id,
+            passkey,
+            ip,
+            port: req.port,
+            event: req.event,
+            uploaded: req.uploaded,
+            downloaded: req.downloaded,
+            left: req.left,
+            agent: Agent::new(request.user_agent.unwrap_or_default()),
+        };
+        if self.shard.is_local(&announce.info_hash) {
+            traffic.announces_local.inc();
+        } else {
+            traffic.announces_forwarded.inc();
+        }
+        let out = &mut *s.out;
+        let routed = self.shard.private_announce(
+            PrivateRequest { announce, account },
+            |counts, peers| match counts {
+                Ok(counts) => self.write_announce(out, connection, &req, Ok(counts), peers),
+                Err(PrivateRefused::Store(refused)) => {
+                    self.write_announce(out, connection, &req, Err(refused), peers)
+                }
+                Err(PrivateRefused::Site(refusal)) => {
+                    self.stats.refused.inc();
+                    self.fail(out, 200, connection, &refusal.reason())
+                }
+            },
+        );
+        if let Err(e) = routed.await {
+            self.route_failed(s.out, connection, e);
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! Private mode at the owner of a torrent: the site's view (shared by every
+//! worker, replaced whole when the site API changes it), and this worker's
+//! ledger, which checks, accounts and credits each announce before the swarm
+//! store takes it. Its batches go to the database thread through a
+//! [`BatchSink`], every flush interval.
+
+use super::*;
+use crate::metrics::{PRIVATE_ANNOUNCES, PRIVATE_CREDITED_BYTES, PRIVATE_LEDGER_PEERS};
+use std::cell::OnceCell;
+use tracker_private::{
+    Batch, Ledger, LedgerConfig, PrivateAnnounce, Refusal, RefusalKind, Site,
+};
+use tracker_proto::AnnounceEvent;
+
+/// Where a worker's batches go: the database thread. `submit` must never
+/// block (the caller is an executor).
+pub trait BatchSink: Send + Sync {
+    fn submit(&self, batch: Batch);
+}
+
+crate::counters! {
+    /// What private mode did with announces, on this worker as owner.
+    pub struct PrivateStats {
+        pub admitted: Counter => PRIVATE_ANNOUNCES { outcome = "admitted" },
+        pub flagged: Counter => PRIVATE_ANNOUNCES { outcome = "flagged" },
+        pub blacklisted: Counter => PRIVATE_ANNOUNCES { outcome = "blacklisted" },
+        pub unknown_torrent: Counter => PRIVATE_ANNOUNCES { outcome = "unknown_torrent" },
+        pub torrent_state: Counter => PRIVATE_ANNOUNCES { outcome = "torrent_state" },
+        pub unknown_user: Counter => PRIVATE_ANNOUNCES { outcome = "unknown_user" },
+        pub user_state: Counter => PRIVATE_ANNOUNCES { outcome = "user_state" },
+        pub stopped_unknown: Counter => PRIVATE_ANNOUNCES { outcome = "stopped_peer_missing" },
+        pub too_many_peers: Counter => PRIVATE_ANNOUNCES { outcome = "too_many_peers" },
+        pub credited_up: Counter => PRIVATE_CREDITED_BYTES { direction = "uploaded" },
+        pub credited_down: Counter => PRIVATE_CREDITED_BYTES { direction = "downloaded" },
+        pub raw_up: Counter => PRIVATE_CREDITED_BYTES { direction = "actual_uploaded" },
+        pub raw_down: Counter => PRIVATE_CREDITED_BYTES { direction = "actual_downloaded" },
+    }
+}
+
+impl PrivateStats {
+    fn refused(&self, kind: RefusalKind) {
+        match kind {
+            RefusalKind::Blacklisted => self.blacklisted.inc(),
+            RefusalKind::UnknownTorrent => self.unknown_torrent.inc(),
+            RefusalKind::TorrentState => self.torrent_state.inc(),
+            RefusalKind::UnknownUser => self.unknown_user.inc(),
+            RefusalKind::UserState => self.user_state.inc(),
+            RefusalKind::StoppedPeerMissing => self.stopped_unknown.inc(),
+            RefusalKind::TooManyPeers => self.too_many_peers.inc(),
+        }
+    }
+}
+
+/// A worker's private mode.
+pub struct PrivateShard {
+    site: RefCell<LocalCopy<Site>>,
+    ledger: RefCell<Ledger>,
+    sink: Arc<dyn BatchSink>,
+    pub stats: PrivateStats,
+}
+
+/// Why a private announce got no peers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PrivateRefused {
+    /// The site's rules (UNIT3D-Announce's words).
+    Site(Refusal),
+    /// The swarm store's limits.
+    Store(AnnounceRefused),
+}
+
+impl PrivateRefused {
+    pub fn reason(&self) -> std::borrow::Cow<'static, str> {
+        match self {
+            PrivateRefused::Site(refusal) => refusal.reason(),
+            PrivateRefused::Store(refused) => refused.reason().into(),
+        }
+    }
+}
+
+/// A private announce on its way to the owner: the swarm's part, and the
+/// ledger's.
+#[derive(Debug)]
+pub struct PrivateRequest {
+    pub announce: Announce,
+    pub account: PrivateAnnounce,
+}
+
+impl Shard {
+    /// Makes this worker's shard private: every worker must, before serving.
+    pub fn set_private(
+        &self,
+        site: Arc<Reloadable<Site>>,
+        config: LedgerConfig,
+        sink: Arc<dyn BatchSink>,
+    ) {
+        let _ = self.private.set(PrivateShard {
+            site: RefCell::new(LocalCopy::new(site)),
+            ledger: RefCell::new(Ledger::new(config)),
+            sink,
+            stats: PrivateStats::default(),
+        });
+    }
+
+    pub fn private(&self) -> Option<&PrivateShard> {
+        self.private.get()
+    }
+
+    /// A private announce to a torrent of this shard: the ledger first, then
+    /// the store (which a stopped peer leaves).
+    fn private_announce_local(
+        &self,
+        req: &PrivateRequest,
+        peers: &mut AnswerPeers,
+    ) -> Result<SwarmCounts, PrivateRefused> {
+        let Some(private) = self.private.get() else {
+            return Err(PrivateRefused::Store(AnnounceRefused::NotAllowed));
+        };
+        let site = private.site.borrow_mut().get().clone();
+        let admitted = private
+            .ledger
+            .borrow_mut()
+            .announce(&site, &req.account, clock::unix_secs());
+        let admitted = match admitted {
+            Ok(admitted) => admitted,
+            Err(refusal) => {
+                private.stats.refused(refusal.kind());
+                peers.reset(IpFamily::of(req.announce.peer_addr.ip()));
+                return Err(PrivateRefused::Site(refusal));
+            }
+        };
+        let s = &private.stats;
+        s.admitted.inc();
+        if admitted.flagged {
+            s.flagged.inc();
+        }
+        s.credited_up.add(admitted.credited_uploaded);
+        s.credited_down.add(admitted.credited_downloaded);
+        s.raw_up.add(admitted.uploaded);
+        s.raw_down.add(admitted.downloaded);
+        let mut announce = req.announce;
+        if !admitted.in_swarm {
+            announce.event = AnnounceEvent::Stopped;
+        }
+        self.announce_unchecked(&announce, peers)
+            .map_err(PrivateRefused::Store)
+    }
+
+    /// A private announce to any torrent, here or at its owner.
+    pub async fn private_announce<R>(
+        &self,
+        req: PrivateRequest,
+        answer: impl FnOnce(Result<SwarmCounts, PrivateRefused>, &AnswerPeers) -> R,
+    ) -> Result<R, RouteError> {
+        let owner = self.owner(&req.announce.info_hash);
+        if owner == self.index {
+            let mut peers = self.peers_scratch.borrow_mut();
+            let counts = self.private_announce_local(&req, &mut peers);
+            return Ok(answer(counts, &peers));
+        }
+        match self
+            .ask(owner, ShardRequest::PrivateAnnounce(Box::new(req)))
+            .await?
+            .await?
+        {
+            ShardReply::PrivateAnnounce(Ok(a)) => {
+                let counts = SwarmCounts {
+                    seeders: a.seeders,
+                    leechers: a.leechers,
+                };
+                Ok(answer(Ok(counts), &a.peers))
+            }
+            ShardReply::PrivateAnnounce(Err(refused)) => {
+                Ok(answer(Err(refused), &AnswerPeers::default()))
+            }
+            _ => Err(RouteError::Failed),
+        }
+    }
+
+    /// The private mode's samples, when on.
+    pub(super) fn private_samples(&self, out: &mut Vec<Sample>) {
+        if let Some(private) = self.private.get() {
+            private.stats.samples(&[], out);
+            let accounts = private.ledger.borrow().accounts() as u64;
+            out.push(Sample::new(&PRIVATE_LEDGER_PEERS, &[], accounts));
+        }
+    }
+
+    /// Serves another worker's private announce (see `exchange`).
+    pub(super) fn serve_private(&self, req: &PrivateRequest) -> ShardReply {
+        let mut peers = AnswerPeers::default();
+        let answer = self
+            .private_announce_local(req, &mut peers)
+            .map(|c| AnnounceAnswer {
+                seeders: c.seeders,
+                leechers: c.leechers,
+                peers,
+            });
+        ShardReply::PrivateAnnounce(answer)
+    }
+
+    /// Hands what the ledger merged since the last call to the database
+    /// thread, and forgets peers silent for the active TTL (a bounded step).
+    pub fn flush_private(&self) {
+        let Some(private) = self.private.get() else {
+            return;
+        };
+        let mut ledger = private.ledger.borrow_mut();
+        ledger.expire_some(clock::unix_secs(), EXPIRE_STEP);
+        let batch = ledger.take_batch();
+        drop(ledger);
+        if !batch.is_empty() {
+            private.sink.submit(batch);
+        }
+    }
+
+    /// Every `interval`, [`flush_private`](Self::flush_private), until the
+    /// worker stops (the caller's last call takes the rest).
+    pub async fn flush_private_forever(self: Rc<Self>, interval: Duration) {
+        loop {
+            glommio::timer::sleep(interval).await;
+            self.flush_private();
+        }
+    }
+}
+
+/// Peers the ledger looks at for expiry per flush: a bounded step of work
+/// on the executor (expired ones wait for the next step).
+const EXPIRE_STEP: usize = 65_536;
+
+/// Cells only set once, as above.
+pub(super) type PrivateCell = OnceCell<PrivateShard>;

@@ -1,0 +1,142 @@
+//! Private mode over UDP: the passkey comes in the announce's URLData
+//! (BEP 41), the path of the announce URL (`/announce/{passkey}` or
+//! `/{passkey}/announce`), as libtorrent sends it. Only clients with a valid
+//! connection id get here, so no answer can be aimed at a forged address.
+
+use crate::server::UdpService;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use tracker_net::udp::LocalAddr;
+use tracker_proto::http::{route, Endpoint};
+use tracker_proto::udp::{write_error_response, AnnounceRequest};
+use tracker_proto::{Announce, IpFamily};
+use tracker_private::{Agent, Passkey, PrivateAnnounce};
+use tracker_runtime::contain::Contained;
+use tracker_runtime::shard::{PrivateRefused, PrivateRequest};
+
+/// URLData longer than this is refused: a path with a passkey needs far
+/// less, and the copy is kept on the stack.
+const MAX_URL_DATA: usize = 512;
+
+/// UNIT3D-Announce's words for an announce without a passkey.
+pub(crate) const INVALID_PASSKEY: &[u8] = b"Invalid passkey.";
+
+/// The passkey in an announce's URLData, if its path has one.
+fn passkey(req: &AnnounceRequest<'_>) -> Option<Passkey> {
+    let mut url = [0u8; MAX_URL_DATA];
+    let mut len = 0;
+    for part in req.url_data() {
+        let end = len + part.len();
+        url.get_mut(len..end)?.copy_from_slice(part);
+        len = end;
+    }
+    let url = url.get(..len)?;
+    let path = url.split(|&b| b == b'?').next()?;
+    match route(path)? {
+        (Endpoint::Announce, Some(key)) => Passkey::parse(key),
+        _ => None,
+    }
+}
+
+impl UdpService {
+    /// Answers a private announce (the connection id already checked) once
+    /// its torrent's owner has; false when it has no passkey, which the
+    /// caller answers with [`INVALID_PASSKEY`].
+    pub(crate) fn private_announce(
+        self: &Rc<Self>,
+        req: &AnnounceRequest<'_>,
+        announce: Announce,
+        socket: &crate::server::Socket,
+        reply: (SocketAddr, Option<LocalAddr>),
+    ) -> bool {
+        let txid = req.transaction_id;
+        let Some(passkey) = passkey(req) else {
+            return false;
+        };
+        let account = PrivateAnnounce {
+            info_hash: req.info_hash,
+            peer_id: req.peer_id,
+            passkey,
+            ip: announce.peer_addr.ip(),
+            port: req.port,
+            event: req.event,
+            uploaded: req.uploaded,
+            downloaded: req.downloaded,
+            left: req.left,
+            agent: Agent::default(),
+        };
+        let family = IpFamily::of(announce.peer_addr.ip());
+        let this = self.clone();
+        let (socket, in_flight) = (socket.clone(), crate::server::InFlight::new(self));
+        glommio::spawn_local(async move {
+            let _in_flight = in_flight;
+            let fd = socket.as_raw_fd();
+            let task = async {
+                let mut out = Vec::new();
+                let answered = this.shard.private_announce(
+                    PrivateRequest { announce, account },
+                    |counts, peers| match counts {
+                        Ok(counts) => {
+                            this.write_announce(&mut out, txid, family, Ok(counts), peers.compact())
+                        }
+                        Err(PrivateRefused::Store(refused)) => {
+                            this.write_announce(&mut out, txid, family, Err(refused), &[])
+                        }
+                        Err(PrivateRefused::Site(refusal)) => {
+                            this.stats.refused.inc();
+                            this.stats.errors_sent.inc();
+                            write_error_response(&mut out, txid, refusal.reason().as_bytes());
+                        }
+                    },
+                );
+                if let Err(e) = answered.await {
+                    return this.route_failed(e);
+                }
+                this.send_now(fd, &out, reply.0, reply.1);
+            };
+            Contained::new(&this.stats.panics, task).await;
+        })
+        .detach();
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracker_proto::udp::{AnnounceOptions, Request};
+
+    fn announce_with(url: &[u8]) -> Vec<u8> {
+        let mut packet = Vec::new();
+        packet.extend_from_slice(&0x41727101980u64.to_be_bytes());
+        packet.extend_from_slice(&1u32.to_be_bytes());
+        packet.extend_from_slice(&7u32.to_be_bytes());
+        packet.extend_from_slice(&[1; 20]);
+        packet.extend_from_slice(&[2; 20]);
+        packet.extend_from_slice(&[0; 8 * 3 + 4 + 4 + 4]);
+        packet.extend_from_slice(&(-1i32).to_be_bytes());
+        packet.extend_from_slice(&6881u16.to_be_bytes());
+        AnnounceOptions::write_url_data(&mut packet, url);
+        packet
+    }
+
+    #[test]
+    fn the_passkey_of_either_path_form() {
+        let key = b"0123456789abcdef0123456789abcdef";
+        for (url, expected) in [
+            (&b"/announce/0123456789abcdef0123456789abcdef"[..], true),
+            (b"/0123456789abcdef0123456789abcdef/announce?x=1", true),
+            (b"/announce", false),
+            (b"/announce/short", false),
+            (b"/scrape/0123456789abcdef0123456789abcdef", false),
+            (b"", false),
+        ] {
+            let packet = announce_with(url);
+            let Ok(Request::Announce(req)) = Request::parse(&packet) else {
+                panic!("not an announce");
+            };
+            assert_eq!(passkey(&req), expected.then_some(Passkey(*key)), "{url:?}");
+        }
+    }
+}
