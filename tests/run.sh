@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs (Debian packages, and the npm packages
 # of tests/webtorrent), then runs every test: unit and property tests,
-# integration tests against the real binary, the end-to-end tests with real
+# integration tests against the real binary, tracker-db's against a private
+# MariaDB server (tests/mariadb.sh), the end-to-end tests with real
 # BitTorrent clients (libtorrent; WebTorrent in headless Chromium), the dashboard
 # and alerting rules against a real Prometheus, the checks of
 # deploy/ (shellcheck, systemd-analyze verify), and every fuzz target for
@@ -21,6 +22,10 @@ need=()
 command -v certutil >/dev/null 2>&1 || need+=(libnss3-tools)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
+# tracker-db's tests flush into a real MariaDB (tests/mariadb.sh runs a
+# private server for them, apart from any system one).
+{ [ -x /usr/sbin/mariadbd ] && command -v mariadb-install-db && command -v mariadb; } >/dev/null 2>&1 ||
+  need+=(mariadb-server mariadb-client)
 if ((${#need[@]})); then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -37,6 +42,18 @@ fi
     cp package-lock.json node_modules/.installed-lock.json
   fi
 )
+
+# The private MariaDB server of tracker-db's tests, stopped and removed on
+# any exit. Its settings reach the tests through the environment
+# (TRACKER_TEST_MYSQL_URL and the others: see tests/mariadb.sh).
+mariadb_dir=$(mktemp -d "${TMPDIR:-/tmp}/tracker-mariadb.XXXXXX")
+stop_mariadb() {
+  tests/mariadb.sh stop "$mariadb_dir/data" || true
+  rm -rf "$mariadb_dir"
+}
+trap stop_mariadb EXIT
+mariadb_env=$(tests/mariadb.sh setup "$mariadb_dir")
+eval "$mariadb_env"
 
 cargo test --workspace "$@"
 deploy/verify

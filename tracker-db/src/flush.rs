@@ -1,0 +1,497 @@
+//! Writing one [`Batch`] into UNIT3D's tables, exactly once.
+//!
+//! A flush is one transaction:
+//! 1. `SELECT sequence FROM tracker_flushes WHERE tracker_id = ? FOR UPDATE`
+//!    (the row is inserted, at 0, if missing). A stored sequence at or past
+//!    the flush's own means this very flush was committed before and its
+//!    acknowledgement was lost: roll back, [`FlushOutcome::AlreadyApplied`].
+//! 2. The users and torrents the batch names are locked, in ascending id
+//!    order (`SELECT id ... ORDER BY id FOR UPDATE`). That also tells which
+//!    still exist: rows of users or torrents deleted since the tracker
+//!    loaded them are left out (counted as skipped) rather than failing the
+//!    whole flush on a foreign key forever. Locking every parent row first,
+//!    in one global order, is what keeps two trackers flushing into the same
+//!    tables from deadlocking: the foreign key checks of `peers` and
+//!    `history` then only ever ask for locks this transaction already has.
+//! 3. The rows, as multi-row `INSERT ... ON DUPLICATE KEY UPDATE`, each
+//!    table's rows sorted by primary key, each statement under 65,535
+//!    placeholders and at most `max_rows` rows. Column semantics are
+//!    UNIT3D-Announce's (the fact sheet's 3.3 to 3.6), except
+//!    `history.seedtime`, which the tracker computes itself: it is added.
+//! 4. `UPDATE tracker_flushes SET sequence = ?`, then `COMMIT`.
+//!
+//! Times: the rows carry unix seconds, written as `FROM_UNIXTIME(?)` in a
+//! session whose time zone is UTC (set at connect by
+//! [`crate::DbConfig::connect`]).
+
+use crate::error::{DbError, DbErrorKind};
+use mysql::prelude::Queryable;
+use mysql::{Conn, IsolationLevel, Transaction, TxOpts, Value};
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::net::IpAddr;
+use tracker_private::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
+
+/// The rows per statement when nothing else is configured (what
+/// UNIT3D-Announce's example `MAX_RECORDS_PER_BATCH` is).
+pub const DEFAULT_MAX_ROWS_PER_STATEMENT: usize = 1000;
+
+/// A prepared statement's limit on placeholders.
+const MAX_PLACEHOLDERS: usize = 65_535;
+
+/// Ids per `SELECT ... WHERE id IN (...)`.
+const IDS_PER_LOCK_QUERY: usize = 5_000;
+
+/// What a flush did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushOutcome {
+    /// Committed: `rows` written; `skipped` left out because their user or
+    /// torrent no longer exists.
+    Applied { rows: usize, skipped: usize },
+    /// This sequence number was committed before (its acknowledgement was
+    /// lost): nothing written.
+    AlreadyApplied,
+}
+
+const CREATE_TRACKER_FLUSHES: &str = "CREATE TABLE IF NOT EXISTS tracker_flushes ( \
+       tracker_id VARCHAR(64) NOT NULL, \
+       sequence BIGINT UNSIGNED NOT NULL, \
+       flushed_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, \
+       PRIMARY KEY (tracker_id) \
+     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci";
+
+/// Creates `tracker_flushes` (deploy/unit3d/tracker.sql) unless it exists
+/// already; a database user without the CREATE privilege is fine where the
+/// table was made beforehand.
+pub fn create_tracker_table(conn: &mut Conn) -> Result<(), DbError> {
+    let doing = "creating the table tracker_flushes";
+    let exists: Option<u8> = conn
+        .query_first(
+            "SELECT 1 FROM information_schema.tables \
+             WHERE table_schema = DATABASE() AND table_name = 'tracker_flushes'",
+        )
+        .map_err(|e| DbError::from_mysql(doing, e))?;
+    if exists.is_none() {
+        conn.query_drop(CREATE_TRACKER_FLUSHES)
+            .map_err(|e| DbError::from_mysql(doing, e))?;
+    }
+    Ok(())
+}
+
+/// A tracker id fit for `tracker_flushes.tracker_id`.
+pub fn check_tracker_id(tracker_id: &str) -> Result<(), DbError> {
+    if tracker_id.is_empty() || tracker_id.chars().count() > 64 {
+        return Err(DbError::new(
+            DbErrorKind::Config,
+            "the tracker id",
+            "must be 1 to 64 characters",
+        ));
+    }
+    Ok(())
+}
+
+/// The sequence number of the last flush `tracker_id` committed; 0 before
+/// its first.
+pub fn last_sequence(conn: &mut Conn, tracker_id: &str) -> Result<u64, DbError> {
+    let sequence: Option<u64> = conn
+        .exec_first(
+            "SELECT sequence FROM tracker_flushes WHERE tracker_id = ?",
+            (tracker_id,),
+        )
+        .map_err(|e| DbError::from_mysql("reading the last flush's sequence number", e))?;
+    Ok(sequence.unwrap_or(0))
+}
+
+/// Writes `batch` as flush number `sequence` of `tracker_id`, in one
+/// transaction (see the module's documentation); `max_rows` caps the rows
+/// of one statement. On an error the transaction is rolled back (or never
+/// committed): the same call may be made again, with the same number, on a
+/// new connection.
+pub fn flush(
+    conn: &mut Conn,
+    tracker_id: &str,
+    sequence: u64,
+    batch: &Batch,
+    max_rows: usize,
+) -> Result<FlushOutcome, DbError> {
+    check_tracker_id(tracker_id)?;
+    let err = |doing: &'static str| move |e| DbError::from_mysql(doing, e);
+    let opts = TxOpts::default().set_isolation_level(Some(IsolationLevel::RepeatableRead));
+    let mut tx = conn
+        .start_transaction(opts)
+        .map_err(err("starting a flush"))?;
+
+    let stored: Option<u64> = tx
+        .exec_first(
+            "SELECT sequence FROM tracker_flushes WHERE tracker_id = ? FOR UPDATE",
+            (tracker_id,),
+        )
+        .map_err(err("locking this tracker's row of tracker_flushes"))?;
+    match stored {
+        Some(stored) if stored >= sequence => {
+            tx.rollback()
+                .map_err(err("ending a flush already applied"))?;
+            return Ok(FlushOutcome::AlreadyApplied);
+        }
+        Some(_) => {}
+        None => tx
+            .exec_drop(
+                "INSERT INTO tracker_flushes (tracker_id, sequence) VALUES (?, 0)",
+                (tracker_id,),
+            )
+            .map_err(err("adding this tracker's row to tracker_flushes"))?,
+    }
+
+    let rows = SortedRows::of(batch);
+    let users = lock_ids(&mut tx, "users", rows.user_ids())?;
+    let torrents = lock_ids(&mut tx, "torrents", rows.torrent_ids())?;
+    let mut written = 0;
+    let mut skipped = 0;
+    let mut keep = |present: bool| {
+        if present {
+            written += 1;
+        } else {
+            skipped += 1;
+        }
+        present
+    };
+    let user_rows: Vec<_> = (rows.users.iter())
+        .filter(|(id, _)| keep(users.contains(id)))
+        .collect();
+    let torrent_rows: Vec<_> = (rows.torrents.iter())
+        .filter(|(id, _)| keep(torrents.contains(id)))
+        .collect();
+    let peer_rows: Vec<_> = (rows.peers.iter())
+        .filter(|(k, _)| keep(users.contains(&k.user_id) && torrents.contains(&k.torrent_id)))
+        .collect();
+    let history_rows: Vec<_> = (rows.history.iter())
+        .filter(|((u, t), _)| keep(users.contains(u) && torrents.contains(t)))
+        .collect();
+
+    write(&mut tx, &USERS, &user_rows, max_rows, |(id, row), out| {
+        user_values(*id, row, out)
+    })?;
+    write(
+        &mut tx,
+        &TORRENTS,
+        &torrent_rows,
+        max_rows,
+        |(id, row), out| torrent_values(*id, row, out),
+    )?;
+    write(&mut tx, &PEERS, &peer_rows, max_rows, |(key, row), out| {
+        peer_values(key, row, out)
+    })?;
+    write(
+        &mut tx,
+        &HISTORY,
+        &history_rows,
+        max_rows,
+        |(key, row), out| history_values(*key, row, out),
+    )?;
+
+    tx.exec_drop(
+        "UPDATE tracker_flushes SET sequence = ? WHERE tracker_id = ?",
+        (sequence, tracker_id),
+    )
+    .map_err(err("storing the flush's sequence number"))?;
+    tx.commit().map_err(err("committing a flush"))?;
+    Ok(FlushOutcome::Applied {
+        rows: written,
+        skipped,
+    })
+}
+
+/// A batch's rows, each table's sorted by its primary key.
+struct SortedRows<'a> {
+    peers: Vec<(&'a PeerKey, &'a PeerRow)>,
+    history: Vec<((u32, u32), &'a HistoryRow)>,
+    users: Vec<(u32, &'a UserRow)>,
+    torrents: Vec<(u32, &'a TorrentRow)>,
+}
+
+impl<'a> SortedRows<'a> {
+    fn of(batch: &'a Batch) -> Self {
+        let mut peers: Vec<_> = batch.peers.iter().collect();
+        peers.sort_unstable_by_key(|(key, _)| **key);
+        let mut history: Vec<_> = batch.history.iter().map(|(k, r)| (*k, r)).collect();
+        history.sort_unstable_by_key(|(key, _)| *key);
+        let mut users: Vec<_> = batch.users.iter().map(|(k, r)| (*k, r)).collect();
+        users.sort_unstable_by_key(|(key, _)| *key);
+        let mut torrents: Vec<_> = batch.torrents.iter().map(|(k, r)| (*k, r)).collect();
+        torrents.sort_unstable_by_key(|(key, _)| *key);
+        SortedRows {
+            peers,
+            history,
+            users,
+            torrents,
+        }
+    }
+
+    fn user_ids(&self) -> BTreeSet<u32> {
+        let peers = self.peers.iter().map(|(k, _)| k.user_id);
+        let history = self.history.iter().map(|((u, _), _)| *u);
+        let users = self.users.iter().map(|(u, _)| *u);
+        peers.chain(history).chain(users).collect()
+    }
+
+    fn torrent_ids(&self) -> BTreeSet<u32> {
+        let peers = self.peers.iter().map(|(k, _)| k.torrent_id);
+        let history = self.history.iter().map(|((_, t), _)| *t);
+        let torrents = self.torrents.iter().map(|(t, _)| *t);
+        peers.chain(history).chain(torrents).collect()
+    }
+}
+
+/// Locks the rows of `table` with these ids, in ascending order, and
+/// returns the ids that exist. The ids are integers: written into the
+/// statement, not bound.
+fn lock_ids(
+    tx: &mut Transaction<'_>,
+    table: &'static str,
+    ids: BTreeSet<u32>,
+) -> Result<BTreeSet<u32>, DbError> {
+    let ids: Vec<u32> = ids.into_iter().collect();
+    let mut present = BTreeSet::new();
+    for chunk in ids.chunks(IDS_PER_LOCK_QUERY) {
+        let mut sql = format!("SELECT id FROM {table} WHERE id IN (");
+        for (i, id) in chunk.iter().enumerate() {
+            let comma = if i == 0 { "" } else { "," };
+            let _ = write!(sql, "{comma}{id}");
+        }
+        sql.push_str(") ORDER BY id FOR UPDATE");
+        let found: Vec<u32> = tx.query(sql).map_err(|e| {
+            DbError::from_mysql(format!("locking the {table} rows a flush changes"), e)
+        })?;
+        present.extend(found);
+    }
+    Ok(present)
+}
+
+/// One table's upsert: the statement around the rows' tuples.
+struct Upsert {
+    head: &'static str,
+    /// One row's tuple, `(?, ...)`.
+    tuple: &'static str,
+    /// Its `?` count.
+    placeholders: usize,
+    tail: &'static str,
+}
+
+/// `users`: credited bytes added. The other NOT NULL columns without a
+/// default get UNIT3D-Announce's dummy values; the insert branch is never
+/// taken, as only users that exist (locked above) are written.
+const USERS: Upsert = Upsert {
+    head: "INSERT INTO users \
+           (id, username, email, password, passkey, group_id, uploaded, downloaded, rsskey) \
+           VALUES ",
+    tuple: "(?, '', '', '', '', 0, ?, ?, '')",
+    placeholders: 3,
+    tail: " ON DUPLICATE KEY UPDATE \
+           uploaded = uploaded + VALUES(uploaded), \
+           downloaded = downloaded + VALUES(downloaded)",
+};
+
+/// `torrents`: peer counts, completions and balance added; `updated_at`
+/// assigned. Dummy values as for `users` (never inserted either).
+const TORRENTS: Upsert = Upsert {
+    head: "INSERT INTO torrents \
+           (id, name, description, info_hash, file_name, num_file, size, \
+            seeders, leechers, times_completed, user_id, created_at, updated_at, \
+            balance, balance_offset) \
+           VALUES ",
+    tuple: "(?, '', '', '', '', 0, 0, ?, ?, ?, 1, FROM_UNIXTIME(?), FROM_UNIXTIME(?), ?, 0)",
+    placeholders: 7,
+    tail: " ON DUPLICATE KEY UPDATE \
+           seeders = seeders + VALUES(seeders), \
+           leechers = leechers + VALUES(leechers), \
+           times_completed = times_completed + VALUES(times_completed), \
+           balance = balance + VALUES(balance), \
+           updated_at = VALUES(updated_at)",
+};
+
+/// `peers`: everything assigned but `created_at`, kept from the insert.
+const PEERS: Upsert = Upsert {
+    head: "INSERT INTO peers \
+           (peer_id, ip, port, agent, uploaded, downloaded, `left`, active, seeder, \
+            visible, created_at, updated_at, torrent_id, user_id, connectable) \
+           VALUES ",
+    tuple: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?), ?, ?, ?)",
+    placeholders: 15,
+    tail: " ON DUPLICATE KEY UPDATE \
+           ip = VALUES(ip), port = VALUES(port), agent = VALUES(agent), \
+           uploaded = VALUES(uploaded), downloaded = VALUES(downloaded), \
+           `left` = VALUES(`left`), active = VALUES(active), seeder = VALUES(seeder), \
+           visible = VALUES(visible), updated_at = VALUES(updated_at), \
+           connectable = VALUES(connectable)",
+};
+
+/// `history`: bytes and seedtime added, the client's totals and the flags
+/// assigned, immunity only ever lost, the first completion kept.
+const HISTORY: Upsert = Upsert {
+    head: "INSERT INTO history \
+           (user_id, torrent_id, agent, uploaded, actual_uploaded, client_uploaded, \
+            downloaded, actual_downloaded, client_downloaded, seeder, active, seedtime, \
+            immune, created_at, updated_at, completed_at) \
+           VALUES ",
+    tuple: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
+            FROM_UNIXTIME(?), FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
+    placeholders: 16,
+    tail: " ON DUPLICATE KEY UPDATE \
+           agent = VALUES(agent), \
+           uploaded = uploaded + VALUES(uploaded), \
+           actual_uploaded = actual_uploaded + VALUES(actual_uploaded), \
+           client_uploaded = VALUES(client_uploaded), \
+           downloaded = downloaded + VALUES(downloaded), \
+           actual_downloaded = actual_downloaded + VALUES(actual_downloaded), \
+           client_downloaded = VALUES(client_downloaded), \
+           seedtime = seedtime + VALUES(seedtime), \
+           updated_at = VALUES(updated_at), \
+           seeder = VALUES(seeder), \
+           active = VALUES(active), \
+           immune = (immune AND VALUES(immune)), \
+           completed_at = COALESCE(completed_at, VALUES(completed_at))",
+};
+
+/// Writes `rows` with `upsert`, as few statements as the limits allow.
+fn write<R>(
+    tx: &mut Transaction<'_>,
+    upsert: &Upsert,
+    rows: &[R],
+    max_rows: usize,
+    values: impl Fn(&R, &mut Vec<Value>),
+) -> Result<(), DbError> {
+    let per_statement = (MAX_PLACEHOLDERS / upsert.placeholders).min(max_rows.max(1));
+    for chunk in rows.chunks(per_statement) {
+        let mut sql = String::with_capacity(
+            upsert.head.len() + upsert.tail.len() + chunk.len() * (upsert.tuple.len() + 1),
+        );
+        sql.push_str(upsert.head);
+        let mut params = Vec::with_capacity(chunk.len() * upsert.placeholders);
+        for (i, row) in chunk.iter().enumerate() {
+            if i > 0 {
+                sql.push(',');
+            }
+            sql.push_str(upsert.tuple);
+            values(row, &mut params);
+        }
+        sql.push_str(upsert.tail);
+        tx.exec_drop(sql, params).map_err(|e| {
+            let table = upsert.head.split_whitespace().nth(2).unwrap_or("?");
+            DbError::from_mysql(format!("writing {table} rows"), e)
+        })?;
+    }
+    Ok(())
+}
+
+fn flag(b: bool) -> Value {
+    Value::Int(i64::from(b))
+}
+
+fn time(unix: u64) -> Value {
+    Value::UInt(unix)
+}
+
+/// An agent as the `varchar(64)` utf8mb4 columns take it: invalid UTF-8
+/// (a client's bytes) replaced, or the server would refuse the statement.
+fn agent(agent: &Agent) -> Value {
+    Value::Bytes(
+        String::from_utf8_lossy(agent.as_bytes())
+            .into_owned()
+            .into_bytes(),
+    )
+}
+
+fn user_values(id: u32, row: &UserRow, out: &mut Vec<Value>) {
+    out.extend([
+        Value::UInt(u64::from(id)),
+        Value::UInt(row.uploaded),
+        Value::UInt(row.downloaded),
+    ]);
+}
+
+fn torrent_values(id: u32, row: &TorrentRow, out: &mut Vec<Value>) {
+    out.extend([
+        Value::UInt(u64::from(id)),
+        Value::Int(row.seeders),
+        Value::Int(row.leechers),
+        Value::UInt(row.times_completed),
+        time(row.updated_at),
+        time(row.updated_at),
+        Value::Int(row.balance),
+    ]);
+}
+
+fn peer_values(key: &PeerKey, row: &PeerRow, out: &mut Vec<Value>) {
+    let ip = match row.ip {
+        IpAddr::V4(ip) => ip.octets().to_vec(),
+        IpAddr::V6(ip) => ip.octets().to_vec(),
+    };
+    out.extend([
+        Value::Bytes(key.peer_id.0.to_vec()),
+        Value::Bytes(ip),
+        Value::UInt(u64::from(row.port)),
+        agent(&row.agent),
+        Value::UInt(row.uploaded),
+        Value::UInt(row.downloaded),
+        Value::UInt(row.left),
+        flag(row.active),
+        flag(row.seeder),
+        flag(row.visible),
+        time(row.created_at),
+        time(row.updated_at),
+        Value::UInt(u64::from(key.torrent_id)),
+        Value::UInt(u64::from(key.user_id)),
+        flag(row.connectable),
+    ]);
+}
+
+fn history_values((user, torrent): (u32, u32), row: &HistoryRow, out: &mut Vec<Value>) {
+    out.extend([
+        Value::UInt(u64::from(user)),
+        Value::UInt(u64::from(torrent)),
+        agent(&row.agent),
+        Value::UInt(row.uploaded),
+        Value::UInt(row.actual_uploaded),
+        Value::UInt(row.client_uploaded),
+        Value::UInt(row.downloaded),
+        Value::UInt(row.actual_downloaded),
+        Value::UInt(row.client_downloaded),
+        flag(row.seeder),
+        flag(row.active),
+        Value::UInt(row.seedtime),
+        flag(row.immune),
+        time(row.created_at),
+        time(row.updated_at),
+        row.completed_at.map_or(Value::NULL, time),
+    ]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_match_the_tuples() {
+        for upsert in [&USERS, &TORRENTS, &PEERS, &HISTORY] {
+            assert_eq!(
+                upsert.tuple.matches('?').count(),
+                upsert.placeholders,
+                "{}",
+                upsert.head
+            );
+        }
+        let mut out = Vec::new();
+        user_values(1, &UserRow::default(), &mut out);
+        assert_eq!(out.len(), USERS.placeholders);
+        out.clear();
+        torrent_values(1, &TorrentRow::default(), &mut out);
+        assert_eq!(out.len(), TORRENTS.placeholders);
+    }
+
+    #[test]
+    fn tracker_ids_are_bounded() {
+        assert!(check_tracker_id("").is_err());
+        assert!(check_tracker_id(&"x".repeat(65)).is_err());
+        assert!(check_tracker_id(&"é".repeat(64)).is_ok());
+    }
+}

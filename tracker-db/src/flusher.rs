@@ -1,0 +1,491 @@
+//! The database thread: takes the workers' batches without ever blocking
+//! them, merges them, and flushes them every interval, exactly once.
+//!
+//! # Exactly once
+//!
+//! The thread holds `pending`, batches that each have a fixed sequence
+//! number (in increasing order; the front one is in flight), and `next`,
+//! everything submitted since, merged per key and not yet numbered. A
+//! flush of number `n` is one transaction that stores `n` in the tracker's
+//! row of `tracker_flushes` and writes nothing if the row already holds `n`
+//! or more (see [`crate::flush`]). So:
+//!
+//! - A batch is retried with the same number until a flush of it returns
+//!   `Applied` or `AlreadyApplied`. If a COMMIT went through but its
+//!   acknowledgement was lost, the retry finds `n` stored and writes
+//!   nothing: the rows count once. If the COMMIT did not go through, the
+//!   retry writes them: they count once.
+//! - `next` is numbered (`n + 1`) only once the batch before it is done, so
+//!   numbers are committed in order and "stored >= n" can only mean "this
+//!   batch was applied", never "a later batch was".
+//! - Nothing is ever merged into a numbered batch: deltas that arrive while
+//!   it is retried go to `next`, or a retry that found the batch applied
+//!   would drop them.
+//!
+//! Across a restart, [`FlusherHandle::stop`] returns what is unwritten,
+//! numbered batches with their numbers (each may in fact have been
+//! committed, its acknowledgement lost) and `next` without one; the caller
+//! keeps them (the state file) and hands them to the next
+//! [`Flusher::spawn`], which drops the numbered ones the database already
+//! holds, queues the others with their own numbers (so the in-transaction
+//! check still decides, even for a commit still under way when the
+//! previous run gave up), and merges the unnumbered ones into `next`.
+//! New numbers start past both the database's last number and the largest
+//! kept one.
+//!
+//! Each tracker process needs its own `tracker_id`: two processes with
+//! the same id would take each other's flushes for their own and drop
+//! them.
+
+use crate::config::DbConfig;
+use crate::error::{DbError, DbErrorKind};
+use crate::flush::{
+    check_tracker_id, create_tracker_table, flush, last_sequence, FlushOutcome,
+    DEFAULT_MAX_ROWS_PER_STATEMENT,
+};
+use mysql::Conn;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tracker_private::Batch;
+
+/// Batches not yet written, oldest first: `Some(n)` for one that was
+/// given sequence number `n` (it may have been committed), `None` for one
+/// never tried. What [`FlusherHandle::stop`] returns and
+/// [`Flusher::spawn`] takes back.
+pub type Leftover = Vec<(Option<u64>, Batch)>;
+
+/// The database thread's settings.
+#[derive(Clone, Debug)]
+pub struct FlusherConfig {
+    pub db: DbConfig,
+    /// This tracker's row in `tracker_flushes`: unique among the trackers
+    /// writing to the database, and the same across restarts. 1 to 64
+    /// characters.
+    pub tracker_id: String,
+    /// Time between flushes (UNIT3D-Announce's `FLUSH_INTERVAL_MILLISECONDS`).
+    pub interval: Duration,
+    /// Wait after a first failure; it doubles with each further one...
+    pub backoff_min: Duration,
+    /// ...up to this.
+    pub backoff_max: Duration,
+    /// Rows per statement at most (UNIT3D-Announce's
+    /// `MAX_RECORDS_PER_BATCH`); the 65,535 placeholders of a statement
+    /// cap it too.
+    pub max_rows_per_statement: usize,
+}
+
+impl FlusherConfig {
+    pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(3);
+    pub const DEFAULT_BACKOFF_MIN: Duration = Duration::from_secs(1);
+    pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+    /// `url` and `tracker_id` with the defaults: every 3 s, retries after
+    /// 1 s doubling up to 60 s, 1000 rows a statement.
+    pub fn new(url: impl Into<String>, tracker_id: impl Into<String>) -> FlusherConfig {
+        FlusherConfig {
+            db: DbConfig::new(url),
+            tracker_id: tracker_id.into(),
+            interval: FlusherConfig::DEFAULT_INTERVAL,
+            backoff_min: FlusherConfig::DEFAULT_BACKOFF_MIN,
+            backoff_max: FlusherConfig::DEFAULT_BACKOFF_MAX,
+            max_rows_per_statement: DEFAULT_MAX_ROWS_PER_STATEMENT,
+        }
+    }
+}
+
+/// The flusher's counters, read at any time without blocking it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlusherStats {
+    /// Flushes committed.
+    pub flushes_applied: u64,
+    /// Flushes found committed already (a lost acknowledgement, or a
+    /// leftover batch that had landed).
+    pub flushes_already_applied: u64,
+    /// Leftover batches dropped at spawn as already in the database.
+    pub leftover_dropped: u64,
+    /// Failed attempts (connecting or flushing).
+    pub failures: u64,
+    /// Failed attempts since the last success.
+    pub consecutive_failures: u64,
+    /// Rows written by the applied flushes.
+    pub rows_written: u64,
+    /// Rows left out because their user or torrent was deleted.
+    pub rows_skipped: u64,
+    /// Rows held, waiting to be written.
+    pub pending_rows: u64,
+    /// Unix seconds of the last flush that succeeded (applied or already
+    /// applied); 0 before the first.
+    pub last_success_unix: u64,
+    /// The last sequence number known to be in the database.
+    pub last_sequence: u64,
+    /// False while the last attempt could not reach the server.
+    pub reachable: bool,
+}
+
+#[derive(Default)]
+struct Shared {
+    flushes_applied: AtomicU64,
+    flushes_already_applied: AtomicU64,
+    leftover_dropped: AtomicU64,
+    failures: AtomicU64,
+    consecutive_failures: AtomicU64,
+    rows_written: AtomicU64,
+    rows_skipped: AtomicU64,
+    pending_rows: AtomicU64,
+    last_success_unix: AtomicU64,
+    last_sequence: AtomicU64,
+    reachable: AtomicBool,
+}
+
+enum Message {
+    /// Boxed: a batch is hundreds of bytes, a stop sixteen.
+    Batch(Box<Batch>),
+    Stop(Instant),
+}
+
+/// A batch with its sequence number.
+struct Numbered {
+    sequence: u64,
+    batch: Batch,
+    /// A flush of it was tried (or it came back from a previous run): it
+    /// may have been committed.
+    tried: bool,
+}
+
+/// The database thread's state; [`Flusher::spawn`] starts it.
+pub struct Flusher {
+    config: FlusherConfig,
+    conn: Option<Conn>,
+    receiver: Receiver<Message>,
+    shared: Arc<Shared>,
+    /// Numbered batches, in increasing order; the front one is in flight.
+    pending: VecDeque<Numbered>,
+    /// Everything submitted since, merged.
+    next: Batch,
+    /// The number `next` gets when it goes in flight.
+    next_sequence: u64,
+    /// The wait after the last failure.
+    backoff: Duration,
+}
+
+/// The workers' side of the database thread.
+pub struct FlusherHandle {
+    sender: Sender<Message>,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<Leftover>>,
+}
+
+impl Flusher {
+    /// Connects (so that a wrong URL, password or schema fails the start,
+    /// the error naming the URL without its password), creates
+    /// `tracker_flushes` if missing, reads this tracker's last sequence
+    /// number, sorts `leftover` (see the module's documentation) and starts
+    /// the thread.
+    pub fn spawn(config: FlusherConfig, leftover: Leftover) -> Result<FlusherHandle, DbError> {
+        check_tracker_id(&config.tracker_id)?;
+        let mut conn = config.db.connect()?;
+        create_tracker_table(&mut conn)?;
+        let last = last_sequence(&mut conn, &config.tracker_id)?;
+        let shared = Arc::new(Shared::default());
+        shared.last_sequence.store(last, Relaxed);
+        shared.reachable.store(true, Relaxed);
+
+        let mut pending: Vec<Numbered> = Vec::new();
+        let mut next = Batch::default();
+        let mut dropped = 0;
+        for (sequence, batch) in leftover {
+            match sequence {
+                Some(sequence) if sequence <= last => dropped += 1,
+                Some(sequence) => pending.push(Numbered {
+                    sequence,
+                    batch,
+                    tried: true,
+                }),
+                None => next.merge(batch),
+            }
+        }
+        // Stable: two batches with one number (which stop never returns)
+        // are merged in the order given.
+        pending.sort_by_key(|n| n.sequence);
+        let mut queue: VecDeque<Numbered> = VecDeque::new();
+        for item in pending {
+            match queue.back_mut() {
+                Some(back) if back.sequence == item.sequence => back.batch.merge(item.batch),
+                _ => queue.push_back(item),
+            }
+        }
+        let next_sequence = queue
+            .back()
+            .map_or(last, |n| n.sequence.max(last))
+            .saturating_add(1);
+        shared.leftover_dropped.store(dropped, Relaxed);
+        if dropped > 0 {
+            tracing::info!(
+                batches = dropped,
+                "leftover batches were already in the database: dropped"
+            );
+        }
+
+        let (sender, receiver) = mpsc::channel();
+        let flusher = Flusher {
+            backoff: config.backoff_min,
+            config,
+            conn: Some(conn),
+            receiver,
+            shared: Arc::clone(&shared),
+            pending: queue,
+            next,
+            next_sequence,
+        };
+        flusher.count_pending();
+        let thread = std::thread::Builder::new()
+            .name("tracker-db".into())
+            .spawn(move || flusher.run())
+            .map_err(|e| {
+                DbError::new(
+                    DbErrorKind::Other,
+                    "starting the database thread",
+                    e.to_string(),
+                )
+            })?;
+        Ok(FlusherHandle {
+            sender,
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    fn run(mut self) -> Leftover {
+        let mut wake = Instant::now() + self.config.interval;
+        loop {
+            if let Some(deadline) = self.receive_until(wake) {
+                return self.finish(deadline);
+            }
+            let delay = match self.flush_pending(None) {
+                Ok(()) => self.config.interval,
+                Err(()) => self.backoff,
+            };
+            wake = Instant::now() + delay;
+        }
+    }
+
+    /// Merges what arrives until `wake`; a stop's deadline if one came.
+    fn receive_until(&mut self, wake: Instant) -> Option<Instant> {
+        loop {
+            let now = Instant::now();
+            if now >= wake {
+                return None;
+            }
+            match self.receiver.recv_timeout(wake - now) {
+                Ok(Message::Batch(batch)) => {
+                    self.next.merge(*batch);
+                    self.count_pending();
+                }
+                Ok(Message::Stop(deadline)) => return Some(deadline),
+                Err(RecvTimeoutError::Timeout) => return None,
+                // The handle was dropped without a stop: one last try.
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Some(Instant::now() + self.config.interval)
+                }
+            }
+        }
+    }
+
+    /// Flushes the numbered batches, then `next`, until all are written,
+    /// one attempt fails, or `deadline` passes.
+    fn flush_pending(&mut self, deadline: Option<Instant>) -> Result<(), ()> {
+        loop {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(());
+            }
+            if self.pending.is_empty() {
+                if self.next.is_empty() {
+                    return Ok(());
+                }
+                self.pending.push_back(Numbered {
+                    sequence: self.next_sequence,
+                    batch: std::mem::take(&mut self.next),
+                    tried: false,
+                });
+                self.next_sequence = self.next_sequence.saturating_add(1);
+            }
+            let Some(mut item) = self.pending.pop_front() else {
+                return Ok(());
+            };
+            let result = self.attempt(&item);
+            item.tried = true;
+            match result {
+                Ok(outcome) => self.succeeded(&item, outcome),
+                Err(error) => {
+                    self.pending.push_front(item);
+                    self.failed(&error);
+                    return Err(());
+                }
+            }
+        }
+    }
+
+    fn attempt(&mut self, item: &Numbered) -> Result<FlushOutcome, DbError> {
+        let conn = match self.conn.as_mut() {
+            Some(conn) => conn,
+            None => {
+                let mut conn = self.config.db.connect()?;
+                create_tracker_table(&mut conn)?;
+                self.conn.insert(conn)
+            }
+        };
+        flush(
+            conn,
+            &self.config.tracker_id,
+            item.sequence,
+            &item.batch,
+            self.config.max_rows_per_statement,
+        )
+    }
+
+    fn succeeded(&mut self, item: &Numbered, outcome: FlushOutcome) {
+        let s = &self.shared;
+        match outcome {
+            FlushOutcome::Applied { rows, skipped } => {
+                s.flushes_applied.fetch_add(1, Relaxed);
+                s.rows_written.fetch_add(rows as u64, Relaxed);
+                s.rows_skipped.fetch_add(skipped as u64, Relaxed);
+            }
+            FlushOutcome::AlreadyApplied => {
+                s.flushes_already_applied.fetch_add(1, Relaxed);
+                if !item.tried {
+                    tracing::error!(
+                        sequence = item.sequence,
+                        tracker_id = %self.config.tracker_id,
+                        "a flush was found applied before it was ever tried: another \
+                         tracker writes with this tracker id, and its rows are lost"
+                    );
+                }
+            }
+        }
+        s.last_sequence.fetch_max(item.sequence, Relaxed);
+        s.last_success_unix.store(unix_now(), Relaxed);
+        s.reachable.store(true, Relaxed);
+        let failures = s.consecutive_failures.swap(0, Relaxed);
+        if failures > 0 {
+            tracing::info!(failures, "flushing into the database again");
+        }
+        self.backoff = self.config.backoff_min;
+        self.count_pending();
+    }
+
+    fn failed(&mut self, error: &DbError) {
+        // Whatever broke, start again on a new connection.
+        self.conn = None;
+        let s = &self.shared;
+        s.failures.fetch_add(1, Relaxed);
+        let previous = s.consecutive_failures.fetch_add(1, Relaxed);
+        s.reachable.store(!error.kind().is_unreachable(), Relaxed);
+        self.backoff = if previous == 0 {
+            self.config.backoff_min
+        } else {
+            (self.backoff * 2).min(self.config.backoff_max)
+        };
+        // One line per failure: one per backoff step.
+        tracing::warn!(
+            retry_in = ?self.backoff,
+            retryable = error.is_retryable(),
+            pending_rows = s.pending_rows.load(Relaxed),
+            "flush failed: {error}"
+        );
+    }
+
+    /// On a stop: takes what is still queued, flushes until done or
+    /// `deadline`, and returns what is left.
+    fn finish(mut self, deadline: Instant) -> Leftover {
+        while let Ok(message) = self.receiver.try_recv() {
+            if let Message::Batch(batch) = message {
+                self.next.merge(*batch);
+            }
+        }
+        self.count_pending();
+        while !(self.pending.is_empty() && self.next.is_empty()) {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            if self.flush_pending(Some(deadline)).is_err() {
+                std::thread::sleep(self.backoff.min(deadline.saturating_duration_since(now)));
+            }
+        }
+        let mut left: Leftover = (self.pending.drain(..))
+            .map(|n| (Some(n.sequence), n.batch))
+            .collect();
+        if !self.next.is_empty() {
+            left.push((None, std::mem::take(&mut self.next)));
+        }
+        let rows: usize = left.iter().map(|(_, b)| b.rows()).sum();
+        if rows > 0 {
+            tracing::warn!(rows, "stopping with rows not flushed");
+        }
+        left
+    }
+
+    fn count_pending(&self) {
+        let rows = self.pending.iter().map(|n| n.batch.rows()).sum::<usize>() + self.next.rows();
+        self.shared.pending_rows.store(rows as u64, Relaxed);
+    }
+}
+
+impl FlusherHandle {
+    /// Hands a batch to the database thread. Never blocks: the thread
+    /// merges it into the next flush, so memory grows with the distinct
+    /// keys, not with the submissions.
+    pub fn submit(&self, batch: Batch) {
+        if batch.is_empty() {
+            return;
+        }
+        // Fails only once the thread has ended, which only stop (taking
+        // the handle) makes happen.
+        let _ = self.sender.send(Message::Batch(Box::new(batch)));
+    }
+
+    pub fn stats(&self) -> FlusherStats {
+        let s = &self.shared;
+        FlusherStats {
+            flushes_applied: s.flushes_applied.load(Relaxed),
+            flushes_already_applied: s.flushes_already_applied.load(Relaxed),
+            leftover_dropped: s.leftover_dropped.load(Relaxed),
+            failures: s.failures.load(Relaxed),
+            consecutive_failures: s.consecutive_failures.load(Relaxed),
+            rows_written: s.rows_written.load(Relaxed),
+            rows_skipped: s.rows_skipped.load(Relaxed),
+            pending_rows: s.pending_rows.load(Relaxed),
+            last_success_unix: s.last_success_unix.load(Relaxed),
+            last_sequence: s.last_sequence.load(Relaxed),
+            reachable: s.reachable.load(Relaxed),
+        }
+    }
+
+    /// Flushes what the thread holds (the numbered batches, then the rest)
+    /// until all is written or `deadline` passes, ends the thread and
+    /// returns what is left unwritten, for the state file and the next
+    /// [`Flusher::spawn`]. Blocks: call it off the executors. A statement
+    /// under way at the deadline may hold it up to the connection's I/O
+    /// timeout longer.
+    pub fn stop(mut self, deadline: Instant) -> Leftover {
+        let _ = self.sender.send(Message::Stop(deadline));
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(left)) => left,
+            Some(Err(_)) | None => {
+                tracing::error!("the database thread died: its unflushed rows are lost");
+                Vec::new()
+            }
+        }
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
