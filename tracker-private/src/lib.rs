@@ -6,6 +6,7 @@
 //! `history`, `users` and `torrents`), merged per key.
 
 pub mod batch;
+pub mod codec;
 pub mod ledger;
 pub mod refusal;
 pub mod rules;
@@ -15,6 +16,7 @@ pub mod site;
 mod testing;
 
 pub use batch::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
+pub use codec::{decode_pending, encode_pending, CodecError};
 pub use ledger::{Admitted, Ledger, LedgerConfig, PeerSnapshot, PrivateAnnounce};
 pub use refusal::{Refusal, RefusalKind};
 pub use rules::{credit, FactorOverrides, Factors, GlobalFactors};
