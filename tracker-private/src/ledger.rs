@@ -21,10 +21,11 @@
 //! it admits (its swarm store's limits); an account is dropped on
 //! `stopped` and by [`Ledger::expire_some`].
 
+use crate::account::{account_deltas, balance, Account, Deltas, Swarm};
 use crate::batch::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
-use crate::refusal::Refusal;
+use crate::refusal::{check, Refusal};
 use crate::rules::{self, Factors};
-use crate::site::{Group, Site, Torrent, TorrentId, TorrentStatus, User, UserId};
+use crate::site::{Site, TorrentId, UserId};
 use crate::Passkey;
 use ahash::AHashMap;
 use std::collections::BTreeSet;
@@ -110,92 +111,6 @@ pub struct PeerSnapshot {
     pub has_sent_completed: bool,
 }
 
-/// What the ledger keeps of one peer between its announces.
-#[derive(Clone, Copy, Debug)]
-struct Account {
-    uploaded: u64,
-    downloaded: u64,
-    left: u64,
-    seeder: bool,
-    last_seen: u64,
-    ip: IpAddr,
-    port: u16,
-    agent: Agent,
-    created_at: u64,
-    has_sent_completed: bool,
-}
-
-impl Account {
-    fn row(&self, active: bool, updated_at: u64) -> PeerRow {
-        PeerRow {
-            ip: self.ip,
-            port: self.port,
-            agent: self.agent,
-            uploaded: self.uploaded,
-            downloaded: self.downloaded,
-            left: self.left,
-            active,
-            seeder: self.seeder,
-            visible: active,
-            connectable: false,
-            created_at: self.created_at,
-            updated_at,
-        }
-    }
-}
-
-/// One torrent's accounts.
-#[derive(Debug, Default)]
-struct Swarm {
-    peers: AHashMap<(UserId, PeerId), Account>,
-    /// Peers per user, for the per-user limit and `history.active`.
-    per_user: AHashMap<UserId, u16>,
-    seeders: u32,
-    leechers: u32,
-}
-
-impl Swarm {
-    fn user_peers(&self, user: UserId) -> u16 {
-        self.per_user.get(&user).copied().unwrap_or(0)
-    }
-
-    fn add(&mut self, user: UserId, seeder: bool) {
-        let count = self.per_user.entry(user).or_insert(0);
-        *count = count.saturating_add(1);
-        if seeder {
-            self.seeders = self.seeders.saturating_add(1);
-        } else {
-            self.leechers = self.leechers.saturating_add(1);
-        }
-    }
-
-    fn remove(&mut self, user: UserId, seeder: bool) {
-        if let Some(count) = self.per_user.get_mut(&user) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                self.per_user.remove(&user);
-            }
-        }
-        if seeder {
-            self.seeders = self.seeders.saturating_sub(1);
-        } else {
-            self.leechers = self.leechers.saturating_sub(1);
-        }
-    }
-}
-
-/// The deltas of one announce, before they become rows.
-#[derive(Default)]
-struct Deltas {
-    uploaded: u64,
-    downloaded: u64,
-    seedtime: u64,
-    completed: bool,
-    flagged: bool,
-    seeders: i64,
-    leechers: i64,
-}
-
 /// One worker's accounts and the rows they produced since the last
 /// [`Ledger::take_batch`].
 #[derive(Debug, Default)]
@@ -207,50 +122,6 @@ pub struct Ledger {
     batch: Batch,
     accounts: usize,
     flagged: u64,
-}
-
-/// The site's checks, in UNIT3D-Announce's order (the HTTP-layer ones
-/// aside): the blacklist, the torrent, the passkey, the user's rights.
-fn check<'s>(
-    site: &'s Site,
-    a: &PrivateAnnounce,
-) -> Result<(&'s User, &'s Group, &'s Torrent), Refusal> {
-    if site.is_blacklisted(&a.peer_id) {
-        return Err(Refusal::Blacklisted);
-    }
-    let torrent = site
-        .torrent(&a.info_hash)
-        .ok_or(Refusal::InfoHashNotFound)?;
-    if torrent.is_deleted {
-        return Err(Refusal::TorrentDeleted);
-    }
-    match torrent.status {
-        TorrentStatus::Approved => {}
-        TorrentStatus::Pending => return Err(Refusal::TorrentPending),
-        TorrentStatus::Rejected => return Err(Refusal::TorrentRejected),
-        TorrentStatus::Postponed => return Err(Refusal::TorrentPostponed),
-        TorrentStatus::Other(_) => return Err(Refusal::TorrentNotApproved),
-    }
-    let user_id = site
-        .passkey_user_id(&a.passkey)
-        .ok_or(Refusal::PasskeyNotFound)?;
-    let user = site.user(user_id).ok_or(Refusal::UserNotFound)?;
-    if !user.can_download && a.left != 0 {
-        return Err(Refusal::DownloadDisabled);
-    }
-    let group = site.group(user.group_id).ok_or(Refusal::GroupNotFound)?;
-    match group.slug.as_str() {
-        "banned" => Err(Refusal::AccountBanned),
-        "validating" => Err(Refusal::AccountValidating),
-        "disabled" => Err(Refusal::AccountDisabled),
-        _ => Ok((user, group, torrent)),
-    }
-}
-
-/// Raw upload minus raw download, as `torrents.balance` adds it.
-fn balance(uploaded: u64, downloaded: u64) -> i64 {
-    let diff = i128::from(uploaded) - i128::from(downloaded);
-    i64::try_from(diff).unwrap_or(if diff < 0 { i64::MIN } else { i64::MAX })
 }
 
 impl Ledger {
@@ -504,47 +375,6 @@ impl Ledger {
                         has_sent_completed: account.has_sent_completed,
                     })
             })
-    }
-}
-
-/// The byte and time deltas of an existing peer's announce.
-fn account_deltas(
-    config: &LedgerConfig,
-    old: &Account,
-    a: &PrivateAnnounce,
-    stopped: bool,
-    now: u64,
-) -> Deltas {
-    let (uploaded, downloaded) = if stopped {
-        // UNIT3D-Announce counts a stop's deltas each on its own.
-        (
-            a.uploaded.saturating_sub(old.uploaded),
-            a.downloaded.saturating_sub(old.downloaded),
-        )
-    } else if a.uploaded < old.uploaded || a.downloaded < old.downloaded {
-        // The client restarted with the same peer id: its totals began
-        // again, and nothing is known of what it moved meanwhile.
-        (0, 0)
-    } else {
-        (a.uploaded - old.uploaded, a.downloaded - old.downloaded)
-    };
-    let elapsed = now.saturating_sub(old.last_seen);
-    let seeder = a.left == 0;
-    let seedtime = if old.seeder && seeder {
-        elapsed.min(config.active_peer_ttl)
-    } else {
-        0
-    };
-    let flagged = config.max_upload_rate != 0
-        && u128::from(uploaded) > u128::from(config.max_upload_rate) * u128::from(elapsed);
-    Deltas {
-        uploaded,
-        downloaded,
-        seedtime,
-        completed: !stopped && seeder && !old.seeder,
-        flagged,
-        seeders: 0,
-        leechers: 0,
     }
 }
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::site::SiteRecords;
+use crate::site::{SiteRecords, Torrent, TorrentStatus};
 use crate::testing::{self, announce, group, hash, peer, site, torrent, user};
 use crate::GlobalFactors;
 

@@ -1,11 +1,27 @@
-//! Private mode, pure (no I/O, no async): what a private tracker knows of
-//! its site (users and their passkeys, groups, registered torrents and
-//! their factors, freeleech tokens, personal freeleech, featured torrents,
-//! the client blacklist), the rules that credit an announce's bytes, and the
-//! rows each flush writes into the site's database (UNIT3D's `peers`,
-//! `history`, `users` and `torrents`), merged per key.
+//! Private mode, pure (no I/O, no async, no threads, no logging): what a
+//! private tracker knows of its site and what it writes back, compatible
+//! with UNIT3D-Announce so that a UNIT3D site can use this tracker instead.
+//!
+//! - [`site`]: the site's records ([`SiteRecords`], read at start) and
+//!   [`Site`], the persistent view every worker reads, replaced whole on
+//!   each change.
+//! - [`api`], [`change`], [`answer`]: the site API (`/announce/{apikey}/...`):
+//!   requests parsed, changes applied to a [`Site`], GET answers written.
+//! - [`rules`]: the factors and the integer math that credit bytes.
+//! - [`ledger`], [`refusal`]: one worker's per-peer accounts; an announce
+//!   checked (UNIT3D-Announce's refusal words), credited, and merged into
+//!   the rows of the next flush.
+//! - [`batch`]: those rows (UNIT3D's `peers`, `history`, `users`,
+//!   `torrents`), merged per key.
+//! - [`codec`]: the binary form of rows not yet written, for the state
+//!   file and a hand-over.
 
+mod account;
+pub mod answer;
+pub mod api;
 pub mod batch;
+pub mod change;
+pub mod codec;
 pub mod ledger;
 pub mod refusal;
 pub mod rules;
@@ -14,7 +30,11 @@ pub mod site;
 #[cfg(test)]
 mod testing;
 
+pub use answer::{stats_json, torrent_json, user_json, ApiStats, TorrentCounts};
+pub use api::{parse_api_request, status_of, ApiError, ApiRequest};
 pub use batch::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
+pub use change::SiteChange;
+pub use codec::{decode_pending, encode_pending, CodecError};
 pub use ledger::{Admitted, Ledger, LedgerConfig, PeerSnapshot, PrivateAnnounce};
 pub use refusal::{Refusal, RefusalKind};
 pub use rules::{credit, FactorOverrides, Factors, GlobalFactors};

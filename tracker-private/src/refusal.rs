@@ -1,6 +1,8 @@
 //! Why an announce is refused, in UNIT3D-Announce's exact words, so that a
 //! site's users see the messages their site's help pages describe.
 
+use crate::ledger::PrivateAnnounce;
+use crate::site::{Group, Site, Torrent, TorrentStatus, User};
 use std::borrow::Cow;
 use std::fmt;
 
@@ -126,5 +128,43 @@ impl Refusal {
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.reason())
+    }
+}
+
+/// The site's checks, in UNIT3D-Announce's order (the HTTP-layer ones
+/// aside): the blacklist, the torrent, the passkey, the user's rights.
+pub(crate) fn check<'s>(
+    site: &'s Site,
+    a: &PrivateAnnounce,
+) -> Result<(&'s User, &'s Group, &'s Torrent), Refusal> {
+    if site.is_blacklisted(&a.peer_id) {
+        return Err(Refusal::Blacklisted);
+    }
+    let torrent = site
+        .torrent(&a.info_hash)
+        .ok_or(Refusal::InfoHashNotFound)?;
+    if torrent.is_deleted {
+        return Err(Refusal::TorrentDeleted);
+    }
+    match torrent.status {
+        TorrentStatus::Approved => {}
+        TorrentStatus::Pending => return Err(Refusal::TorrentPending),
+        TorrentStatus::Rejected => return Err(Refusal::TorrentRejected),
+        TorrentStatus::Postponed => return Err(Refusal::TorrentPostponed),
+        TorrentStatus::Other(_) => return Err(Refusal::TorrentNotApproved),
+    }
+    let user_id = site
+        .passkey_user_id(&a.passkey)
+        .ok_or(Refusal::PasskeyNotFound)?;
+    let user = site.user(user_id).ok_or(Refusal::UserNotFound)?;
+    if !user.can_download && a.left != 0 {
+        return Err(Refusal::DownloadDisabled);
+    }
+    let group = site.group(user.group_id).ok_or(Refusal::GroupNotFound)?;
+    match group.slug.as_str() {
+        "banned" => Err(Refusal::AccountBanned),
+        "validating" => Err(Refusal::AccountValidating),
+        "disabled" => Err(Refusal::AccountDisabled),
+        _ => Ok((user, group, torrent)),
     }
 }
