@@ -10,9 +10,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
-use tracker_http::site_api::{ApiAnswer, SiteApi};
 use tracker_db::{DbConfig, FlusherConfig, FlusherHandle, Leftover};
+use tracker_http::site_api::{ApiAnswer, SiteApi};
 use tracker_private::{Batch, GlobalFactors, LedgerConfig, Site};
+use tracker_runtime::metrics::{
+    MetricSource, Sample, PRIVATE_DATABASE_UP, PRIVATE_FLUSHES, PRIVATE_LAST_FLUSH,
+    PRIVATE_PENDING_ROWS, PRIVATE_ROWS_WRITTEN,
+};
 use tracker_runtime::private_config::PrivateConfig;
 use tracker_runtime::reloadable::Reloadable;
 use tracker_runtime::shard::BatchSink;
@@ -52,6 +56,32 @@ impl FlusherSink {
     pub fn stats(&self) -> Option<tracker_db::FlusherStats> {
         let handle = self.0.lock().unwrap_or_else(|e| e.into_inner());
         handle.as_ref().map(FlusherHandle::stats)
+    }
+}
+
+/// The database thread's figures, for worker 0's metrics.
+pub struct FlusherMetrics(pub Arc<FlusherSink>);
+
+impl MetricSource for FlusherMetrics {
+    fn samples(&self, out: &mut Vec<Sample>) {
+        let Some(s) = self.0.stats() else {
+            return;
+        };
+        for (labels, value) in [
+            (&[("outcome", "applied")], s.flushes_applied),
+            (&[("outcome", "already_applied")], s.flushes_already_applied),
+            (&[("outcome", "failed")], s.failures),
+        ] {
+            out.push(Sample::new(&PRIVATE_FLUSHES, labels, value));
+        }
+        out.push(Sample::new(&PRIVATE_ROWS_WRITTEN, &[], s.rows_written));
+        out.push(Sample::new(&PRIVATE_PENDING_ROWS, &[], s.pending_rows));
+        out.push(Sample::new(&PRIVATE_LAST_FLUSH, &[], s.last_success_unix));
+        out.push(Sample::new(
+            &PRIVATE_DATABASE_UP,
+            &[],
+            u64::from(s.reachable),
+        ));
     }
 }
 

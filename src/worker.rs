@@ -189,6 +189,18 @@ impl Worker {
             );
         }
         let mut endpoints = Vec::new();
+        // Worker 0 reports the database thread's figures (its samples are
+        // every worker's, gathered).
+        let _flusher_metrics = match (&private, index) {
+            (Some(private), 0) => {
+                let metrics = Rc::new(crate::private::FlusherMetrics(private.sink.clone()));
+                let source: std::rc::Weak<dyn tracker_runtime::metrics::MetricSource> =
+                    Rc::downgrade(&metrics) as _;
+                shard.add_metric_source(source);
+                Some(metrics)
+            }
+            _ => None,
+        };
         if let (Some(private), false) = (&private, sockets.site_api.is_empty()) {
             let handler = Rc::new(crate::private::SiteApiHandler::new(private));
             let api = SiteApiServer::new(&shard, &config.private.api_key, handler);

@@ -129,6 +129,17 @@ families! {
         "Bytes accounted from private announces, by direction.";
     PRIVATE_LEDGER_PEERS = "tracker_private_ledger_peers", Gauge,
         "Peers the private ledger keeps accounts of.";
+    /// Label: outcome (applied, already_applied, failed).
+    PRIVATE_FLUSHES = "tracker_private_flushes_total", Counter,
+        "Flushes of the accounting into the site's database, by outcome: already_applied counts retries whose commit had landed (a lost acknowledgement), failed counts attempts that did not commit.";
+    PRIVATE_ROWS_WRITTEN = "tracker_private_rows_written_total", Counter,
+        "Rows the applied flushes wrote (peers, history, users, torrents).";
+    PRIVATE_PENDING_ROWS = "tracker_private_pending_rows", Gauge,
+        "Rows of accounting waiting for the database, merged per key; it grows with the active (user, torrent) pairs while the database is unreachable.";
+    PRIVATE_LAST_FLUSH = "tracker_private_last_flush_timestamp_seconds", Gauge,
+        "Unix time of the last flush that reached the database; 0 before the first.";
+    PRIVATE_DATABASE_UP = "tracker_private_database_up", Gauge,
+        "1 when the last attempt reached the site's database, else 0.";
     /// Label: outcome (ok, bad_request, not_found, wrong_key, too_large,
     /// timeout, connection_limit).
     SITE_API_REQUESTS = "tracker_site_api_requests_total", Counter,

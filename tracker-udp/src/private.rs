@@ -8,10 +8,10 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use tracker_net::udp::LocalAddr;
+use tracker_private::{Agent, Passkey, PrivateAnnounce};
 use tracker_proto::http::{route, Endpoint};
 use tracker_proto::udp::{write_error_response, AnnounceRequest};
 use tracker_proto::{Announce, IpFamily};
-use tracker_private::{Agent, Passkey, PrivateAnnounce};
 use tracker_runtime::contain::Contained;
 use tracker_runtime::shard::{PrivateRefused, PrivateRequest};
 

@@ -62,19 +62,21 @@ impl HttpService {
             traffic.announces_forwarded.inc();
         }
         let out = &mut *s.out;
-        let routed = self.shard.private_announce(
-            PrivateRequest { announce, account },
-            |counts, peers| match counts {
-                Ok(counts) => self.write_announce(out, connection, &req, Ok(counts), peers),
-                Err(PrivateRefused::Store(refused)) => {
-                    self.write_announce(out, connection, &req, Err(refused), peers)
-                }
-                Err(PrivateRefused::Site(refusal)) => {
-                    self.stats.refused.inc();
-                    self.fail(out, 200, connection, &refusal.reason())
-                }
-            },
-        );
+        let routed =
+            self.shard
+                .private_announce(
+                    PrivateRequest { announce, account },
+                    |counts, peers| match counts {
+                        Ok(counts) => self.write_announce(out, connection, &req, Ok(counts), peers),
+                        Err(PrivateRefused::Store(refused)) => {
+                            self.write_announce(out, connection, &req, Err(refused), peers)
+                        }
+                        Err(PrivateRefused::Site(refusal)) => {
+                            self.stats.refused.inc();
+                            self.fail(out, 200, connection, &refusal.reason())
+                        }
+                    },
+                );
         if let Err(e) = routed.await {
             self.route_failed(s.out, connection, e);
         }

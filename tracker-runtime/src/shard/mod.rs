@@ -37,8 +37,8 @@ mod rtc;
 
 use crate::mesh::Swarms;
 use exchange::{PendingReply, Waiting};
-use rtc::ONE_WAY;
 pub use private::{BatchSink, PrivateRefused, PrivateRequest, PrivateShard, PrivateStats};
+use rtc::ONE_WAY;
 pub use rtc::{RelaySink, RelayStats};
 
 /// One worker's shard: its swarm store, and its links to the owners of every

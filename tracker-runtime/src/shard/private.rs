@@ -7,9 +7,7 @@
 use super::*;
 use crate::metrics::{PRIVATE_ANNOUNCES, PRIVATE_CREDITED_BYTES, PRIVATE_LEDGER_PEERS};
 use std::cell::OnceCell;
-use tracker_private::{
-    Batch, Ledger, LedgerConfig, PrivateAnnounce, Refusal, RefusalKind, Site,
-};
+use tracker_private::{Batch, Ledger, LedgerConfig, PrivateAnnounce, Refusal, RefusalKind, Site};
 use tracker_proto::AnnounceEvent;
 
 /// Where a worker's batches go: the database thread. `submit` must never
@@ -116,10 +114,11 @@ impl Shard {
             return Err(PrivateRefused::Store(AnnounceRefused::NotAllowed));
         };
         let site = private.site.borrow_mut().get().clone();
-        let admitted = private
-            .ledger
-            .borrow_mut()
-            .announce(&site, &req.account, clock::unix_secs());
+        let admitted =
+            private
+                .ledger
+                .borrow_mut()
+                .announce(&site, &req.account, clock::unix_secs());
         let admitted = match admitted {
             Ok(admitted) => admitted,
             Err(refusal) => {
