@@ -122,6 +122,50 @@ impl Client {
         }
     }
 
+    /// An announce with these totals (uploaded, downloaded, left) and `url`
+    /// as its URLData (BEP 41): Ok for an announce answer, or the error's
+    /// message.
+    pub fn announce_with_url(
+        &mut self,
+        info_hash: InfoHash,
+        port: u16,
+        (uploaded, downloaded, left): (u64, u64, u64),
+        event: AnnounceEvent,
+        url: &str,
+    ) -> Result<(), String> {
+        use tracker_proto::udp::{AnnounceOptions, AnnounceRequest, Request};
+        let txid = self.txid();
+        let mut peer_id = [b'-'; 20];
+        peer_id[..2].copy_from_slice(&port.to_be_bytes());
+        let mut packet = Vec::new();
+        Request::Announce(AnnounceRequest {
+            connection_id: self.connection_id,
+            transaction_id: txid,
+            info_hash,
+            peer_id: tracker_proto::PeerId(peer_id),
+            downloaded,
+            left,
+            uploaded,
+            event,
+            ip_address: 0,
+            key: 0,
+            num_want: -1,
+            port,
+            options: AnnounceOptions::EMPTY,
+        })
+        .write(&mut packet);
+        AnnounceOptions::write_url_data(&mut packet, url.as_bytes());
+        let answer = self.exchange(&packet);
+        match Response::parse(&answer, self.family()).unwrap() {
+            Response::Announce { transaction_id, .. } if transaction_id == txid => Ok(()),
+            Response::Error {
+                transaction_id,
+                message,
+            } if transaction_id == txid => Err(String::from_utf8_lossy(message).into_owned()),
+            other => panic!("expected an announce answer or an error, got {other:?}"),
+        }
+    }
+
     pub fn scrape(&mut self, hashes: &[InfoHash]) -> Vec<ScrapeStats> {
         let txid = self.txid();
         let mut out = Vec::new();

@@ -1,0 +1,414 @@
+//! Private mode against the real binary and a real MariaDB (started by
+//! tests/run.sh through tests/mariadb.sh): passkey announces over HTTP and
+//! UDP (BEP 41), the credits in UNIT3D's tables, every refusal, the site
+//! API, a database outage, stops, kill -9, hand-overs, and two trackers on
+//! one database.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::RwLock;
+use std::time::Duration;
+
+use support::site_db::{info_hash, passkey, server_start, server_stop, SiteDb};
+use support::tempfile_path::TempPath;
+use support::wire::{announce_request, http_get, target};
+use support::{free_port, Tracker};
+use tracker_proto::http::bencode;
+use tracker_proto::AnnounceEvent;
+
+/// Tests that stop the shared database server take it whole; the others
+/// share it.
+static SERVER: RwLock<()> = RwLock::new(());
+
+const API_KEY: &str = "test-api-key-0123456789abcdef0123";
+
+fn config(db: &SiteDb, api_port: u16, tracker_id: &str) -> String {
+    format!(
+        "[private]\nenabled = true\ndatabase_url = \"{}\"\ntracker_id = \"{tracker_id}\"\n\
+         flush_interval_ms = 200\nflush_retry_min_ms = 100\nflush_retry_max_ms = 500\n\
+         api_listen = \"127.0.0.1:{api_port}\"\napi_key = \"{API_KEY}\"\n\
+         [runtime]\nexempt_networks = [\"127.0.0.0/8\"]\n",
+        db.url
+    )
+}
+
+fn start(db: &SiteDb, state: &std::path::Path) -> (Tracker, u16) {
+    let api_port = free_port();
+    let tracker = Tracker::builder()
+        .http(None)
+        .udp(None)
+        .runtime_args(&["--workers", "2", "--no-pin"])
+        .config(&config(db, api_port, "t1"))
+        .state_file(state)
+        .metrics()
+        .start();
+    (tracker, api_port)
+}
+
+/// One announce of user `user` (peer `port`) with these totals; the
+/// bencoded answer's `failure reason`, or None for a success.
+fn announce(
+    tracker: SocketAddr,
+    user: u32,
+    torrent: u32,
+    port: u16,
+    (uploaded, downloaded, left): (u64, u64, u64),
+    event: AnnounceEvent,
+) -> Option<String> {
+    let mut req = announce_request(info_hash(torrent), port, left, event);
+    req.uploaded = uploaded;
+    req.downloaded = downloaded;
+    let path = target(&req).replacen(
+        "/announce?",
+        &format!("/announce/{}?", passkey(user)),
+        1,
+    );
+    failure(tracker, &path)
+}
+
+fn failure(tracker: SocketAddr, path: &str) -> Option<String> {
+    let (status, body) = http_get(tracker, path, Duration::from_secs(5)).expect("an answer");
+    assert_eq!(status, 200, "{path}: {}", String::from_utf8_lossy(&body));
+    let value = bencode::decode(&body).expect("bencoded");
+    value
+        .get(b"failure reason")
+        .map(|r| String::from_utf8_lossy(r.as_bytes().unwrap()).into_owned())
+}
+
+fn api(port: u16, method: &str, path: &str, body: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let request = format!(
+        "{method} /announce/{API_KEY}{path} HTTP/1.1\r\nHost: t\r\nContent-Type: \
+         application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).unwrap();
+    answer[9..12].parse().unwrap()
+}
+
+/// Users 1 (group user), 2 (vip: double upload, immune) and 3 (banned);
+/// torrents 1 (approved), 2 (100% free), 3 (pending).
+fn seed(db: &SiteDb) {
+    db.user(1, 1);
+    db.user(2, 2);
+    db.user(3, 3);
+    db.torrent(1, 0, 1);
+    db.torrent(2, 100, 1);
+    db.torrent(3, 0, 0);
+    db.exec("INSERT INTO blacklist_clients (name, peer_id_prefix) VALUES ('bad', '-BAD')");
+}
+
+const STARTED: AnnounceEvent = AnnounceEvent::Started;
+const NONE: AnnounceEvent = AnnounceEvent::None;
+
+#[test]
+fn announces_are_credited_by_unit3ds_rules_and_refused_in_its_words() {
+    let _shared = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let db = SiteDb::new();
+    seed(&db);
+    let state = TempPath::new("tracker-test-private", "state");
+    let (tracker, _) = start(&db, &state.0);
+    let http = tracker.http[0];
+
+    // A first announce credits nothing; the next its deltas.
+    assert_eq!(announce(http, 1, 1, 7001, (0, 0, 1000), STARTED), None);
+    assert_eq!(announce(http, 1, 1, 7001, (300, 600, 400), NONE), None);
+    // Double upload for the vip group.
+    assert_eq!(announce(http, 2, 1, 7002, (100, 0, 0), STARTED), None);
+    assert_eq!(announce(http, 2, 1, 7002, (1100, 0, 0), NONE), None);
+    // A free torrent counts no download, but records it.
+    assert_eq!(announce(http, 1, 2, 7003, (0, 0, 500), STARTED), None);
+    assert_eq!(announce(http, 1, 2, 7003, (0, 500, 0), AnnounceEvent::Completed), None);
+    // Leecher to seeder: one snatch.
+    assert_eq!(announce(http, 1, 1, 7001, (300, 1000, 0), AnnounceEvent::Completed), None);
+
+    db.wait_for(
+        "SELECT uploaded, downloaded FROM users WHERE id = 1",
+        (300u64, 1000u64),
+    );
+    db.wait_for("SELECT uploaded FROM users WHERE id = 2", 2000u64);
+    db.wait_for(
+        "SELECT uploaded, actual_uploaded, downloaded, actual_downloaded, immune FROM history \
+         WHERE user_id = 2 AND torrent_id = 1",
+        (2000u64, 1000u64, 0u64, 0u64, true),
+    );
+    db.wait_for(
+        "SELECT downloaded, actual_downloaded, completed_at IS NOT NULL FROM history \
+         WHERE user_id = 1 AND torrent_id = 2",
+        (0u64, 500u64, true),
+    );
+    db.wait_for("SELECT times_completed FROM torrents WHERE id = 1", 2u32);
+    db.wait_for(
+        "SELECT COUNT(*), SUM(seeder) FROM peers WHERE torrent_id = 1 AND active",
+        (2u64, 2u64),
+    );
+    // The announce answer lists the other peer.
+    let (_, body) = http_get(
+        http,
+        &target(&announce_request(info_hash(1), 7009, 5, STARTED))
+            .replacen("/announce?", &format!("/announce/{}?", passkey(2)), 1),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    let answer = bencode::decode(&body).unwrap();
+    assert!(answer.get(b"peers").unwrap().as_bytes().unwrap().len() >= 6);
+
+    // Refusals, in UNIT3D-Announce's words.
+    let unknown = "ffffffffffffffffffffffffffffffff";
+    let path = target(&announce_request(info_hash(1), 7010, 5, STARTED));
+    let with = |key: &str| path.replacen("/announce?", &format!("/announce/{key}?"), 1);
+    assert_eq!(
+        failure(http, &with(unknown)).as_deref(),
+        Some("Passkey does not exist. Please re-download the .torrent file.")
+    );
+    assert_eq!(failure(http, &with("short")).as_deref(), Some("Invalid passkey."));
+    assert_eq!(
+        announce(http, 1, 99, 7011, (0, 0, 5), STARTED).as_deref(),
+        Some("InfoHash not found.")
+    );
+    assert_eq!(
+        announce(http, 1, 3, 7012, (0, 0, 5), STARTED).as_deref(),
+        Some("Torrent is pending moderation.")
+    );
+    assert_eq!(
+        announce(http, 3, 1, 7013, (0, 0, 5), STARTED).as_deref(),
+        Some("Your account is not enabled. (Current: banned).")
+    );
+    let mut bad = announce_request(info_hash(1), 7014, 5, STARTED);
+    bad.peer_id.0[..4].copy_from_slice(b"-BAD");
+    assert_eq!(
+        failure(http, &target(&bad).replacen("/announce?", &format!("/announce/{}?", passkey(1)), 1))
+            .as_deref(),
+        Some("Client is not acceptable. Please check our blacklist.")
+    );
+    // Gazelle's form of the path works too; a path without a passkey and a
+    // scrape do not.
+    let gazelle = path.replacen("/announce?", &format!("/{}/announce?", passkey(2)), 1);
+    assert_eq!(failure(http, &gazelle), None);
+    assert_eq!(http_get(http, &path, Duration::from_secs(5)).unwrap().0, 404);
+    assert!(tracker.metric("tracker_private_announces_total", &[("outcome", "admitted")]) >= 9);
+
+    // The passkeys never reach the log.
+    let log = tracker.stop();
+    assert!(!log.contains(&passkey(1)) && !log.contains(&passkey(2)), "{log}");
+    assert!(!log.contains(unknown), "{log}");
+}
+
+#[test]
+fn the_site_api_changes_what_is_served() {
+    let _shared = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let db = SiteDb::new();
+    seed(&db);
+    db.user(4, 1);
+    db.exec(&format!(
+        "UPDATE users SET passkey = '{}' WHERE id = 4",
+        "0".repeat(32)
+    ));
+    db.torrent(4, 0, 0);
+    let state = TempPath::new("tracker-test-private-api", "state");
+    let (tracker, api_port) = start(&db, &state.0);
+    let http = tracker.http[0];
+
+    // Torrent 4 is pending until the site approves it.
+    assert_eq!(
+        announce(http, 1, 4, 7001, (0, 0, 5), STARTED).as_deref(),
+        Some("Torrent is pending moderation.")
+    );
+    let torrent = |status: u8, download: u8| {
+        format!(
+            r#"{{"id":4,"status":{status},"info_hash":"{}","is_deleted":false,"seeders":0,"leechers":0,"times_completed":0,"download_factor":{download},"upload_factor":100}}"#,
+            support::wire::hex(&info_hash(4))
+        )
+    };
+    assert_eq!(api(api_port, "PUT", "/torrents", &torrent(1, 100)), 200);
+    assert_eq!(announce(http, 1, 4, 7001, (0, 0, 1000), STARTED), None);
+
+    // A user with a new passkey (the site's passkey reset).
+    let user = |key: &str, new_key: &str| {
+        format!(
+            r#"{{"id":4,"group_id":1,"passkey":"{key}","new_passkey":{new_key},"can_download":true,"num_seeding":0,"num_leeching":0,"is_donor":false,"is_lifetime":false}}"#
+        )
+    };
+    assert_eq!(
+        announce(http, 4, 4, 7002, (0, 0, 5), STARTED),
+        None,
+        "user 4's passkey from the database"
+    );
+    let new_key = format!("\"{}\"", passkey(4));
+    assert_eq!(api(api_port, "PUT", "/users", &user(&"0".repeat(32), &new_key)), 200);
+    assert_eq!(announce(http, 4, 4, 7003, (0, 0, 5), STARTED), None);
+    // A freeleech token: the download is not counted.
+    assert_eq!(
+        api(api_port, "PUT", "/freeleech-tokens", r#"{"user_id":1,"torrent_id":1}"#),
+        200
+    );
+    assert_eq!(announce(http, 1, 1, 7004, (0, 0, 1000), STARTED), None);
+    assert_eq!(announce(http, 1, 1, 7004, (0, 700, 300), NONE), None);
+    db.wait_for(
+        "SELECT downloaded, actual_downloaded FROM history WHERE user_id = 1 AND torrent_id = 1",
+        (0u64, 700u64),
+    );
+    // The user is removed: refused.
+    assert_eq!(
+        api(api_port, "DELETE", "/users", &format!(r#"{{"id":4,"passkey":"{}"}}"#, passkey(4))),
+        200
+    );
+    assert_eq!(
+        announce(http, 4, 4, 7005, (0, 0, 5), STARTED).as_deref(),
+        Some("Passkey does not exist. Please re-download the .torrent file.")
+    );
+    // A group turns double upload on.
+    assert_eq!(
+        api(
+            api_port,
+            "PUT",
+            "/groups",
+            r#"{"id":1,"slug":"user","download_slots":null,"is_immune":false,"is_freeleech":false,"is_double_upload":true}"#
+        ),
+        200
+    );
+    assert_eq!(announce(http, 1, 1, 7004, (50, 700, 300), NONE), None);
+    db.wait_for(
+        "SELECT uploaded FROM history WHERE user_id = 1 AND torrent_id = 1",
+        100u64,
+    );
+    // Bad input, a wrong key and unknown routes.
+    assert_eq!(api(api_port, "PUT", "/users", "{not json"), 400);
+    assert_eq!(api(api_port, "PUT", "/nothing", "{}"), 404);
+    let wrong = std::net::TcpStream::connect(("127.0.0.1", api_port)).map(|mut tcp| {
+        use std::io::{Read, Write};
+        tcp.write_all(b"GET /announce/wrong-key/stats HTTP/1.1\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        tcp.read_to_string(&mut answer).unwrap();
+        answer
+    });
+    assert!(wrong.unwrap().starts_with("HTTP/1.1 404"));
+    assert!(tracker.metric("tracker_site_api_requests_total", &[("outcome", "wrong_key")]) >= 1);
+    tracker.stop();
+}
+
+#[test]
+fn udp_announces_carry_the_passkey_in_url_data() {
+    let _shared = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let db = SiteDb::new();
+    seed(&db);
+    let state = TempPath::new("tracker-test-private-udp", "state");
+    let (tracker, _) = start(&db, &state.0);
+    let mut client = support::udp_client::Client::new("127.0.0.1:0", tracker.udp[0]);
+    let url = format!("/announce/{}", passkey(2));
+    let answer = client.announce_with_url(info_hash(1), 7101, (0, 0, 10), STARTED, &url);
+    assert_eq!(answer, Ok(()), "the first announce");
+    let answer = client.announce_with_url(info_hash(1), 7101, (500, 0, 0), NONE, &url);
+    assert_eq!(answer, Ok(()));
+    db.wait_for("SELECT uploaded FROM users WHERE id = 2", 1000u64);
+    // Without a passkey, or with an unknown one: errors.
+    let answer = client.announce_with_url(info_hash(1), 7102, (0, 0, 10), STARTED, "/announce");
+    assert_eq!(answer, Err("Invalid passkey.".to_string()));
+    let unknown = format!("/{}/announce", "e".repeat(32));
+    let answer = client.announce_with_url(info_hash(1), 7102, (0, 0, 10), STARTED, &unknown);
+    assert_eq!(
+        answer,
+        Err("Passkey does not exist. Please re-download the .torrent file.".to_string())
+    );
+    tracker.stop();
+}
+
+#[test]
+fn accounting_outlives_a_database_outage_a_stop_and_a_kill() {
+    let _whole = SERVER.write().unwrap_or_else(|e| e.into_inner());
+    let db = SiteDb::new();
+    seed(&db);
+    let state = TempPath::new("tracker-test-private-outage", "state");
+    let (tracker, _) = start(&db, &state.0);
+    let http = tracker.http[0];
+    assert_eq!(announce(http, 1, 1, 7001, (0, 0, 10_000), STARTED), None);
+    assert_eq!(announce(http, 1, 1, 7001, (100, 1000, 9000), NONE), None);
+    db.wait_for("SELECT uploaded, downloaded FROM users WHERE id = 1", (100u64, 1000u64));
+
+    // The database goes away: announces are still answered, and merged.
+    server_stop();
+    for i in 1..=5u64 {
+        assert_eq!(announce(http, 1, 1, 7001, (100 + i * 10, 1000 + i * 100, 9000 - i * 100), NONE), None);
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(tracker.metric("tracker_private_database_up", &[]), 0);
+    assert!(tracker.metric("tracker_private_pending_rows", &[]) > 0);
+    server_start();
+    db.wait_for("SELECT uploaded, downloaded FROM users WHERE id = 1", (150u64, 1500u64));
+
+    // Down again at a stop: the rows wait in the pending file...
+    server_stop();
+    assert_eq!(announce(http, 1, 1, 7001, (200, 2000, 8000), NONE), None);
+    std::thread::sleep(Duration::from_millis(400));
+    let log = tracker.stop();
+    assert!(log.contains("kept in"), "{log}");
+    server_start();
+    // ... and are written by the next start, once.
+    let (tracker, _) = start(&db, &state.0);
+    db.wait_for("SELECT uploaded, downloaded FROM users WHERE id = 1", (200u64, 2000u64));
+    // The peer survived the restart in the swarms, its account did not:
+    // its next announce starts a new count (nothing credited).
+    assert_eq!(announce(http_of(&tracker), 1, 1, 7001, (250, 2500, 7500), NONE), None);
+    assert_eq!(announce(http_of(&tracker), 1, 1, 7001, (300, 3000, 7000), NONE), None);
+    db.wait_for("SELECT uploaded, downloaded FROM users WHERE id = 1", (250u64, 2500u64));
+    // kill -9 after a flush loses nothing flushed, and counts nothing twice.
+    let pid = tracker.pid();
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let _ = tracker.wait_exit(Duration::from_secs(10));
+    let (tracker, _) = start(&db, &state.0);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(
+        db.one::<(u64, u64)>("SELECT uploaded, downloaded FROM users WHERE id = 1"),
+        (250, 2500)
+    );
+    tracker.stop();
+}
+
+fn http_of(tracker: &Tracker) -> SocketAddr {
+    tracker.http[0]
+}
+
+#[test]
+fn two_trackers_on_one_database_count_exactly() {
+    let _shared = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let db = SiteDb::new();
+    seed(&db);
+    let (state_a, state_b) = (
+        TempPath::new("tracker-test-private-a", "state"),
+        TempPath::new("tracker-test-private-b", "state"),
+    );
+    let start_as = |id: &str, state: &std::path::Path| {
+        Tracker::builder()
+            .http(None)
+            .runtime_args(&["--workers", "1", "--no-pin"])
+            .config(&config(&db, free_port(), id))
+            .state_file(state)
+            .start()
+    };
+    let a = start_as("host-a", &state_a.0);
+    let b = start_as("host-b", &state_b.0);
+    // The same user on both (two clients), and both on torrent 1.
+    for (tracker, port) in [(&a, 7001), (&b, 7002)] {
+        let http = tracker.http[0];
+        assert_eq!(announce(http, 1, 1, port, (0, 0, 1000), STARTED), None);
+        for step in 1..=10u64 {
+            let totals = (step * 10, step * 100, 1000 - step * 100);
+            assert_eq!(announce(http, 1, 1, port, totals, NONE), None);
+        }
+    }
+    db.wait_for("SELECT uploaded, downloaded FROM users WHERE id = 1", (200u64, 2000u64));
+    db.wait_for(
+        "SELECT actual_uploaded, actual_downloaded FROM history WHERE user_id = 1",
+        (200u64, 2000u64),
+    );
+    db.wait_for("SELECT times_completed FROM torrents WHERE id = 1", 2u32);
+    let flushed: Vec<String> = db.rows("SELECT tracker_id FROM tracker_flushes ORDER BY 1");
+    assert_eq!(flushed, ["host-a", "host-b"]);
+    a.stop();
+    b.stop();
+}
