@@ -8,7 +8,7 @@
 //! everything submitted since, merged per key and not yet numbered. A
 //! flush of number `n` is one transaction that stores `n` in the tracker's
 //! row of `tracker_flushes` and writes nothing if the row already holds `n`
-//! or more (see [`crate::flush`]). So:
+//! or more (see [`mod@crate::flush`]). So:
 //!
 //! - A batch is retried with the same number until a flush of it returns
 //!   `Applied` or `AlreadyApplied`. If a COMMIT went through but its
@@ -507,4 +507,16 @@ fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_handle_can_be_shared_by_the_executors() {
+        fn shared<T: Send + Sync>() {}
+        shared::<FlusherHandle>();
+        shared::<FlusherStats>();
+    }
 }
