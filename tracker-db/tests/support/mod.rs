@@ -41,7 +41,6 @@ pub struct TestDb {
     pub name: String,
     /// The URL of this database.
     pub url: String,
-    admin: Mutex<Conn>,
 }
 
 impl TestDb {
@@ -69,12 +68,7 @@ impl TestDb {
             let sql = std::fs::read_to_string(format!("{root}{file}")).unwrap();
             conn.query_drop(sql).unwrap();
         }
-        conn.query_drop(format!("USE {name}")).unwrap();
-        TestDb {
-            name,
-            url,
-            admin: Mutex::new(conn),
-        }
+        TestDb { name, url }
     }
 
     pub fn config(&self) -> DbConfig {
@@ -89,12 +83,14 @@ impl TestDb {
         self.config().connect().unwrap()
     }
 
+    /// Runs `sql` on a new connection (one made before a server restart
+    /// would be gone).
     pub fn exec(&self, sql: &str) {
-        self.admin.lock().unwrap().query_drop(sql).unwrap();
+        plain_conn(&self.url).query_drop(sql).unwrap();
     }
 
     pub fn rows<T: FromRow>(&self, sql: &str) -> Vec<T> {
-        self.admin.lock().unwrap().query(sql).unwrap()
+        plain_conn(&self.url).query(sql).unwrap()
     }
 
     pub fn one<T: FromRow>(&self, sql: &str) -> T {
@@ -134,7 +130,10 @@ impl TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
-        if let Ok(mut admin) = self.admin.lock() {
+        let Ok(opts) = Opts::from_url(&server_url()) else {
+            return;
+        };
+        if let Ok(mut admin) = Conn::new(OptsBuilder::from_opts(opts).prefer_socket(false)) {
             let _ = admin.query_drop(format!("DROP DATABASE IF EXISTS {}", self.name));
         }
     }
