@@ -80,7 +80,9 @@ start() {
   # --user: mariadbd refuses to run as root unless told to; as any other
   # user it runs as that user. --no-defaults: no /etc/mysql/my.cnf, so a
   # system server's settings (its socket, port, datadir) never leak in.
-  # Small buffers: the test databases are tiny.
+  # Small buffers: the test databases are tiny. A time zone other than
+  # UTC, so that a client that forgets to set its session's to UTC writes
+  # wrong DATETIMEs and the tests see it.
   "$(find_tool mariadbd mysqld)" --no-defaults \
     --user="$(id -un)" \
     --datadir="$datadir" \
@@ -92,6 +94,7 @@ start() {
     --innodb-flush-log-at-trx-commit=2 \
     --max-connections=200 \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \
+    --default-time-zone=+02:00 \
     </dev/null >>"$datadir/server.out" 2>&1 &
   pid=$!
   for _ in $(seq 300); do

@@ -8,7 +8,7 @@
 //! everything submitted since, merged per key and not yet numbered. A
 //! flush of number `n` is one transaction that stores `n` in the tracker's
 //! row of `tracker_flushes` and writes nothing if the row already holds `n`
-//! or more (see [`crate::flush`]). So:
+//! or more (see [`mod@crate::flush`]). So:
 //!
 //! - A batch is retried with the same number until a flush of it returns
 //!   `Applied` or `AlreadyApplied`. If a COMMIT went through but its
@@ -45,7 +45,10 @@ use crate::flush::{
 };
 use mysql::Conn;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64,
+    Ordering::{Relaxed, SeqCst},
+};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -115,7 +118,9 @@ pub struct FlusherStats {
     pub rows_written: u64,
     /// Rows left out because their user or torrent was deleted.
     pub rows_skipped: u64,
-    /// Rows held, waiting to be written.
+    /// Rows waiting to be written: those the thread holds, merged per key,
+    /// and those submitted that it has yet to merge. Zero once everything
+    /// submitted before the call is in the database.
     pub pending_rows: u64,
     /// Unix seconds of the last flush that succeeded (applied or already
     /// applied); 0 before the first.
@@ -135,7 +140,12 @@ struct Shared {
     consecutive_failures: AtomicU64,
     rows_written: AtomicU64,
     rows_skipped: AtomicU64,
-    pending_rows: AtomicU64,
+    /// Rows the thread holds, merged.
+    held_rows: AtomicU64,
+    /// Rows submitted and still in the channel. Added before the send,
+    /// taken off after the merge has been counted in `held_rows`; read
+    /// before `held_rows`, so the sum never misses a submitted row.
+    queued_rows: AtomicU64,
     last_success_unix: AtomicU64,
     last_sequence: AtomicU64,
     reachable: AtomicBool,
@@ -281,10 +291,7 @@ impl Flusher {
                 return None;
             }
             match self.receiver.recv_timeout(wake - now) {
-                Ok(Message::Batch(batch)) => {
-                    self.next.merge(*batch);
-                    self.count_pending();
-                }
+                Ok(Message::Batch(batch)) => self.take(*batch),
                 Ok(Message::Stop(deadline)) => return Some(deadline),
                 Err(RecvTimeoutError::Timeout) => return None,
                 // The handle was dropped without a stop: one last try.
@@ -394,7 +401,7 @@ impl Flusher {
         tracing::warn!(
             retry_in = ?self.backoff,
             retryable = error.is_retryable(),
-            pending_rows = s.pending_rows.load(Relaxed),
+            pending_rows = s.held_rows.load(Relaxed),
             "flush failed: {error}"
         );
     }
@@ -404,7 +411,7 @@ impl Flusher {
     fn finish(mut self, deadline: Instant) -> Leftover {
         while let Ok(message) = self.receiver.try_recv() {
             if let Message::Batch(batch) = message {
-                self.next.merge(*batch);
+                self.take(*batch);
             }
         }
         self.count_pending();
@@ -430,9 +437,17 @@ impl Flusher {
         left
     }
 
+    /// Merges a submitted batch into `next`.
+    fn take(&mut self, batch: Batch) {
+        let rows = batch.rows() as u64;
+        self.next.merge(batch);
+        self.count_pending();
+        self.shared.queued_rows.fetch_sub(rows, SeqCst);
+    }
+
     fn count_pending(&self) {
         let rows = self.pending.iter().map(|n| n.batch.rows()).sum::<usize>() + self.next.rows();
-        self.shared.pending_rows.store(rows as u64, Relaxed);
+        self.shared.held_rows.store(rows as u64, SeqCst);
     }
 }
 
@@ -444,9 +459,13 @@ impl FlusherHandle {
         if batch.is_empty() {
             return;
         }
+        let rows = batch.rows() as u64;
+        self.shared.queued_rows.fetch_add(rows, SeqCst);
         // Fails only once the thread has ended, which only stop (taking
         // the handle) makes happen.
-        let _ = self.sender.send(Message::Batch(Box::new(batch)));
+        if self.sender.send(Message::Batch(Box::new(batch))).is_err() {
+            self.shared.queued_rows.fetch_sub(rows, SeqCst);
+        }
     }
 
     pub fn stats(&self) -> FlusherStats {
@@ -459,7 +478,7 @@ impl FlusherHandle {
             consecutive_failures: s.consecutive_failures.load(Relaxed),
             rows_written: s.rows_written.load(Relaxed),
             rows_skipped: s.rows_skipped.load(Relaxed),
-            pending_rows: s.pending_rows.load(Relaxed),
+            pending_rows: s.queued_rows.load(SeqCst) + s.held_rows.load(SeqCst),
             last_success_unix: s.last_success_unix.load(Relaxed),
             last_sequence: s.last_sequence.load(Relaxed),
             reachable: s.reachable.load(Relaxed),
@@ -488,4 +507,16 @@ fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_handle_can_be_shared_by_the_executors() {
+        fn shared<T: Send + Sync>() {}
+        shared::<FlusherHandle>();
+        shared::<FlusherStats>();
+    }
 }

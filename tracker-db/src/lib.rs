@@ -1,9 +1,9 @@
 //! Private mode's database side, for a UNIT3D site's MySQL or MariaDB
 //! database, as UNIT3D-Announce uses it:
-//! - [`load`]: the site's records at start (users, groups, one torrent
+//! - [`load()`]: the site's records at start (users, groups, one torrent
 //!   per info-hash, freeleech tokens, personal freeleech, featured
 //!   torrents, the client blacklist);
-//! - [`flush`]: one [`tracker_private::Batch`] into `peers`, `history`,
+//! - [`flush()`]: one [`tracker_private::Batch`] into `peers`, `history`,
 //!   `users` and `torrents`, in one transaction, exactly once per sequence
 //!   number (the tracker's own table `tracker_flushes`,
 //!   deploy/unit3d/tracker.sql, remembers the last one);
