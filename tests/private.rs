@@ -53,17 +53,24 @@ fn announce(
     user: u32,
     torrent: u32,
     port: u16,
+    totals: (u64, u64, u64),
+    event: AnnounceEvent,
+) -> Option<String> {
+    announce_with(tracker, &passkey(user), torrent, port, totals, event)
+}
+
+fn announce_with(
+    tracker: SocketAddr,
+    key: &str,
+    torrent: u32,
+    port: u16,
     (uploaded, downloaded, left): (u64, u64, u64),
     event: AnnounceEvent,
 ) -> Option<String> {
     let mut req = announce_request(info_hash(torrent), port, left, event);
     req.uploaded = uploaded;
     req.downloaded = downloaded;
-    let path = target(&req).replacen(
-        "/announce?",
-        &format!("/announce/{}?", passkey(user)),
-        1,
-    );
+    let path = target(&req).replacen("/announce?", &format!("/announce/{key}?"), 1);
     failure(tracker, &path)
 }
 
@@ -123,9 +130,15 @@ fn announces_are_credited_by_unit3ds_rules_and_refused_in_its_words() {
     assert_eq!(announce(http, 2, 1, 7002, (1100, 0, 0), NONE), None);
     // A free torrent counts no download, but records it.
     assert_eq!(announce(http, 1, 2, 7003, (0, 0, 500), STARTED), None);
-    assert_eq!(announce(http, 1, 2, 7003, (0, 500, 0), AnnounceEvent::Completed), None);
+    assert_eq!(
+        announce(http, 1, 2, 7003, (0, 500, 0), AnnounceEvent::Completed),
+        None
+    );
     // Leecher to seeder: one snatch.
-    assert_eq!(announce(http, 1, 1, 7001, (300, 1000, 0), AnnounceEvent::Completed), None);
+    assert_eq!(
+        announce(http, 1, 1, 7001, (300, 1000, 0), AnnounceEvent::Completed),
+        None
+    );
 
     db.wait_for(
         "SELECT uploaded, downloaded FROM users WHERE id = 1",
@@ -142,7 +155,8 @@ fn announces_are_credited_by_unit3ds_rules_and_refused_in_its_words() {
          WHERE user_id = 1 AND torrent_id = 2",
         (0u64, 500u64, true),
     );
-    db.wait_for("SELECT times_completed FROM torrents WHERE id = 1", 2u32);
+    // User 2 joined as a seeder: only user 1's completion is a snatch.
+    db.wait_for("SELECT times_completed FROM torrents WHERE id = 1", 1u32);
     db.wait_for(
         "SELECT COUNT(*), SUM(seeder) FROM peers WHERE torrent_id = 1 AND active",
         (2u64, 2u64),
@@ -150,8 +164,11 @@ fn announces_are_credited_by_unit3ds_rules_and_refused_in_its_words() {
     // The announce answer lists the other peer.
     let (_, body) = http_get(
         http,
-        &target(&announce_request(info_hash(1), 7009, 5, STARTED))
-            .replacen("/announce?", &format!("/announce/{}?", passkey(2)), 1),
+        &target(&announce_request(info_hash(1), 7009, 5, STARTED)).replacen(
+            "/announce?",
+            &format!("/announce/{}?", passkey(2)),
+            1,
+        ),
         Duration::from_secs(5),
     )
     .unwrap();
@@ -166,7 +183,10 @@ fn announces_are_credited_by_unit3ds_rules_and_refused_in_its_words() {
         failure(http, &with(unknown)).as_deref(),
         Some("Passkey does not exist. Please re-download the .torrent file.")
     );
-    assert_eq!(failure(http, &with("short")).as_deref(), Some("Invalid passkey."));
+    assert_eq!(
+        failure(http, &with("short")).as_deref(),
+        Some("Invalid passkey.")
+    );
     assert_eq!(
         announce(http, 1, 99, 7011, (0, 0, 5), STARTED).as_deref(),
         Some("InfoHash not found.")
@@ -182,20 +202,34 @@ fn announces_are_credited_by_unit3ds_rules_and_refused_in_its_words() {
     let mut bad = announce_request(info_hash(1), 7014, 5, STARTED);
     bad.peer_id.0[..4].copy_from_slice(b"-BAD");
     assert_eq!(
-        failure(http, &target(&bad).replacen("/announce?", &format!("/announce/{}?", passkey(1)), 1))
-            .as_deref(),
+        failure(
+            http,
+            &target(&bad).replacen("/announce?", &format!("/announce/{}?", passkey(1)), 1)
+        )
+        .as_deref(),
         Some("Client is not acceptable. Please check our blacklist.")
     );
     // Gazelle's form of the path works too; a path without a passkey and a
     // scrape do not.
     let gazelle = path.replacen("/announce?", &format!("/{}/announce?", passkey(2)), 1);
     assert_eq!(failure(http, &gazelle), None);
-    assert_eq!(http_get(http, &path, Duration::from_secs(5)).unwrap().0, 404);
-    assert!(tracker.metric("tracker_private_announces_total", &[("outcome", "admitted")]) >= 9);
+    assert_eq!(
+        http_get(http, &path, Duration::from_secs(5)).unwrap().0,
+        404
+    );
+    assert!(
+        tracker.metric(
+            "tracker_private_announces_total",
+            &[("outcome", "admitted")]
+        ) >= 9
+    );
 
     // The passkeys never reach the log.
     let log = tracker.stop();
-    assert!(!log.contains(&passkey(1)) && !log.contains(&passkey(2)), "{log}");
+    assert!(
+        !log.contains(&passkey(1)) && !log.contains(&passkey(2)),
+        "{log}"
+    );
     assert!(!log.contains(unknown), "{log}");
 }
 
@@ -234,17 +268,30 @@ fn the_site_api_changes_what_is_served() {
             r#"{{"id":4,"group_id":1,"passkey":"{key}","new_passkey":{new_key},"can_download":true,"num_seeding":0,"num_leeching":0,"is_donor":false,"is_lifetime":false}}"#
         )
     };
+    let old_key = "0".repeat(32);
     assert_eq!(
-        announce(http, 4, 4, 7002, (0, 0, 5), STARTED),
+        announce_with(http, &old_key, 4, 7002, (0, 0, 5), STARTED),
         None,
         "user 4's passkey from the database"
     );
     let new_key = format!("\"{}\"", passkey(4));
-    assert_eq!(api(api_port, "PUT", "/users", &user(&"0".repeat(32), &new_key)), 200);
+    assert_eq!(
+        api(api_port, "PUT", "/users", &user(&"0".repeat(32), &new_key)),
+        200
+    );
     assert_eq!(announce(http, 4, 4, 7003, (0, 0, 5), STARTED), None);
+    assert_eq!(
+        announce_with(http, &old_key, 4, 7006, (0, 0, 5), STARTED).as_deref(),
+        Some("Passkey does not exist. Please re-download the .torrent file.")
+    );
     // A freeleech token: the download is not counted.
     assert_eq!(
-        api(api_port, "PUT", "/freeleech-tokens", r#"{"user_id":1,"torrent_id":1}"#),
+        api(
+            api_port,
+            "PUT",
+            "/freeleech-tokens",
+            r#"{"user_id":1,"torrent_id":1}"#
+        ),
         200
     );
     assert_eq!(announce(http, 1, 1, 7004, (0, 0, 1000), STARTED), None);
@@ -255,7 +302,12 @@ fn the_site_api_changes_what_is_served() {
     );
     // The user is removed: refused.
     assert_eq!(
-        api(api_port, "DELETE", "/users", &format!(r#"{{"id":4,"passkey":"{}"}}"#, passkey(4))),
+        api(
+            api_port,
+            "DELETE",
+            "/users",
+            &format!(r#"{{"id":4,"passkey":"{}"}}"#, passkey(4))
+        ),
         200
     );
     assert_eq!(
@@ -282,13 +334,19 @@ fn the_site_api_changes_what_is_served() {
     assert_eq!(api(api_port, "PUT", "/nothing", "{}"), 404);
     let wrong = std::net::TcpStream::connect(("127.0.0.1", api_port)).map(|mut tcp| {
         use std::io::{Read, Write};
-        tcp.write_all(b"GET /announce/wrong-key/stats HTTP/1.1\r\n\r\n").unwrap();
+        tcp.write_all(b"GET /announce/wrong-key/stats HTTP/1.1\r\n\r\n")
+            .unwrap();
         let mut answer = String::new();
         tcp.read_to_string(&mut answer).unwrap();
         answer
     });
     assert!(wrong.unwrap().starts_with("HTTP/1.1 404"));
-    assert!(tracker.metric("tracker_site_api_requests_total", &[("outcome", "wrong_key")]) >= 1);
+    assert!(
+        tracker.metric(
+            "tracker_site_api_requests_total",
+            &[("outcome", "wrong_key")]
+        ) >= 1
+    );
     tracker.stop();
 }
 
@@ -328,18 +386,34 @@ fn accounting_outlives_a_database_outage_a_stop_and_a_kill() {
     let http = tracker.http[0];
     assert_eq!(announce(http, 1, 1, 7001, (0, 0, 10_000), STARTED), None);
     assert_eq!(announce(http, 1, 1, 7001, (100, 1000, 9000), NONE), None);
-    db.wait_for("SELECT uploaded, downloaded FROM users WHERE id = 1", (100u64, 1000u64));
+    db.wait_for(
+        "SELECT uploaded, downloaded FROM users WHERE id = 1",
+        (100u64, 1000u64),
+    );
 
     // The database goes away: announces are still answered, and merged.
     server_stop();
     for i in 1..=5u64 {
-        assert_eq!(announce(http, 1, 1, 7001, (100 + i * 10, 1000 + i * 100, 9000 - i * 100), NONE), None);
+        assert_eq!(
+            announce(
+                http,
+                1,
+                1,
+                7001,
+                (100 + i * 10, 1000 + i * 100, 9000 - i * 100),
+                NONE
+            ),
+            None
+        );
     }
     std::thread::sleep(Duration::from_millis(800));
     assert_eq!(tracker.metric("tracker_private_database_up", &[]), 0);
     assert!(tracker.metric("tracker_private_pending_rows", &[]) > 0);
     server_start();
-    db.wait_for("SELECT uploaded, downloaded FROM users WHERE id = 1", (150u64, 1500u64));
+    db.wait_for(
+        "SELECT uploaded, downloaded FROM users WHERE id = 1",
+        (150u64, 1500u64),
+    );
 
     // Down again at a stop: the rows wait in the pending file...
     server_stop();
@@ -350,12 +424,24 @@ fn accounting_outlives_a_database_outage_a_stop_and_a_kill() {
     server_start();
     // ... and are written by the next start, once.
     let (tracker, _) = start(&db, &state.0);
-    db.wait_for("SELECT uploaded, downloaded FROM users WHERE id = 1", (200u64, 2000u64));
+    db.wait_for(
+        "SELECT uploaded, downloaded FROM users WHERE id = 1",
+        (200u64, 2000u64),
+    );
     // The peer survived the restart in the swarms, its account did not:
     // its next announce starts a new count (nothing credited).
-    assert_eq!(announce(http_of(&tracker), 1, 1, 7001, (250, 2500, 7500), NONE), None);
-    assert_eq!(announce(http_of(&tracker), 1, 1, 7001, (300, 3000, 7000), NONE), None);
-    db.wait_for("SELECT uploaded, downloaded FROM users WHERE id = 1", (250u64, 2500u64));
+    assert_eq!(
+        announce(http_of(&tracker), 1, 1, 7001, (250, 2500, 7500), NONE),
+        None
+    );
+    assert_eq!(
+        announce(http_of(&tracker), 1, 1, 7001, (300, 3000, 7000), NONE),
+        None
+    );
+    db.wait_for(
+        "SELECT uploaded, downloaded FROM users WHERE id = 1",
+        (250u64, 2500u64),
+    );
     // kill -9 after a flush loses nothing flushed, and counts nothing twice.
     let pid = tracker.pid();
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
@@ -401,7 +487,10 @@ fn two_trackers_on_one_database_count_exactly() {
             assert_eq!(announce(http, 1, 1, port, totals, NONE), None);
         }
     }
-    db.wait_for("SELECT uploaded, downloaded FROM users WHERE id = 1", (200u64, 2000u64));
+    db.wait_for(
+        "SELECT uploaded, downloaded FROM users WHERE id = 1",
+        (200u64, 2000u64),
+    );
     db.wait_for(
         "SELECT actual_uploaded, actual_downloaded FROM history WHERE user_id = 1",
         (200u64, 2000u64),

@@ -58,23 +58,22 @@ impl SiteDb {
         );
         let mut admin = connect(&server);
         admin
-            .query_drop(format!("DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"))
+            .query_drop(format!(
+                "DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"
+            ))
             .unwrap();
         let url = format!("{server}/{name}");
         let mut conn = connect(&url);
-        let schema = std::fs::read_to_string(super::repo_root().join("deploy/unit3d/schema.sql"))
-            .unwrap();
+        let schema =
+            std::fs::read_to_string(super::repo_root().join("deploy/unit3d/schema.sql")).unwrap();
         conn.query_drop(schema).unwrap();
         let db = SiteDb {
             name,
             url,
             conn: Mutex::new(Some(conn)),
         };
-        for (id, slug, double, immune) in [
-            (1, "user", 0, 0),
-            (2, "vip", 1, 1),
-            (3, "banned", 0, 0),
-        ] {
+        for (id, slug, double, immune) in [(1, "user", 0, 0), (2, "vip", 1, 1), (3, "banned", 0, 0)]
+        {
             db.exec(&format!(
                 "INSERT INTO `groups` (id, name, slug, position, color, icon, can_chat, \
                  can_comment, can_invite, can_request, is_double_upload, is_immune) \

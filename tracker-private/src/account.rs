@@ -130,8 +130,10 @@ pub(crate) fn account_deltas(
     } else {
         0
     };
+    // Times are whole seconds: two announces 0.9 s apart read as 0 s, so
+    // the bound allows one second more than the clock shows.
     let flagged = config.max_upload_rate != 0
-        && u128::from(uploaded) > u128::from(config.max_upload_rate) * u128::from(elapsed);
+        && u128::from(uploaded) > u128::from(config.max_upload_rate) * (u128::from(elapsed) + 1);
     Deltas {
         uploaded,
         downloaded,

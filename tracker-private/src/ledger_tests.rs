@@ -439,7 +439,7 @@ fn an_upload_too_fast_is_flagged_not_credited() {
     assert!(!fine.flagged);
     assert_eq!(fine.credited_uploaded, 1000);
     a.uploaded = 3000;
-    let fast = ledger.announce(&site, &a, 120).unwrap();
+    let fast = ledger.announce(&site, &a, 119).unwrap();
     assert!(fast.flagged);
     assert_eq!((fast.uploaded, fast.credited_uploaded), (2000, 0));
     assert_eq!(ledger.flagged(), 1);
@@ -447,9 +447,12 @@ fn an_upload_too_fast_is_flagged_not_credited() {
     assert_eq!(batch.users[&1].uploaded, 1000);
     assert_eq!(batch.history[&(1, 1)].actual_uploaded, 3000);
     assert_eq!(batch.torrents[&1].balance, 3000 - 10);
-    // Any upload within the same second is too fast.
-    a.uploaded = 3001;
-    assert!(ledger.announce(&site, &a, 120).unwrap().flagged);
+    // Within the same second the bound is one second's worth (the clock
+    // counts whole seconds).
+    a.uploaded = 3100;
+    assert!(!ledger.announce(&site, &a, 119).unwrap().flagged);
+    a.uploaded = 3201;
+    assert!(ledger.announce(&site, &a, 119).unwrap().flagged);
 }
 
 #[test]

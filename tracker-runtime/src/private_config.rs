@@ -98,7 +98,7 @@ impl Default for PrivateConfig {
             flush_retry_min_ms: 1000,
             flush_retry_max_ms: 60_000,
             max_rows_per_statement: 5000,
-            api_listen: "127.0.0.1:6970".into(),
+            api_listen: "127.0.0.1:6971".into(),
             api_key: String::new(),
             upload_factor: 100,
             download_factor: 100,
