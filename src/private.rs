@@ -12,17 +12,21 @@ use std::time::{Duration, Instant};
 use tracing::{info, warn};
 use tracker_db::{DbConfig, FlusherConfig, FlusherHandle, Leftover};
 use tracker_http::site_api::{ApiAnswer, SiteApi};
-use tracker_private::{Batch, GlobalFactors, LedgerConfig, Site};
+use tracker_private::{Batch, GlobalFactors, LedgerConfig, PeerKey, PeerRow, Site};
 use tracker_runtime::metrics::{
     MetricSource, Sample, PRIVATE_DATABASE_UP, PRIVATE_FLUSHES, PRIVATE_LAST_FLUSH,
     PRIVATE_PENDING_ROWS, PRIVATE_ROWS_WRITTEN,
 };
+use tracker_runtime::owner::Owners;
 use tracker_runtime::private_config::PrivateConfig;
 use tracker_runtime::reloadable::Reloadable;
 use tracker_runtime::shard::BatchSink;
 use tracker_runtime::state_file;
 
 use crate::config::Config;
+
+/// A worker's peers to restore into its ledger.
+pub type RestoredPeers = Vec<(PeerKey, PeerRow)>;
 
 /// What every worker of a private tracker shares.
 pub struct PrivateMode {
@@ -137,9 +141,49 @@ impl PrivateMode {
 
     /// Starts the database thread, with what the last stop left in the
     /// pending file (its numbered batches already in the database are
-    /// dropped there: never written twice).
-    pub fn start_flusher(&self) -> Result<(), String> {
+    /// dropped there: never written twice), and gives each worker the peers
+    /// that were active at the last stop (see `Ledger::restore`): their
+    /// rows in the database, then the newer ones of the pending file. Called
+    /// once the predecessor, if any, has stopped and written its own.
+    pub fn start_flusher(&self, owners: &Owners) -> Result<Vec<RestoredPeers>, String> {
         let leftover = self.read_pending()?;
+        let site = self.site.load().0;
+        let mut per_worker: Vec<RestoredPeers> = vec![Vec::new(); owners.workers()];
+        let mut place = |key: PeerKey, row: PeerRow| {
+            if let Some(torrent) = site.torrent_by_id(key.torrent_id) {
+                if let Some(peers) = per_worker.get_mut(owners.of(&torrent.info_hash)) {
+                    peers.push((key, row));
+                }
+            }
+        };
+        let db = DbConfig::new(self.config.database_url.clone());
+        let since = tracker_runtime::clock::unix_secs().saturating_sub(self.ledger.active_peer_ttl);
+        let tracker_id = self.config.tracker_id();
+        // Nothing writes as this tracker between here and the spawn below
+        // (a predecessor has stopped): `last` stays what the database has.
+        let (last, skipped) = db
+            .connect()
+            .and_then(|mut conn| {
+                tracker_db::create_tracker_table(&mut conn)?;
+                let last = tracker_db::last_sequence(&mut conn, &tracker_id)?;
+                let skipped = tracker_db::load_active_peers(&mut conn, since, &mut place)?;
+                Ok((last, skipped))
+            })
+            .map_err(|e| format!("private.database_url: {e}"))?;
+        if skipped > 0 {
+            warn!("private: {skipped} rows of peers were not peers (a bad address or peer id)");
+        }
+        // The pending file's rows are newer than the database's, unless
+        // their batch is in the database already (its number at most the
+        // last one written: the file outlives a kill -9 after that write).
+        for (number, batch) in &leftover {
+            if number.is_some_and(|n| n <= last) {
+                continue;
+            }
+            for (key, row) in &batch.peers {
+                place(*key, *row);
+            }
+        }
         let private = &self.config;
         let mut config = FlusherConfig::new(private.database_url.clone(), private.tracker_id());
         config.interval = self.flush_interval;
@@ -149,7 +193,7 @@ impl PrivateMode {
         let handle = tracker_db::Flusher::spawn(config, leftover)
             .map_err(|e| format!("private.database_url: starting the database thread: {e}"))?;
         *self.sink.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
-        Ok(())
+        Ok(per_worker)
     }
 
     /// Stops the database thread once the workers handed in their last

@@ -78,6 +78,8 @@ pub struct Worker {
     pub state: WorkerState,
     /// Private mode's shared parts, when on.
     pub private: Option<Arc<PrivateMode>>,
+    /// The peers of its torrents that were active at the last stop.
+    pub restored_peers: crate::private::RestoredPeers,
 }
 
 impl Worker {
@@ -97,6 +99,7 @@ impl Worker {
             seed,
             state,
             private,
+            restored_peers,
         } = self;
         let mut store = SwarmStore::new(config.swarm.store_limits(), seed);
         let exempt = config.runtime.exempt_networks();
@@ -124,6 +127,7 @@ impl Worker {
         .await?;
         if let Some(private) = &private {
             shard.set_private(private.site.clone(), private.ledger, private.sink.clone());
+            shard.restore_private(restored_peers);
             let interval = private.flush_interval;
             glommio::spawn_local(shard.clone().flush_private_forever(interval)).detach();
         }

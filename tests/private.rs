@@ -428,8 +428,8 @@ fn accounting_outlives_a_database_outage_a_stop_and_a_kill() {
         "SELECT uploaded, downloaded FROM users WHERE id = 1",
         (200u64, 2000u64),
     );
-    // The peer survived the restart in the swarms, its account did not:
-    // its next announce starts a new count (nothing credited).
+    // The peer's account came back too (from the pending file's row, newer
+    // than the database's): its next announce is credited from there.
     assert_eq!(
         announce(http_of(&tracker), 1, 1, 7001, (250, 2500, 7500), NONE),
         None
@@ -440,9 +440,10 @@ fn accounting_outlives_a_database_outage_a_stop_and_a_kill() {
     );
     db.wait_for(
         "SELECT uploaded, downloaded FROM users WHERE id = 1",
-        (250u64, 2500u64),
+        (300u64, 3000u64),
     );
-    // kill -9 after a flush loses nothing flushed, and counts nothing twice.
+    // kill -9 after a flush loses nothing flushed, counts nothing twice, and
+    // the next announce is credited from the peer's row in the database.
     let pid = tracker.pid();
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     let _ = tracker.wait_exit(Duration::from_secs(10));
@@ -450,9 +451,74 @@ fn accounting_outlives_a_database_outage_a_stop_and_a_kill() {
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(
         db.one::<(u64, u64)>("SELECT uploaded, downloaded FROM users WHERE id = 1"),
-        (250, 2500)
+        (300, 3000)
+    );
+    assert_eq!(
+        announce(http_of(&tracker), 1, 1, 7001, (350, 3500, 6500), NONE),
+        None
+    );
+    db.wait_for(
+        "SELECT uploaded, downloaded FROM users WHERE id = 1",
+        (350u64, 3500u64),
     );
     tracker.stop();
+}
+
+#[test]
+fn a_hand_over_passes_the_accounting_to_the_successor() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root (a successor started by hand must be root)");
+        return;
+    }
+    let _shared = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let db = SiteDb::new();
+    seed(&db);
+    let state = TempPath::new("tracker-test-private-handover", "state");
+    let control = TempPath::new("tracker-test-private-control", "sock");
+    let api_port = free_port();
+    let config =
+        config(&db, api_port, "t1") + &format!("control_socket = \"{}\"\n", control.0.display());
+    let old = Tracker::builder()
+        .http(None)
+        .runtime_args(&["--workers", "2", "--no-pin"])
+        .config(&config)
+        .state_file(&state.0)
+        .start();
+    let http = old.http[0];
+    assert_eq!(announce(http, 1, 1, 7001, (0, 0, 1000), STARTED), None);
+    assert_eq!(announce(http, 1, 1, 7001, (10, 100, 900), NONE), None);
+    let new = Tracker::builder()
+        .http(Some(http))
+        .runtime_args(&["--workers", "2", "--no-pin"])
+        .config(&config)
+        .state_file(&state.0)
+        .arg("--take-over")
+        .spawn();
+    let (code, log) = old.wait_exit(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{log}");
+    // The successor credits the peer from its last totals, and everything
+    // is counted once.
+    assert_eq!(announce(http, 1, 1, 7001, (30, 300, 700), NONE), None);
+    db.wait_for(
+        "SELECT uploaded, downloaded FROM users WHERE id = 1",
+        (30u64, 300u64),
+    );
+    db.wait_for(
+        "SELECT actual_uploaded, actual_downloaded FROM history WHERE user_id = 1",
+        (30u64, 300u64),
+    );
+    // The site API moved along with the rest.
+    assert_eq!(
+        api(api_port, "PUT", "/personal-freeleech", r#"{"user_id":1}"#),
+        200
+    );
+    assert_eq!(announce(http, 1, 1, 7001, (30, 400, 600), NONE), None);
+    db.wait_for(
+        "SELECT actual_downloaded, downloaded FROM history WHERE user_id = 1",
+        (400u64, 300u64),
+    );
+    let log = new.stop();
+    assert!(log.contains("took over"), "{log}");
 }
 
 fn http_of(tracker: &Tracker) -> SocketAddr {

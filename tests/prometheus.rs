@@ -16,9 +16,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use support::site_db::{info_hash, passkey, SiteDb};
 use support::udp_client::Client;
 use support::{free_port, repo_root, Tracker};
-use tracker_proto::{AnnounceEvent, InfoHash};
+use tracker_proto::AnnounceEvent;
 
 const DASHBOARD: &str = "deploy/grafana/tracker-dashboard.json";
 const RULES: &str = "deploy/prometheus/tracker-rules.yml";
@@ -63,15 +64,36 @@ fn dashboard_and_rules_select_series_the_tracker_exports() {
         }
     }
 
-    let tracker = Tracker::builder().udp(None).metrics().start();
+    // A private tracker (a site's database on the tests' MariaDB), so that
+    // private mode's series exist too; the rest are the same in either mode.
+    let site = SiteDb::new();
+    site.user(1, 1);
+    site.torrent(1, 0, 1);
+    let private = format!(
+        "[private]\nenabled = true\ndatabase_url = \"{}\"\nflush_interval_ms = 200\n\
+         api_listen = \"127.0.0.1:{}\"\napi_key = \"{}\"\n",
+        site.url,
+        free_port(),
+        "k".repeat(32)
+    );
+    let tracker = Tracker::builder()
+        .udp(None)
+        .metrics()
+        .config(&private)
+        .start();
     let metrics = tracker.metrics.expect("a metrics address");
-    // A connect, an announce and a scrape, so that counters and the swarm
-    // gauges hold more than zeros.
+    // A connect, two announces and a scrape, so that counters and the swarm
+    // gauges hold more than zeros, and a flush is written.
     let mut client = Client::new("127.0.0.1:0", tracker.udp[0]);
-    let hash = InfoHash([0x5a; 20]);
-    client.announce(hash, 6881, AnnounceEvent::Started, 0, -1);
+    let hash = info_hash(1);
+    let url = format!("/announce/{}", passkey(1));
+    let started = client.announce_with_url(hash, 6881, (0, 0, 10), AnnounceEvent::Started, &url);
+    assert_eq!(started, Ok(()));
+    let again = client.announce_with_url(hash, 6881, (5, 5, 5), AnnounceEvent::None, &url);
+    assert_eq!(again, Ok(()));
     client.scrape(&[hash]);
     assert_eq!(tracker.metric("tracker_torrents", &[]), 1);
+    site.wait_for("SELECT uploaded FROM users WHERE id = 1", 5u64);
 
     let prometheus = Prometheus::start(metrics, &root.join(RULES));
     prometheus.wait_until_scraping();

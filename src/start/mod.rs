@@ -234,14 +234,16 @@ pub fn run(
         // Each serve has its database thread, started once the swarms are
         // here: a successor's, after its predecessor wrote what its own
         // could not (see `PrivateMode::stop_flusher`).
-        if let Some(private) = &private {
-            private.start_flusher()?;
-        }
+        let restored_peers = match &private {
+            Some(private) => private.start_flusher(&serving.owners)?,
+            None => Vec::new(),
+        };
         let served = serving.serve(
             std::mem::take(&mut sockets),
             loaded.take(),
             &source,
             snapshots,
+            restored_peers,
         );
         if let Some(private) = &private {
             let drain = Duration::from_secs(serving.config.state.drain_timeout_secs.into());
@@ -347,6 +349,7 @@ impl Serving {
         loaded: Option<Arc<Vec<u8>>>,
         source: &str,
         snapshots: Option<snapshot::Snapshots>,
+        restored_peers: Vec<crate::private::RestoredPeers>,
     ) -> Result<Vec<Section>, String> {
         let workers = self.placements.len();
         // Each worker takes its own handle on the file's bytes and drops it
@@ -356,6 +359,9 @@ impl Serving {
         let state_bytes: Vec<Option<Arc<Vec<u8>>>> = (0..workers).map(|_| loaded.clone()).collect();
         drop(loaded);
         let state_bytes = Arc::new(Mutex::new(state_bytes));
+        let mut restored_peers = restored_peers;
+        restored_peers.resize_with(workers, Vec::new);
+        let restored_peers = Arc::new(Mutex::new(restored_peers));
         // Each worker takes its own handle, made here (see `Meshes`).
         let meshes: Vec<Option<Meshes>> =
             Meshes::for_workers(workers, self.config.runtime.channel_capacity)
@@ -411,6 +417,9 @@ impl Serving {
                 seed: seed ^ index as u64,
                 state,
                 private: private.clone(),
+                restored_peers: std::mem::take(
+                    &mut restored_peers.lock().expect("not poisoned")[index],
+                ),
             }
             .run()
         })?;

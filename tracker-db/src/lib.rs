@@ -32,6 +32,7 @@ mod error;
 pub mod flush;
 pub mod flusher;
 pub mod load;
+pub mod peers;
 
 pub use config::DbConfig;
 pub use error::{DbError, DbErrorKind};
@@ -42,3 +43,4 @@ pub use flusher::{Flusher, FlusherConfig, FlusherHandle, FlusherStats, Leftover}
 pub use load::{load, load_with_report, LoadReport};
 /// The connection every function here takes (the `mysql` crate's).
 pub use mysql::Conn;
+pub use peers::load_active_peers;

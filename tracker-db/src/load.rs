@@ -181,7 +181,7 @@ fn each_row(
 
 /// Column `index` as a `T`. The error names the column, never the value
 /// (which may be a passkey).
-fn column<T: FromValue>(row: &mut Row, index: usize, name: &str) -> Result<T, DbError> {
+pub(crate) fn column<T: FromValue>(row: &mut Row, index: usize, name: &str) -> Result<T, DbError> {
     match row.take_opt::<T, usize>(index) {
         Some(Ok(value)) => Ok(value),
         Some(Err(_)) => Err(DbError::new(
@@ -198,6 +198,6 @@ fn column<T: FromValue>(row: &mut Row, index: usize, name: &str) -> Result<T, Db
 }
 
 /// A `tinyint(1)` (or any integer) as a flag: not zero is true.
-fn flag(row: &mut Row, index: usize, name: &str) -> Result<bool, DbError> {
+pub(crate) fn flag(row: &mut Row, index: usize, name: &str) -> Result<bool, DbError> {
     column::<i64>(row, index, name).map(|v| v != 0)
 }

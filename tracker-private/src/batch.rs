@@ -184,29 +184,47 @@ impl Batch {
     /// Merges `later` (what came after this batch) into it.
     pub fn merge(&mut self, later: Batch) {
         for (key, row) in later.peers {
-            self.peers
-                .entry(key)
-                .and_modify(|r| r.merge(&row))
-                .or_insert(row);
+            self.merge_peer(key, row);
         }
         for (key, row) in later.history {
-            self.history
-                .entry(key)
-                .and_modify(|r| r.merge(&row))
-                .or_insert(row);
+            self.merge_history(key, row);
         }
         for (key, row) in later.users {
-            self.users
-                .entry(key)
-                .and_modify(|r| r.merge(&row))
-                .or_insert(row);
+            self.merge_user(key, row);
         }
         for (key, row) in later.torrents {
-            self.torrents
-                .entry(key)
-                .and_modify(|r| r.merge(&row))
-                .or_insert(row);
+            self.merge_torrent(key, row);
         }
+    }
+
+    // One row at a time, as an announce makes them: no batch of its own to
+    // allocate.
+    pub fn merge_peer(&mut self, key: PeerKey, row: PeerRow) {
+        self.peers
+            .entry(key)
+            .and_modify(|r| r.merge(&row))
+            .or_insert(row);
+    }
+
+    pub fn merge_history(&mut self, key: (UserId, TorrentId), row: HistoryRow) {
+        self.history
+            .entry(key)
+            .and_modify(|r| r.merge(&row))
+            .or_insert(row);
+    }
+
+    pub fn merge_user(&mut self, key: UserId, row: UserRow) {
+        self.users
+            .entry(key)
+            .and_modify(|r| r.merge(&row))
+            .or_insert(row);
+    }
+
+    pub fn merge_torrent(&mut self, key: TorrentId, row: TorrentRow) {
+        self.torrents
+            .entry(key)
+            .and_modify(|r| r.merge(&row))
+            .or_insert(row);
     }
 
     pub fn is_empty(&self) -> bool {

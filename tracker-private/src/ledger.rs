@@ -218,9 +218,9 @@ impl Ledger {
         if deltas.flagged {
             self.flagged += 1;
         }
-        let mut batch = Batch::default();
-        batch.peers.insert(key, account.row(!stopped, now_secs));
-        batch.history.insert(
+        let batch = &mut self.batch;
+        batch.merge_peer(key, account.row(!stopped, now_secs));
+        batch.merge_history(
             (user.id, torrent.id),
             HistoryRow {
                 agent: a.agent,
@@ -240,7 +240,7 @@ impl Ledger {
             },
         );
         if credited_uploaded != 0 || credited_downloaded != 0 {
-            batch.users.insert(
+            batch.merge_user(
                 user.id,
                 UserRow {
                     uploaded: credited_uploaded,
@@ -260,9 +260,8 @@ impl Ledger {
             || torrent_row.times_completed != 0
             || torrent_row.balance != 0
         {
-            batch.torrents.insert(torrent.id, torrent_row);
+            batch.merge_torrent(torrent.id, torrent_row);
         }
-        self.batch.merge(batch);
 
         Ok(Admitted {
             user_id: user.id,
@@ -279,6 +278,46 @@ impl Ledger {
             completed: deltas.completed,
             flagged: deltas.flagged,
         })
+    }
+
+    /// Takes back a peer that was active when the tracker last stopped (its
+    /// row in `peers`, or in the pending file, which is newer), so that its
+    /// next announce is credited from the totals it last reported rather
+    /// than counted as a new peer's, which credits nothing: without this
+    /// every restart would lose each peer's bytes since its last announce.
+    /// UNIT3D-Announce loads its peers at start the same way. The peer
+    /// counts in its torrent's seeders or leechers, as the database counts
+    /// it; nothing is written. A later row for a peer already restored
+    /// replaces it.
+    pub fn restore(&mut self, key: PeerKey, row: &PeerRow) {
+        let swarm = self.swarms.entry(key.torrent_id).or_default();
+        if let Some(old) = swarm.peers.remove(&(key.user_id, key.peer_id)) {
+            swarm.remove(key.user_id, old.seeder);
+            self.by_time.remove(&(old.last_seen, key));
+            self.accounts -= 1;
+        }
+        if !row.active {
+            if swarm.peers.is_empty() {
+                self.swarms.remove(&key.torrent_id);
+            }
+            return;
+        }
+        swarm.add(key.user_id, row.seeder);
+        let account = Account {
+            uploaded: row.uploaded,
+            downloaded: row.downloaded,
+            left: row.left,
+            seeder: row.seeder,
+            last_seen: row.updated_at,
+            ip: row.ip,
+            port: row.port,
+            agent: row.agent,
+            created_at: row.created_at,
+            has_sent_completed: false,
+        };
+        swarm.peers.insert((key.user_id, key.peer_id), account);
+        self.by_time.insert((row.updated_at, key));
+        self.accounts += 1;
     }
 
     /// Forgets every account not seen for the active TTL; see

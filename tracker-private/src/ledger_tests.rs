@@ -472,3 +472,45 @@ fn the_peers_of_a_torrent_are_listed_for_the_api() {
     assert_eq!(ledger.peers_of(2).count(), 0);
     let _ = hash(1);
 }
+
+#[test]
+fn a_restored_peer_is_credited_from_its_last_totals() {
+    let site = site();
+    let mut first = Ledger::new(LedgerConfig::default());
+    let mut a = announce(1, 1, 1);
+    a.uploaded = 100;
+    first.announce(&site, &a, 100).unwrap();
+    let rows = first.take_batch().peers;
+
+    // A new process: the peer's row comes back from the database.
+    let mut ledger = Ledger::new(LedgerConfig::default());
+    for (key, row) in &rows {
+        ledger.restore(*key, row);
+    }
+    assert_eq!((ledger.accounts(), ledger.counts(1)), (1, (0, 1)));
+    assert!(ledger.take_batch().is_empty(), "a restore writes nothing");
+    a.event = AnnounceEvent::None;
+    a.uploaded = 400;
+    let admitted = ledger.announce(&site, &a, 200).unwrap();
+    assert!(!admitted.new_peer);
+    assert_eq!(admitted.credited_uploaded, 300);
+    let batch = ledger.take_batch();
+    assert!(
+        batch.torrents.get(&1).is_none_or(|t| t.leechers == 0),
+        "counted already"
+    );
+
+    // An inactive row, or a newer one, replaces what was restored.
+    let mut row = rows[&key(1, 1, 1)];
+    row.uploaded = 1000;
+    ledger.restore(key(1, 1, 1), &row);
+    assert_eq!(ledger.accounts(), 1);
+    a.uploaded = 1500;
+    assert_eq!(
+        ledger.announce(&site, &a, 300).unwrap().credited_uploaded,
+        500
+    );
+    row.active = false;
+    ledger.restore(key(1, 1, 1), &row);
+    assert_eq!((ledger.accounts(), ledger.counts(1)), (0, (0, 0)));
+}

@@ -7,7 +7,9 @@
 use super::*;
 use crate::metrics::{PRIVATE_ANNOUNCES, PRIVATE_CREDITED_BYTES, PRIVATE_LEDGER_PEERS};
 use std::cell::OnceCell;
-use tracker_private::{Batch, Ledger, LedgerConfig, PrivateAnnounce, Refusal, RefusalKind, Site};
+use tracker_private::{
+    Batch, Ledger, LedgerConfig, PeerKey, PeerRow, PrivateAnnounce, Refusal, RefusalKind, Site,
+};
 use tracker_proto::AnnounceEvent;
 
 /// Where a worker's batches go: the database thread. `submit` must never
@@ -97,6 +99,17 @@ impl Shard {
             sink,
             stats: PrivateStats::default(),
         });
+    }
+
+    /// Takes back the peers active at the last stop (see
+    /// `Ledger::restore`), before serving.
+    pub fn restore_private(&self, peers: impl IntoIterator<Item = (PeerKey, PeerRow)>) {
+        if let Some(private) = self.private.get() {
+            let mut ledger = private.ledger.borrow_mut();
+            for (key, row) in peers {
+                ledger.restore(key, &row);
+            }
+        }
     }
 
     pub fn private(&self) -> Option<&PrivateShard> {
