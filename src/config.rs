@@ -135,12 +135,15 @@ impl Config {
         self.private.validate()
     }
 
-    /// The private site API's address, when private mode serves one.
+    /// The API's address: private mode's site API, or else the access
+    /// list's, when one is configured.
     pub fn site_api_listen(&self) -> Vec<std::net::SocketAddr> {
-        if !self.private.enabled {
-            return Vec::new();
-        }
-        self.private.api_listen.parse().into_iter().collect()
+        let listen = if self.private.enabled {
+            &self.private.api_listen
+        } else {
+            &self.access.api_listen
+        };
+        listen.parse().into_iter().collect()
     }
 
     /// The UDP connection secret from config, if one is set (validated already).

@@ -4,6 +4,7 @@
 //! `reload`), and one worker's wiring (`worker`). `main.rs` parses, runs and
 //! turns the outcome into an exit code.
 
+mod access_api;
 pub mod cli;
 pub mod config;
 mod handover;

@@ -121,7 +121,7 @@ impl Worker {
             owners,
             store,
             config.runtime.max_forwarded,
-            reloaded.access,
+            reloaded.access.clone(),
             exempt.clone(),
         )
         .await?;
@@ -205,9 +205,24 @@ impl Worker {
             }
             _ => None,
         };
-        if let (Some(private), false) = (&private, sockets.site_api.is_empty()) {
-            let handler = Rc::new(crate::private::SiteApiHandler::new(private));
-            let api = SiteApiServer::new(&shard, &config.private.api_key, handler);
+        if !sockets.site_api.is_empty() {
+            // Private mode's site API, or a public tracker's access API.
+            let (handler, key): (Rc<dyn tracker_http::site_api::SiteApi>, &str) =
+                match (&private, &reloaded.access) {
+                    (Some(private), _) => (
+                        Rc::new(crate::private::SiteApiHandler::new(private)),
+                        &config.private.api_key,
+                    ),
+                    (None, Some(list)) => (
+                        Rc::new(crate::access_api::AccessApi::new(
+                            list.clone(),
+                            config.access.file.clone().into(),
+                        )),
+                        &config.access.api_key,
+                    ),
+                    (None, None) => return Err("an API listener with no API to serve".into()),
+                };
+            let api = SiteApiServer::new(&shard, key, handler);
             endpoints.extend(
                 sockets
                     .site_api

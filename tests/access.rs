@@ -530,3 +530,67 @@ fn a_list_larger_than_its_bound_is_refused() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("access.max_file_bytes"), "{err}");
 }
+
+/// PUT or DELETE of /announce/{key}/access-list; the status.
+fn access_api(port: u16, key: &str, method: &str, body: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let request = format!(
+        "{method} /announce/{key}/access-list HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).unwrap();
+    answer[9..12].parse().unwrap()
+}
+
+#[test]
+fn the_access_api_changes_the_list_at_once_and_keeps_it_across_restarts() {
+    let list = TempPath::new("tracker-test-access-api", "list");
+    let (kept, added) = (hash_owned_by(0, WORKERS, 31), hash_owned_by(1, WORKERS, 32));
+    std::fs::write(&list.0, format!("{}\n", hex(&kept))).unwrap();
+    let key = "access-api-key-0123456789abcdef012";
+    let port = support::free_port();
+    let config = format!(
+        "[access]\nmode = \"allow\"\nfile = \"{}\"\napi_listen = \"127.0.0.1:{port}\"\n\
+         api_key = \"{key}\"\n",
+        list.0.display()
+    );
+    let start = || {
+        Tracker::builder()
+            .http(None)
+            .runtime_args(&["--workers", &WORKERS.to_string(), "--no-pin"])
+            .config(&config)
+            .start()
+    };
+    let tracker = start();
+    let http = tracker.http[0];
+    assert_eq!(http_announce(http, added, 7001), not_allowed());
+    let body = |hash: &InfoHash| format!(r#"{{"info_hash":"{}"}}"#, hex(hash));
+    assert_eq!(access_api(port, key, "PUT", &body(&added)), 200);
+    assert_eq!(http_announce(http, added, 7001), Answer::Served(0, 1));
+    // Taken off: refused again, on every worker.
+    assert_eq!(access_api(port, key, "DELETE", &body(&kept)), 200);
+    assert_eq!(http_announce(http, kept, 7002), not_allowed());
+    // A wrong key, a bad body, another path.
+    assert_eq!(access_api(port, "wrong-key", "PUT", &body(&kept)), 404);
+    assert_eq!(access_api(port, key, "PUT", r#"{"info_hash":"12"}"#), 400);
+    assert_eq!(access_api(port, key, "GET", ""), 405);
+    tracker.stop();
+
+    // The file holds the changes: a restart serves the same list.
+    let file = std::fs::read_to_string(&list.0).unwrap();
+    assert!(
+        file.contains(&hex(&added)) && !file.contains(&hex(&kept)),
+        "{file}"
+    );
+    let tracker = start();
+    assert_eq!(
+        http_announce(tracker.http[0], added, 7003),
+        Answer::Served(0, 1)
+    );
+    assert_eq!(http_announce(tracker.http[0], kept, 7004), not_allowed());
+    tracker.stop();
+}

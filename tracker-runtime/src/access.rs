@@ -114,6 +114,40 @@ impl AccessList {
         self.hashes.contains(info_hash) == self.listed_are_allowed
     }
 
+    /// A copy with `info_hash` listed (`listed`) or not: what the access
+    /// API publishes. None when that changes nothing.
+    pub fn with(&self, info_hash: InfoHash, listed: bool) -> Option<AccessList> {
+        if self.hashes.contains(&info_hash) == listed {
+            return None;
+        }
+        let mut hashes = self.hashes.clone();
+        if listed {
+            hashes.insert(info_hash);
+        } else {
+            hashes.remove(&info_hash);
+        }
+        Some(AccessList {
+            listed_are_allowed: self.listed_are_allowed,
+            hashes,
+        })
+    }
+
+    /// The list as a file `parse` reads back: one info-hash per line, in
+    /// 40 lowercase hex digits, sorted.
+    pub fn to_file(&self) -> Vec<u8> {
+        let mut hashes: Vec<&InfoHash> = self.hashes.iter().collect();
+        hashes.sort_unstable();
+        let mut out = Vec::with_capacity(hashes.len() * 41 + 64);
+        out.extend_from_slice(b"# written by the tracker's access API\n");
+        for hash in hashes {
+            for byte in hash.0 {
+                out.extend_from_slice(format!("{byte:02x}").as_bytes());
+            }
+            out.push(b'\n');
+        }
+        out
+    }
+
     /// Distinct info-hashes listed.
     pub fn len(&self) -> usize {
         self.hashes.len()

@@ -499,7 +499,7 @@ impl SwarmConfig {
 }
 
 /// Access lists: which torrents are served.
-#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, Documented, DocumentedFields)]
+#[derive(Clone, PartialEq, Deserialize, Serialize, Documented, DocumentedFields)]
 #[serde(default, deny_unknown_fields)]
 pub struct AccessConfig {
     /// Which torrents are served: "off" (all of them), "allow" (only those
@@ -522,6 +522,28 @@ pub struct AccessConfig {
     /// emptied or truncated file, say) is refused, at start and on reload, as
     /// it would serve no torrent and drop every swarm.
     pub allow_empty: bool,
+    /// Where the access API listens: PUT and DELETE of
+    /// /announce/{api_key}/access-list with a body {"info_hash": "40 hex
+    /// digits"} add a torrent to the list or take it off, at once on every
+    /// worker, and rewrite `file` (atomically), so the change is kept
+    /// across restarts and SIGHUP reloads. Plain HTTP: keep it on loopback
+    /// or a private network. Empty: no API. Needs a mode other than "off".
+    /// (In private mode the site API, private.api_listen, takes its place.)
+    pub api_listen: String,
+    /// The access API's key, at least 32 visible characters, compared in
+    /// constant time. A secret: never logged.
+    pub api_key: String,
+}
+
+// The API key stays out of debug output.
+impl fmt::Debug for AccessConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AccessConfig")
+            .field("mode", &self.mode)
+            .field("file", &self.file)
+            .field("api_listen", &self.api_listen)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for AccessConfig {
@@ -531,6 +553,8 @@ impl Default for AccessConfig {
             file: String::new(),
             max_file_bytes: 256 << 20,
             allow_empty: false,
+            api_listen: String::new(),
+            api_key: String::new(),
         }
     }
 }
@@ -541,6 +565,32 @@ impl AccessConfig {
             return Err(ConfigError::key(
                 "access.file",
                 format!("is needed with access.mode = \"{}\"", self.mode.as_str()),
+            ));
+        }
+        if self.api_listen.is_empty() {
+            return Ok(());
+        }
+        if self.mode == AccessMode::Off {
+            return Err(ConfigError::key(
+                "access.api_listen",
+                "needs access.mode = \"allow\" or \"deny\" (and access.file)",
+            ));
+        }
+        if self.api_listen.parse::<std::net::SocketAddr>().is_err() {
+            return Err(ConfigError::key(
+                "access.api_listen",
+                format!("`{}` is not an address and port", self.api_listen),
+            ));
+        }
+        if self.api_key.len() < crate::private_config::MIN_API_KEY_LEN
+            || !self
+                .api_key
+                .bytes()
+                .all(|b| b.is_ascii_graphic() && b != b'/')
+        {
+            return Err(ConfigError::key(
+                "access.api_key",
+                "needs at least 32 visible characters, no `/`, when access.api_listen is set",
             ));
         }
         Ok(())
