@@ -18,16 +18,32 @@ the leecher to the second (e.g. one udp:// and one https:// endpoint of the same
 tracker process). Both URLs must end up in the same swarm for the download to
 complete. --insecure accepts a self-signed certificate on https:// trackers.
 
+For a private tracker (UNIT3D-style, passkeys in the announce URLs):
+--private marks the torrent private (`private = 1` in the info dict, which
+changes its info-hash), --register URL puts the new torrent to the tracker's
+site API (PUT URL with UNIT3D's JSON, torrent id --torrent-id) before either
+session announces, and the script waits for the answer to the leecher's
+event=completed announce (the one that counts the snatch) before it stops the
+torrents; --seed-for keeps both seeding a while before the stop (private
+trackers count seedtime between announces). Just before the stop, a line per
+client gives the totals its stopped announce reports:
+
+    TOTALS seeder uploaded=N downloaded=N
+
+
 Exit status: 0 on success, 1 on timeout or any failure, 2 on bad arguments,
 3 when libtorrent cannot be imported.
 """
 
 import argparse
 import hashlib
+import json
 import os
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 
 try:
     import libtorrent as lt
@@ -100,7 +116,40 @@ def parse_args():
         help="start the leecher first (its first announce finds no peer; the "
         "seeder then learns of it from the tracker)",
     )
+    p.add_argument(
+        "--private",
+        action="store_true",
+        help="make a private torrent (private = 1 in the info dict; this "
+        "changes the info-hash) and, before stopping, wait for the answer to "
+        "the leecher's event=completed announce",
+    )
+    p.add_argument(
+        "--register",
+        metavar="URL",
+        help="after making the torrent and before any announce, PUT it to "
+        "this site API URL (UNIT3D's /announce/{api_key}/torrents JSON); "
+        "fails unless the answer is 200",
+    )
+    p.add_argument(
+        "--torrent-id",
+        type=int,
+        default=1,
+        metavar="N",
+        help="the site's torrent id for --register (default 1)",
+    )
+    p.add_argument(
+        "--seed-for",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="after the download, keep both clients seeding this long before "
+        "stopping them (default 0)",
+    )
     args = p.parse_args()
+    if args.register and args.torrent_version != "v1":
+        p.error("--register registers the v1 info-hash only: use --torrent-version v1")
+    if args.seed_for < 0:
+        p.error("--seed-for must not be negative")
     if len(args.tracker) > 2:
         p.error("--tracker may be given at most twice (seeder, leecher)")
     if args.size <= 0:
@@ -133,7 +182,7 @@ def sha256_of(path):
     return digest.hexdigest()
 
 
-def make_torrent(seed_dir, name, version):
+def make_torrent(seed_dir, name, version, private):
     """The bencoded .torrent as a dict (no tracker yet)."""
     fs = lt.file_storage()
     lt.add_files(fs, os.path.join(seed_dir, name))
@@ -144,6 +193,10 @@ def make_torrent(seed_dir, name, version):
     }[version]
     ct = lt.create_torrent(fs, 0, flags)
     ct.set_creator("tracker e2e swarm.py")
+    if private:
+        # `private = 1` in the info dict: part of the info-hash, and libtorrent
+        # then finds peers only through the tracker (BEP 27).
+        ct.set_priv(True)
     lt.set_piece_hashes(ct, seed_dir)
     return ct.generate()
 
@@ -155,6 +208,47 @@ def torrent_for(torrent_dict, tracker):
     d[b"announce"] = tracker.encode()
     d.pop(b"announce-list", None)
     return lt.torrent_info(lt.bdecode(lt.bencode(d)))
+
+
+def register(url, torrent_id, info_hash, deadline):
+    """PUTs the torrent to a private tracker's site API (UNIT3D-Announce's
+    torrent JSON), retrying while nothing listens yet (the tracker's API
+    may start a moment after its announce listeners)."""
+    body = json.dumps(
+        {
+            "id": torrent_id,
+            "status": 1,  # approved
+            "info_hash": info_hash,
+            "is_deleted": False,
+            "seeders": 0,
+            "leechers": 0,
+            "times_completed": 0,
+            "download_factor": 100,
+            "upload_factor": 100,
+        }
+    ).encode()
+    while True:
+        req = urllib.request.Request(
+            url, data=body, method="PUT", headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=5) as answer:
+                status, text = answer.status, answer.read()
+        except urllib.error.HTTPError as e:
+            status, text = e.code, e.read()
+        except (urllib.error.URLError, ConnectionError, OSError) as e:
+            if time.monotonic() + 0.2 < deadline:
+                log(f"register: {e}; trying again")
+                time.sleep(0.2)
+                continue
+            raise Failure(f"register: no answer from the site API: {e}")
+        if status != 200:
+            raise Failure(
+                f"register: the site API answered {status}, not 200: "
+                f"{text.decode(errors='replace')[:200]}"
+            )
+        log(f"registered torrent {torrent_id} (info-hash {info_hash}): {status}")
+        return
 
 
 def make_session(label, insecure):
@@ -221,6 +315,11 @@ class Client:
         self.last_tracker_error = None
         self.tracker_replies = 0
         self.connections = []
+        # An event=completed announce was sent, and a reply came after it
+        # (alerts come in order: a reply after the announce alert answers it
+        # or a later announce).
+        self.completed_announced = False
+        self.completed_answered = False
 
     def drain(self):
         for a in self.ses.pop_alerts():
@@ -232,8 +331,12 @@ class Client:
                 log(f"{self.label}: tracker warning {a.message()}")
             elif isinstance(a, lt.tracker_reply_alert):
                 self.tracker_replies += 1
+                if self.completed_announced:
+                    self.completed_answered = True
                 log(f"{self.label}: tracker reply: {a.message()}")
             elif isinstance(a, lt.tracker_announce_alert):
+                if a.event == lt.event_t.completed:
+                    self.completed_announced = True
                 log(f"{self.label}: announcing: {a.message()}")
             elif isinstance(a, (lt.scrape_reply_alert, lt.scrape_failed_alert)):
                 log(f"{self.label}: {a.message()}")
@@ -344,14 +447,19 @@ def run(args, tmp):
     src, want = make_file(seed_dir, name, args.size)
     log(f"generated {args.size} random bytes, sha256 {want}")
 
-    tdict = make_torrent(seed_dir, name, args.torrent_version)
+    tdict = make_torrent(seed_dir, name, args.torrent_version, args.private)
     ti_seed = torrent_for(tdict, seeder_url)
     ti_leech = torrent_for(tdict, leecher_url)
     log(
-        f"torrent {args.torrent_version}: info-hash v1={ti_seed.info_hashes().v1} "
+        f"torrent {args.torrent_version}{' private' if ti_seed.priv() else ''}: "
+        f"info-hash v1={ti_seed.info_hashes().v1} "
         f"v2={ti_seed.info_hashes().v2} pieces={ti_seed.num_pieces()} "
         f"piece_length={ti_seed.piece_length()}"
     )
+    if args.private and not ti_seed.priv():
+        raise Failure("--private: libtorrent does not see the torrent as private")
+    if args.register:
+        register(args.register, args.torrent_id, str(ti_seed.info_hashes().v1).lower(), deadline)
     log(f"seeder tracker: {seeder_url}")
     log(f"leecher tracker: {leecher_url}")
 
@@ -439,6 +547,45 @@ def run(args, tmp):
         f"{time.monotonic() - START:.2f}s; {leecher.tracker_replies} leecher tracker "
         f"replies, {reannounces} forced re-announces"
     )
+
+    if args.private:
+        # A private tracker counts the snatch on the leecher's event=completed
+        # announce, which libtorrent sends when the download finishes: wait
+        # for its answer, so that the stop below does not overtake it.
+        while not leecher.completed_answered:
+            for c in clients:
+                c.drain()
+            if time.monotonic() > deadline:
+                raise Failure(
+                    "timeout: the leecher's event=completed announce "
+                    + ("got no answer" if leecher.completed_announced else "was never sent")
+                    + f"; last tracker error: {leecher.last_tracker_error or 'none'}"
+                )
+            time.sleep(0.05)
+        log("leecher: its event=completed announce was answered")
+    if args.seed_for > 0:
+        log(f"both seeding for {args.seed_for:g}s before the stop")
+        t_end = time.monotonic() + args.seed_for
+        while time.monotonic() < t_end:
+            for c in clients:
+                c.drain()
+            time.sleep(0.1)
+
+    # The totals each client's stopped announce reports (libtorrent sends
+    # uploaded = payload uploaded; downloaded = payload downloaded less
+    # redundant and failed bytes). Both are seeds now: nothing moves between
+    # these figures and the stop.
+    for c in clients:
+        s = c.status()
+        down = max(
+            0,
+            s.total_payload_download - s.total_failed_bytes - s.total_redundant_bytes,
+        )
+        print(
+            f"TOTALS {c.label} uploaded={s.total_payload_upload} downloaded={down} "
+            f"redundant={s.total_redundant_bytes} failed={s.total_failed_bytes}",
+            flush=True,
+        )
 
     # Stop cleanly so the tracker sees event=stopped (best effort).
     for c in clients:
