@@ -47,7 +47,7 @@ fn start(db: &SiteDb, state: &std::path::Path) -> (Tracker, u16) {
 }
 
 /// One announce of user `user` (peer `port`) with these totals; the
-/// bencoded answer's `failure reason`, or None for a success.
+/// bencoded answer's `failure reason` (or `warning: ` and its warning), or None.
 fn announce(
     tracker: SocketAddr,
     user: u32,
@@ -78,9 +78,13 @@ fn failure(tracker: SocketAddr, path: &str) -> Option<String> {
     let (status, body) = http_get(tracker, path, Duration::from_secs(5)).expect("an answer");
     assert_eq!(status, 200, "{path}: {}", String::from_utf8_lossy(&body));
     let value = bencode::decode(&body).expect("bencoded");
-    value
-        .get(b"failure reason")
-        .map(|r| String::from_utf8_lossy(r.as_bytes().unwrap()).into_owned())
+    let text = |key: &[u8]| {
+        value
+            .get(key)
+            .map(|r| String::from_utf8_lossy(r.as_bytes().unwrap()).into_owned())
+    };
+    // A warning comes in a success-shaped answer, with no peers.
+    text(b"failure reason").or_else(|| text(b"warning message").map(|w| format!("warning: {w}")))
 }
 
 fn api(port: u16, method: &str, path: &str, body: &str) -> u16 {
@@ -193,7 +197,7 @@ fn announces_are_credited_by_unit3ds_rules_and_refused_in_its_words() {
     );
     assert_eq!(
         announce(http, 1, 3, 7012, (0, 0, 5), STARTED).as_deref(),
-        Some("Torrent is pending moderation.")
+        Some("warning: Torrent is pending moderation.")
     );
     assert_eq!(
         announce(http, 3, 1, 7013, (0, 0, 5), STARTED).as_deref(),
@@ -251,7 +255,7 @@ fn the_site_api_changes_what_is_served() {
     // Torrent 4 is pending until the site approves it.
     assert_eq!(
         announce(http, 1, 4, 7001, (0, 0, 5), STARTED).as_deref(),
-        Some("Torrent is pending moderation.")
+        Some("warning: Torrent is pending moderation.")
     );
     let torrent = |status: u8, download: u8| {
         format!(
@@ -566,4 +570,64 @@ fn two_trackers_on_one_database_count_exactly() {
     assert_eq!(flushed, ["host-a", "host-b"]);
     a.stop();
     b.stop();
+}
+
+#[test]
+fn every_site_api_change_is_served_at_once() {
+    let _shared = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let db = SiteDb::new();
+    seed(&db);
+    let state = TempPath::new("tracker-test-private-api-all", "state");
+    let (tracker, api_port) = start(&db, &state.0);
+    let http = tracker.http[0];
+    let history = "SELECT uploaded, actual_uploaded, downloaded, actual_downloaded FROM history \
+                   WHERE user_id = 1 AND torrent_id = 1";
+    assert_eq!(announce(http, 1, 1, 7001, (0, 0, 1000), STARTED), None);
+
+    // A featured torrent: free download, double upload.
+    assert_eq!(api(api_port, "PUT", "/featured-torrents", r#"{"torrent_id":1}"#), 200);
+    assert_eq!(announce(http, 1, 1, 7001, (10, 100, 900), NONE), None);
+    db.wait_for(history, (20u64, 10u64, 0u64, 100u64));
+    assert_eq!(api(api_port, "DELETE", "/featured-torrents", r#"{"torrent_id":1}"#), 200);
+    assert_eq!(announce(http, 1, 1, 7001, (20, 200, 800), NONE), None);
+    db.wait_for(history, (30u64, 20u64, 100u64, 200u64));
+
+    // Personal freeleech, on and off.
+    assert_eq!(api(api_port, "PUT", "/personal-freeleech", r#"{"user_id":1}"#), 200);
+    assert_eq!(announce(http, 1, 1, 7001, (20, 300, 700), NONE), None);
+    db.wait_for(history, (30u64, 20u64, 100u64, 300u64));
+    assert_eq!(api(api_port, "DELETE", "/personal-freeleech", r#"{"user_id":1}"#), 200);
+    assert_eq!(announce(http, 1, 1, 7001, (20, 400, 600), NONE), None);
+    db.wait_for(history, (30u64, 20u64, 200u64, 400u64));
+
+    // A blacklisted client prefix, then lifted.
+    let agents = r#"{"peer_id_prefix":"-QQ"}"#;
+    assert_eq!(api(api_port, "PUT", "/blacklisted-agents", agents), 200);
+    let mut client = announce_request(info_hash(1), 7002, 5, STARTED);
+    client.peer_id.0[..3].copy_from_slice(b"-QQ");
+    let path = target(&client).replacen("/announce?", &format!("/announce/{}?", passkey(2)), 1);
+    assert_eq!(
+        failure(http, &path).as_deref(),
+        Some("Client is not acceptable. Please check our blacklist.")
+    );
+    assert_eq!(api(api_port, "DELETE", "/blacklisted-agents", agents), 200);
+    assert_eq!(failure(http, &path), None);
+
+    // A group removed: its users are refused.
+    assert_eq!(api(api_port, "DELETE", "/groups", r#"{"id":2}"#), 200);
+    assert_eq!(
+        announce(http, 2, 1, 7003, (0, 0, 5), STARTED).as_deref(),
+        Some("Group not found.")
+    );
+    // A torrent removed: refused.
+    let removed = format!(r#"{{"id":1,"info_hash":"{}"}}"#, support::wire::hex(&info_hash(1)));
+    assert_eq!(api(api_port, "DELETE", "/torrents", &removed), 200);
+    assert_eq!(
+        announce(http, 1, 1, 7001, (20, 500, 500), NONE).as_deref(),
+        Some("Torrent has been deleted.")
+    );
+    // Reading back is refused rather than answered with counts not kept.
+    assert_eq!(api(api_port, "GET", "/users/1", ""), 501);
+    assert_eq!(api(api_port, "GET", "/stats", ""), 501);
+    tracker.stop();
 }

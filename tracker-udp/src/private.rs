@@ -7,11 +7,12 @@ use crate::server::UdpService;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
-use tracker_net::udp::LocalAddr;
+use tracker_net::udp::{LocalAddr, SendBatch};
 use tracker_private::{Agent, Passkey, PrivateAnnounce};
 use tracker_proto::http::{route, Endpoint};
-use tracker_proto::udp::{write_error_response, AnnounceRequest};
-use tracker_proto::{Announce, IpFamily};
+use tracker_proto::udp::{write_error_response, AnnounceRequest, TransactionId};
+use tracker_proto::{Announce, AnswerPeers, IpFamily};
+use tracker_swarm::SwarmCounts;
 use tracker_runtime::contain::Contained;
 use tracker_runtime::shard::{PrivateRefused, PrivateRequest};
 
@@ -48,6 +49,7 @@ impl UdpService {
         req: &AnnounceRequest<'_>,
         announce: Announce,
         socket: &crate::server::Socket,
+        tx: &mut SendBatch,
         reply: (SocketAddr, Option<LocalAddr>),
     ) -> bool {
         let txid = req.transaction_id;
@@ -67,6 +69,18 @@ impl UdpService {
             agent: Agent::default(),
         };
         let family = IpFamily::of(announce.peer_addr.ip());
+        let request = PrivateRequest { announce, account };
+        // Steering brings nearly every announce to its owner: answered in
+        // this receive batch's answers, with no task and no buffer of its
+        // own.
+        let here = self.shard.private_announce_here(&request, |counts, peers| {
+            self.write_private(tx.push(reply.0, reply.1), txid, family, counts, peers)
+        });
+        if here.is_some() {
+            self.stats.announces_local.inc();
+            return true;
+        }
+        self.stats.announces_forwarded.inc();
         let this = self.clone();
         let (socket, in_flight) = (socket.clone(), crate::server::InFlight::new(self));
         glommio::spawn_local(async move {
@@ -74,22 +88,9 @@ impl UdpService {
             let fd = socket.as_raw_fd();
             let task = async {
                 let mut out = Vec::new();
-                let answered = this.shard.private_announce(
-                    PrivateRequest { announce, account },
-                    |counts, peers| match counts {
-                        Ok(counts) => {
-                            this.write_announce(&mut out, txid, family, Ok(counts), peers.compact())
-                        }
-                        Err(PrivateRefused::Store(refused)) => {
-                            this.write_announce(&mut out, txid, family, Err(refused), &[])
-                        }
-                        Err(PrivateRefused::Site(refusal)) => {
-                            this.stats.refused.inc();
-                            this.stats.errors_sent.inc();
-                            write_error_response(&mut out, txid, refusal.reason().as_bytes());
-                        }
-                    },
-                );
+                let answered = this.shard.private_announce(request, |counts, peers| {
+                    this.write_private(&mut out, txid, family, counts, peers)
+                });
                 if let Err(e) = answered.await {
                     return this.route_failed(e);
                 }
@@ -99,6 +100,29 @@ impl UdpService {
         })
         .detach();
         true
+    }
+}
+
+impl UdpService {
+    fn write_private(
+        &self,
+        out: &mut Vec<u8>,
+        txid: TransactionId,
+        family: IpFamily,
+        counts: Result<SwarmCounts, PrivateRefused>,
+        peers: &AnswerPeers,
+    ) {
+        match counts {
+            Ok(counts) => self.write_announce(out, txid, family, Ok(counts), peers.compact()),
+            Err(PrivateRefused::Store(refused)) => {
+                self.write_announce(out, txid, family, Err(refused), &[])
+            }
+            Err(PrivateRefused::Site(refusal)) => {
+                self.stats.refused.inc();
+                self.stats.errors_sent.inc();
+                write_error_response(out, txid, refusal.reason().as_bytes());
+            }
+        }
     }
 }
 

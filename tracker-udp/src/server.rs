@@ -442,7 +442,7 @@ impl UdpService {
                     peer_ids: false,
                 };
                 if self.shard.private().is_some() {
-                    if !self.private_announce(&req, announce, socket, (from, to)) {
+                    if !self.private_announce(&req, announce, socket, tx, (from, to)) {
                         self.stats.errors_sent.inc();
                         write_error_response(tx.push(from, to), txid, INVALID_PASSKEY);
                     }

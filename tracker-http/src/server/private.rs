@@ -5,6 +5,7 @@
 use super::answer::Scratch;
 use super::*;
 use tracker_private::{Agent, Passkey, PrivateAnnounce};
+use tracker_proto::http::write_warning;
 use tracker_runtime::shard::{PrivateRefused, PrivateRequest};
 
 /// UNIT3D-Announce's answer to a path key that cannot be a passkey.
@@ -70,6 +71,15 @@ impl HttpService {
                         Ok(counts) => self.write_announce(out, connection, &req, Ok(counts), peers),
                         Err(PrivateRefused::Store(refused)) => {
                             self.write_announce(out, connection, &req, Err(refused), peers)
+                        }
+                        // As UNIT3D-Announce answers a torrent in
+                        // moderation, or a stop from a peer it does not know.
+                        Err(PrivateRefused::Site(refusal)) if refusal.is_critical_warning() => {
+                            self.stats.refused.inc();
+                            let (interval, reason) = (refusal.interval_secs(), refusal.reason());
+                            write_response(out, 200, connection, |body| {
+                                write_warning(body, interval, reason.as_bytes())
+                            });
                         }
                         Err(PrivateRefused::Site(refusal)) => {
                             self.stats.refused.inc();

@@ -114,6 +114,20 @@ pub fn write_failure(out: &mut Vec<u8>, reason: &[u8]) {
     out.push(b'e');
 }
 
+/// Appends an announce answer with no peers and a `warning message`, told
+/// to come back after `interval` seconds: what private trackers answer
+/// where a failure would make clients misbehave (libtorrent backs off on a
+/// failure; some clients retry a refused `stopped` at once).
+pub fn write_warning(out: &mut Vec<u8>, interval: u32, warning: &[u8]) {
+    out.extend_from_slice(b"d8:completei0e10:downloadedi0e10:incompletei0e8:interval");
+    put_int(out, interval.into());
+    out.extend_from_slice(b"12:min interval");
+    put_int(out, interval.into());
+    out.extend_from_slice(b"5:peers0:15:warning message");
+    put_bytes(out, warning);
+    out.push(b'e');
+}
+
 /// Appends a whole HTTP answer: `body` appends the body to the vector it is given
 /// (it must not remove anything), and the head with its exact `Content-Length` is
 /// then moved in front of it.

@@ -157,6 +157,22 @@ impl Shard {
             .map_err(PrivateRefused::Store)
     }
 
+    /// A private announce to a torrent of this shard, answered at once
+    /// through `answer` (the peers in the buffer every local announce
+    /// reuses); `None` when another worker owns the torrent.
+    pub fn private_announce_here<R>(
+        &self,
+        req: &PrivateRequest,
+        answer: impl FnOnce(Result<SwarmCounts, PrivateRefused>, &AnswerPeers) -> R,
+    ) -> Option<R> {
+        if !self.is_local(&req.announce.info_hash) {
+            return None;
+        }
+        let mut peers = self.peers_scratch.borrow_mut();
+        let counts = self.private_announce_local(req, &mut peers);
+        Some(answer(counts, &peers))
+    }
+
     /// A private announce to any torrent, here or at its owner.
     pub async fn private_announce<R>(
         &self,
