@@ -76,6 +76,14 @@ pub struct TrafficConfig {
     pub scrape_hashes: usize,
     /// Announce events by weight.
     pub events: EventWeights,
+    /// Private tracker: a file of passkeys, one a line (32 letters or
+    /// digits); each peer announces with one of them, over HTTP in the path
+    /// `/announce/{passkey}`, over UDP in BEP 41's URLData.
+    pub passkeys: Option<PathBuf>,
+    /// A file of info-hashes, 40 hex digits a line, the most popular
+    /// first: the only torrents announced and scraped (a private tracker's
+    /// registered ones); their number replaces `torrents`.
+    pub info_hashes: Option<PathBuf>,
 }
 
 impl Default for TrafficConfig {
@@ -88,6 +96,8 @@ impl Default for TrafficConfig {
             numwant: 50,
             scrape_hashes: 10,
             events: EventWeights::default(),
+            passkeys: None,
+            info_hashes: None,
         }
     }
 }
@@ -476,6 +486,8 @@ mod tests {
             seeder_probability = 0.5
             numwant = -1
             scrape_hashes = 3
+            passkeys = "keys.txt"
+            info_hashes = "hashes.txt"
             [traffic.events]
             none = 1
             started = 2
@@ -531,6 +543,11 @@ mod tests {
         assert_eq!(config.traffic.numwant, -1);
         assert_eq!(config.traffic.scrape_hashes, 3);
         assert_eq!(config.traffic.events.as_array(), [1, 2, 3, 4]);
+        assert_eq!(config.traffic.passkeys, Some(PathBuf::from("keys.txt")));
+        assert_eq!(
+            config.traffic.info_hashes,
+            Some(PathBuf::from("hashes.txt"))
+        );
         assert_eq!(config.udp.sources_per_worker, 4);
         assert_eq!(config.udp_in_flight(), 32);
         assert_eq!(

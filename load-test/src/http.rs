@@ -67,7 +67,8 @@ pub fn run(config: &Config) -> Result<Summary, String> {
     } else {
         connections
     };
-    let model = TrafficModel::new(&traffic, identities, config.seed)?;
+    let lists = crate::private::Lists::load(&traffic)?;
+    let model = TrafficModel::with_lists(&traffic, identities, config.seed, lists)?;
     let mix = Weighted::new(config.http.mix.as_array()).map_err(|e| format!("--mix: {e}"))?;
     let tls = if target.tls {
         Some(TlsConnector::from(Arc::new(tls_config(

@@ -12,6 +12,7 @@ use tracker_proto::InfoHash;
 
 use crate::model::{Kind, Rng, TrafficModel, Weighted, MAX_SCRAPE};
 use crate::stats::{Invalid, Stats};
+use crate::{private, transfer};
 
 /// Where the requests go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -239,12 +240,14 @@ impl HttpSession {
                 let numwant = u32::try_from(plan.numwant).ok();
                 pending.max_peers = numwant.map_or(MAX_DEFAULT_PEERS, |n| n as usize);
                 pending.port = plan.peer.port;
+                let totals = transfer::transfer(&plan, sent_ns);
+                let start = out.len();
                 write_announce_target(
                     out,
                     &AnnounceRequest {
-                        uploaded: plan.peer.uploaded,
-                        downloaded: plan.peer.downloaded,
-                        left: plan.left,
+                        uploaded: totals.uploaded,
+                        downloaded: totals.downloaded,
+                        left: totals.left,
                         event: plan.event,
                         no_peer_id: true,
                         numwant,
@@ -252,11 +255,20 @@ impl HttpSession {
                         ..AnnounceRequest::new(plan.info_hash, plan.peer.peer_id, plan.peer.port)
                     },
                 );
+                if let Some(passkey) = model.passkey(&plan.peer) {
+                    private::insert_passkey(out, start, passkey);
+                }
             }
             _ => {
                 let n = model.scrape(rng, &mut self.scrape);
                 pending.scrape_hashes = n;
+                let start = out.len();
                 write_scrape_target(out, &self.scrape[..n]);
+                // A private tracker's scrape needs a passkey too (one of
+                // this connection's peers').
+                if let Some(passkey) = model.passkey(&model.peer_on_source(rng, self.source)) {
+                    private::insert_passkey(out, start, passkey);
+                }
             }
         }
         out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
@@ -293,6 +305,11 @@ impl HttpSession {
                         None => Err(Invalid::BadBencode),
                     }
                 } else if pending.kind == Kind::Announce {
+                    // A valid answer may carry a warning (UNIT3D-Announce's
+                    // refusals that keep the client announcing): counted.
+                    if let Some(message) = value.get(b"warning message").and_then(Value::as_bytes) {
+                        stats.warning(message);
+                    }
                     self.check_announce(&value, &pending)
                         .map(|peers| stats.announce_peers(peers))
                 } else {

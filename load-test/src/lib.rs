@@ -4,7 +4,8 @@
 //! statistics and reports.
 //!
 //! Pure and unit-tested: [`model`], [`histogram`], [`stats`], [`config`],
-//! [`udp_session`], [`http_session`], [`ws_session`]. I/O: [`udp`], [`http`],
+//! [`udp_session`], [`http_session`], [`ws_session`], [`private`],
+//! [`transfer`]. I/O: [`udp`], [`http`],
 //! [`ws`], [`runner`].
 
 pub mod compare;
@@ -13,8 +14,10 @@ pub mod histogram;
 pub mod http;
 pub mod http_session;
 pub mod model;
+pub mod private;
 pub mod runner;
 pub mod stats;
+pub mod transfer;
 pub mod udp;
 pub mod udp_session;
 pub mod ws;

@@ -194,6 +194,17 @@ struct RunArgs {
     /// [key: traffic.scrape_hashes]
     #[arg(long, value_name = "N")]
     scrape_hashes: Option<usize>,
+    /// Private tracker: a file of passkeys, one a line (32 letters or
+    /// digits); each peer announces with one, always the same, in the path
+    /// /announce/{passkey} (HTTP) or BEP 41 URLData (UDP).
+    /// [key: traffic.passkeys]
+    #[arg(long, value_name = "FILE")]
+    passkeys: Option<PathBuf>,
+    /// A file of info-hashes, 40 hex digits a line, most popular first:
+    /// the only torrents asked for (a private tracker's registered ones);
+    /// their number replaces --torrents. [key: traffic.info_hashes]
+    #[arg(long, value_name = "FILE")]
+    info_hashes: Option<PathBuf>,
     /// Event weights NONE:STARTED:COMPLETED:STOPPED (default 85:7:1:7).
     /// [key: traffic.events.*]
     #[arg(long, value_name = "W:W:W:W")]
@@ -287,6 +298,8 @@ impl RunArgs {
         set(&mut t.seeder_probability, self.seeder_probability);
         set(&mut t.numwant, self.numwant);
         set(&mut t.scrape_hashes, self.scrape_hashes);
+        set(&mut t.passkeys, self.passkeys.clone().map(Some));
+        set(&mut t.info_hashes, self.info_hashes.clone().map(Some));
         if let Some(text) = &self.events {
             let [none, started, completed, stopped] =
                 parse_weights(text).map_err(|e| format!("--events: {e}"))?;
@@ -416,6 +429,10 @@ mod tests {
             "4:3:2:1",
             "--in-flight",
             "7",
+            "--passkeys",
+            "keys.txt",
+            "--info-hashes",
+            "hashes.txt",
             "--quiet",
         ]);
         let c = args.config(Protocol::Udp).unwrap();
@@ -428,6 +445,8 @@ mod tests {
         assert_eq!(c.udp.mix.as_array(), [1, 2, 3]);
         assert_eq!(c.traffic.events.as_array(), [4, 3, 2, 1]);
         assert_eq!(c.udp_in_flight(), 7);
+        assert_eq!(c.traffic.passkeys, Some(PathBuf::from("keys.txt")));
+        assert_eq!(c.traffic.info_hashes, Some(PathBuf::from("hashes.txt")));
         assert!(!c.progress);
     }
 

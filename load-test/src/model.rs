@@ -18,6 +18,7 @@
 use tracker_proto::{AnnounceEvent, InfoHash, PeerId};
 
 use crate::config::{EventWeights, TrafficConfig};
+use crate::private::{Lists, Passkey};
 
 /// The lowest port a simulated peer announces.
 pub const PORT_BASE: u32 = 1024;
@@ -266,6 +267,8 @@ pub struct TrafficModel {
     events: Weighted<4>,
     numwant: i32,
     scrape_max: usize,
+    /// A private tracker's passkeys and registered info-hashes, if given.
+    lists: Lists,
 }
 
 const EVENTS: [AnnounceEvent; 4] = [
@@ -297,6 +300,24 @@ impl TrafficModel {
     /// The model for `config`, with peers spread over `sources` source
     /// addresses (at least [`min_sources`] of the peers).
     pub fn new(config: &TrafficConfig, sources: u32, seed: u64) -> Result<Self, String> {
+        Self::with_lists(config, sources, seed, Lists::default())
+    }
+
+    /// As [`Self::new`], for a private tracker: each peer announces with
+    /// one of `lists.passkeys`, and the torrents are `lists.info_hashes`
+    /// (their number replaces `traffic.torrents`), the first the most
+    /// popular.
+    pub fn with_lists(
+        config: &TrafficConfig,
+        sources: u32,
+        seed: u64,
+        lists: Lists,
+    ) -> Result<Self, String> {
+        let mut config = config.clone();
+        if let Some(hashes) = &lists.info_hashes {
+            config.torrents = hashes.len() as u64;
+        }
+        let config = &config;
         if config.torrents == 0 {
             return Err("`traffic.torrents` must be at least 1".into());
         }
@@ -335,6 +356,7 @@ impl TrafficModel {
             events,
             numwant: config.numwant,
             scrape_max: config.scrape_hashes,
+            lists,
         })
     }
 
@@ -361,7 +383,18 @@ impl TrafficModel {
 
     /// The info-hash of torrent `t`: 20 bytes of a keyed hash of `t`.
     pub fn info_hash(&self, t: u64) -> InfoHash {
-        info_hash_of(self.seed, t)
+        match &self.lists.info_hashes {
+            Some(hashes) => hashes[t as usize],
+            None => info_hash_of(self.seed, t),
+        }
+    }
+
+    /// The passkey peer `peer` announces with, always the same one (a
+    /// user's client; a user has many): `None` for a public tracker.
+    pub fn passkey(&self, peer: &Peer) -> Option<&Passkey> {
+        let keys = self.lists.passkeys.as_deref()?;
+        let h = mix64(self.seed.rotate_left(41) ^ u64::from(peer.index) ^ 0x7061_7373);
+        Some(&keys[(h % keys.len() as u64) as usize])
     }
 
     /// How many peers send from `source`.

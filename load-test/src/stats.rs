@@ -143,6 +143,16 @@ impl ErrorMessages {
         }
     }
 
+    /// By message, with `(other)` for those past the first 32.
+    pub fn to_map(&self) -> std::collections::BTreeMap<String, u64> {
+        let mut map: std::collections::BTreeMap<String, u64> =
+            self.by_message.iter().cloned().collect();
+        if self.other > 0 {
+            map.insert("(other)".into(), self.other);
+        }
+        map
+    }
+
     pub fn merge(&mut self, other: &ErrorMessages) {
         for (message, n) in &other.by_message {
             self.add(message.as_bytes(), *n);
@@ -175,6 +185,9 @@ pub struct Stats {
     pub peers_returned: u64,
     pub announces_with_peers: u64,
     pub error_messages: ErrorMessages,
+    /// Valid answers that carried a warning (HTTP `warning message`), by
+    /// message; counted in `ok` too.
+    pub warnings: ErrorMessages,
     /// Why sends or connections failed (counted in `send_failed`).
     pub failures: ErrorMessages,
     pub latency: [Histogram; Kind::COUNT],
@@ -205,6 +218,11 @@ impl Stats {
         self.counters.invalid += 1;
     }
 
+    /// An answer's warning (the answer itself is counted as it checks).
+    pub fn warning(&mut self, message: &[u8]) {
+        self.warnings.add(message, 1);
+    }
+
     /// A send or connection that failed, with the reason.
     pub fn failure(&mut self, reason: &[u8]) {
         self.send_failed += 1;
@@ -230,6 +248,7 @@ impl Stats {
         self.peers_returned += other.peers_returned;
         self.announces_with_peers += other.announces_with_peers;
         self.error_messages.merge(&other.error_messages);
+        self.warnings.merge(&other.warnings);
         self.failures.merge(&other.failures);
         for (a, b) in self.latency.iter_mut().zip(&other.latency) {
             a.merge(b);
@@ -251,6 +270,7 @@ impl Stats {
         self.late += other.late;
         self.send_failed += other.send_failed;
         self.error_messages.merge(&other.error_messages);
+        self.warnings.merge(&other.warnings);
         self.failures.merge(&other.failures);
     }
 }
@@ -369,6 +389,9 @@ pub struct Summary {
     pub by_kind: std::collections::BTreeMap<String, KindSummary>,
     pub invalid_by_reason: std::collections::BTreeMap<String, u64>,
     pub errors_by_message: std::collections::BTreeMap<String, u64>,
+    /// Valid answers that carried a warning, by message (counted in `ok`).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub warnings_by_message: std::collections::BTreeMap<String, u64>,
     pub failures_by_reason: std::collections::BTreeMap<String, u64>,
 }
 
@@ -421,15 +444,8 @@ impl Summary {
             .filter(|why| stats.invalid[**why as usize] > 0)
             .map(|why| (why.name().to_string(), stats.invalid[*why as usize]))
             .collect();
-        let mut errors_by_message: std::collections::BTreeMap<String, u64> = stats
-            .error_messages
-            .by_message
-            .iter()
-            .map(|(m, n)| (m.clone(), *n))
-            .collect();
-        if stats.error_messages.other > 0 {
-            errors_by_message.insert("(other)".into(), stats.error_messages.other);
-        }
+        let errors_by_message = stats.error_messages.to_map();
+        let warnings_by_message = stats.warnings.to_map();
         let failures_by_reason = stats
             .failures
             .by_message
@@ -473,6 +489,7 @@ impl Summary {
             by_kind,
             invalid_by_reason,
             errors_by_message,
+            warnings_by_message,
             failures_by_reason,
         }
     }
@@ -589,6 +606,9 @@ impl Summary {
         }
         for (message, n) in &self.errors_by_message {
             line(format!("error answer: \"{message}\" {n}"));
+        }
+        for (message, n) in &self.warnings_by_message {
+            line(format!("warning (answer valid): \"{message}\" {n}"));
         }
         for (reason, n) in &self.failures_by_reason {
             line(format!("failure: {reason} {n}"));

@@ -98,7 +98,8 @@ pub fn run(config: &Config) -> Result<Summary, String> {
         .next_multiple_of(workers);
     let identities = if target.is_ipv6() { 1 } else { sources };
     let sockets = if target.is_ipv6() { sources } else { workers };
-    let model = TrafficModel::new(&traffic, identities, config.seed)?;
+    let lists = crate::private::Lists::load(&traffic)?;
+    let model = TrafficModel::with_lists(&traffic, identities, config.seed, lists)?;
     let mix = Weighted::new(config.udp.mix.as_array()).map_err(|e| format!("--mix: {e}"))?;
     let plan = Arc::new(Plan {
         target,

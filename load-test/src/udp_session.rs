@@ -13,6 +13,7 @@ use tracker_proto::InfoHash;
 
 use crate::model::{Kind, Rng, TrafficModel, Weighted, MAX_SCRAPE};
 use crate::stats::{Invalid, Stats};
+use crate::{private, transfer};
 
 /// A connection id is renewed after this long (BEP 15 ids live about two
 /// minutes; trackers accept the current and the previous window).
@@ -158,14 +159,15 @@ impl Session {
                     Err(_) => cap,
                 } as u16;
                 slot.port = plan.peer.port;
+                let totals = transfer::transfer(&plan, now_ns);
                 AnnounceRequest {
                     connection_id,
                     transaction_id: txid,
                     info_hash: plan.info_hash,
                     peer_id: plan.peer.peer_id,
-                    downloaded: plan.peer.downloaded,
-                    left: plan.left,
-                    uploaded: plan.peer.uploaded,
+                    downloaded: totals.downloaded,
+                    left: totals.left,
+                    uploaded: totals.uploaded,
                     event: plan.event,
                     ip_address: 0,
                     key: plan.peer.key,
@@ -174,6 +176,9 @@ impl Session {
                     options: AnnounceOptions::EMPTY,
                 }
                 .write(out);
+                if let Some(passkey) = model.passkey(&plan.peer) {
+                    private::write_url_data(out, passkey);
+                }
             }
             // A scrape: the UDP mix has no other kind.
             _ => {

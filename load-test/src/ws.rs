@@ -225,7 +225,13 @@ pub fn run(config: &Config) -> Result<Summary, String> {
             u32::MAX
         ));
     }
-    let model = TrafficModel::new(&traffic, connections, config.seed)?;
+    if traffic.passkeys.is_some() {
+        return Err(
+            "passkeys are for the udp and http loads (WebTorrent has no private mode here)".into(),
+        );
+    }
+    let lists = crate::private::Lists::load(&traffic)?;
+    let model = TrafficModel::with_lists(&traffic, connections, config.seed, lists)?;
     let mix = Weighted::new(ws.mix.as_array()).map_err(|e| format!("--mix: {e}"))?;
     let tls = if target.tls {
         let tls = crate::http::tls_config(ws.insecure, ws.ca.as_deref())?;

@@ -353,3 +353,92 @@ fn a_request_lost_twice_or_mid_answer_is_invalid() {
     assert_eq!(stats.retried, 2);
     assert_eq!(stats.counters.invalid, 3);
 }
+
+/// A session over a model whose peers announce with passkeys.
+fn private_session() -> (HttpSession, TrafficModel, Rng, Stats) {
+    let (s, _, rng, stats) = session([1, 1]);
+    let keys: Vec<crate::private::Passkey> = (0..5)
+        .map(|i| crate::private::Passkey::parse(&format!("k{i:031}")).unwrap())
+        .collect();
+    let traffic = TrafficConfig {
+        peers: 1000,
+        torrents: 50,
+        ..TrafficConfig::default()
+    };
+    let lists = crate::private::Lists {
+        passkeys: Some(keys.into()),
+        info_hashes: None,
+    };
+    let model = TrafficModel::with_lists(&traffic, min_sources(traffic.peers), 5, lists).unwrap();
+    (s, model, rng, stats)
+}
+
+#[test]
+fn private_requests_carry_the_peers_passkey_in_the_path() {
+    let (mut s, model, mut rng, mut stats) = private_session();
+    let mut announces = 0;
+    for _ in 0..200 {
+        let mut out = Vec::new();
+        s.write_request(&model, &mut rng, 0, &mut out, &mut stats);
+        let Ok(Parsed::Complete { request, .. }) = parse_head(&out, RealIp::Off) else {
+            panic!("{}", String::from_utf8_lossy(&out));
+        };
+        let key = request.key.expect("a passkey in the path");
+        assert!(out.starts_with(b"GET /announce/k0") || out.starts_with(b"GET /scrape/k0"));
+        if request.endpoint == Endpoint::Announce {
+            announces += 1;
+            let a = parse_announce(request.query).unwrap();
+            let p = model.peer_index(&a.peer_id).unwrap();
+            assert_eq!(model.passkey(&model.peer(p)).unwrap().0[..], key[..]);
+        }
+    }
+    assert!(announces > 50);
+}
+
+#[test]
+fn a_pairs_totals_grow_from_announce_to_announce() {
+    // One torrent, one peer: every announce is of the same pair.
+    let traffic = TrafficConfig {
+        peers: 1,
+        torrents: 1,
+        seeder_probability: 0.0,
+        events: crate::config::EventWeights {
+            none: 1,
+            started: 0,
+            completed: 0,
+            stopped: 0,
+        },
+        ..TrafficConfig::default()
+    };
+    let model = TrafficModel::new(&traffic, 1, 5).unwrap();
+    let (mut s, _, mut rng, mut stats) = session([1, 0]);
+    let mut last = (0, 0, u64::MAX);
+    for secs in [0u64, 1, 5, 30, 600] {
+        let mut out = Vec::new();
+        s.write_request(&model, &mut rng, secs * 1_000_000_000, &mut out, &mut stats);
+        let Ok(Parsed::Complete { request, .. }) = parse_head(&out, RealIp::Off) else {
+            panic!("{}", String::from_utf8_lossy(&out));
+        };
+        assert_eq!(request.key, None, "no passkeys given, none sent");
+        let a = parse_announce(request.query).unwrap();
+        assert!(a.uploaded > last.0 || secs == 0, "uploaded grows");
+        assert!(a.downloaded > last.1 || secs == 0, "downloaded grows");
+        assert!(a.left < last.2 && a.left > 0, "left shrinks");
+        last = (a.uploaded, a.downloaded, a.left);
+    }
+}
+
+#[test]
+fn a_warning_is_counted_and_the_answer_still_valid() {
+    let stats = announce_once(&[], 0, |body| {
+        // Put a warning in before the dictionary's end.
+        body.pop();
+        body.extend_from_slice(b"15:warning message13:Rate limited.e");
+    });
+    assert_eq!(stats.counters.ok[Kind::Announce as usize], 1);
+    assert_eq!(stats.counters.invalid, 0);
+    assert_eq!(
+        stats.warnings.by_message,
+        [("Rate limited.".to_string(), 1)]
+    );
+}

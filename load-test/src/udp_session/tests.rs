@@ -306,3 +306,60 @@ fn the_mix_is_followed() {
     assert_eq!(f.session.in_flight(), 0);
     assert_eq!(f.stats.counters.timeouts.iter().sum::<u64>(), 20_000);
 }
+
+#[test]
+fn private_announces_carry_the_passkey_in_url_data() {
+    let keys: Vec<crate::private::Passkey> = (0..3)
+        .map(|i| crate::private::Passkey::parse(&format!("u{i:031}")).unwrap())
+        .collect();
+    let traffic = TrafficConfig {
+        peers: 1000,
+        torrents: 100,
+        ..TrafficConfig::default()
+    };
+    let lists = crate::private::Lists {
+        passkeys: Some(keys.into()),
+        info_hashes: None,
+    };
+    let mut f = fixture([0, 1, 0], 4);
+    f.model = TrafficModel::with_lists(&traffic, min_sources(traffic.peers), 5, lists).unwrap();
+    f.connect(5);
+    for i in 0..4 {
+        let request = f.send(1_000 + i).expect("an announce");
+        let Ok(Request::Announce(a)) = Request::parse(&request) else {
+            panic!("expected an announce");
+        };
+        let url: Vec<u8> = a.url_data().collect::<Vec<_>>().concat();
+        let p = f.model.peer_index(&a.peer_id).unwrap();
+        let key = f.model.passkey(&f.model.peer(p)).unwrap();
+        assert_eq!(url, format!("/announce/{}", key.as_str()).as_bytes());
+        let (endpoint, found) = tracker_proto::http::route(&url).unwrap();
+        assert_eq!(endpoint, tracker_proto::http::Endpoint::Announce);
+        assert_eq!(found, Some(&key.0[..]));
+    }
+}
+
+#[test]
+fn public_announces_have_no_options_and_report_growing_totals() {
+    let mut f = fixture([0, 1, 0], 1);
+    f.connect(5);
+    let request = f.send(1_000).expect("an announce");
+    let Ok(Request::Announce(a)) = Request::parse(&request) else {
+        panic!("expected an announce");
+    };
+    assert_eq!(a.url_data().count(), 0);
+    let plan_uploaded = a.uploaded;
+    // The same pair an hour later reports more (seeders: uploaded only).
+    let plan = crate::model::AnnouncePlan {
+        torrent: 0,
+        info_hash: f.model.info_hash(0),
+        peer: f.model.peer(f.model.peer_index(&a.peer_id).unwrap()),
+        event: tracker_proto::AnnounceEvent::None,
+        left: a.left,
+        numwant: 50,
+    };
+    let early = crate::transfer::transfer(&plan, 0);
+    let late = crate::transfer::transfer(&plan, 3_600_000_000_000);
+    assert!(late.uploaded > early.uploaded);
+    assert!(plan_uploaded > 0);
+}
