@@ -585,18 +585,40 @@ fn every_site_api_change_is_served_at_once() {
     assert_eq!(announce(http, 1, 1, 7001, (0, 0, 1000), STARTED), None);
 
     // A featured torrent: free download, double upload.
-    assert_eq!(api(api_port, "PUT", "/featured-torrents", r#"{"torrent_id":1}"#), 200);
+    assert_eq!(
+        api(api_port, "PUT", "/featured-torrents", r#"{"torrent_id":1}"#),
+        200
+    );
     assert_eq!(announce(http, 1, 1, 7001, (10, 100, 900), NONE), None);
     db.wait_for(history, (20u64, 10u64, 0u64, 100u64));
-    assert_eq!(api(api_port, "DELETE", "/featured-torrents", r#"{"torrent_id":1}"#), 200);
+    assert_eq!(
+        api(
+            api_port,
+            "DELETE",
+            "/featured-torrents",
+            r#"{"torrent_id":1}"#
+        ),
+        200
+    );
     assert_eq!(announce(http, 1, 1, 7001, (20, 200, 800), NONE), None);
     db.wait_for(history, (30u64, 20u64, 100u64, 200u64));
 
     // Personal freeleech, on and off.
-    assert_eq!(api(api_port, "PUT", "/personal-freeleech", r#"{"user_id":1}"#), 200);
+    assert_eq!(
+        api(api_port, "PUT", "/personal-freeleech", r#"{"user_id":1}"#),
+        200
+    );
     assert_eq!(announce(http, 1, 1, 7001, (20, 300, 700), NONE), None);
     db.wait_for(history, (30u64, 20u64, 100u64, 300u64));
-    assert_eq!(api(api_port, "DELETE", "/personal-freeleech", r#"{"user_id":1}"#), 200);
+    assert_eq!(
+        api(
+            api_port,
+            "DELETE",
+            "/personal-freeleech",
+            r#"{"user_id":1}"#
+        ),
+        200
+    );
     assert_eq!(announce(http, 1, 1, 7001, (20, 400, 600), NONE), None);
     db.wait_for(history, (30u64, 20u64, 200u64, 400u64));
 
@@ -620,7 +642,10 @@ fn every_site_api_change_is_served_at_once() {
         Some("Group not found.")
     );
     // A torrent removed: refused.
-    let removed = format!(r#"{{"id":1,"info_hash":"{}"}}"#, support::wire::hex(&info_hash(1)));
+    let removed = format!(
+        r#"{{"id":1,"info_hash":"{}"}}"#,
+        support::wire::hex(&info_hash(1))
+    );
     assert_eq!(api(api_port, "DELETE", "/torrents", &removed), 200);
     assert_eq!(
         announce(http, 1, 1, 7001, (20, 500, 500), NONE).as_deref(),

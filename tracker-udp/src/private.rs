@@ -12,9 +12,9 @@ use tracker_private::{Agent, Passkey, PrivateAnnounce};
 use tracker_proto::http::{route, Endpoint};
 use tracker_proto::udp::{write_error_response, AnnounceRequest, TransactionId};
 use tracker_proto::{Announce, AnswerPeers, IpFamily};
-use tracker_swarm::SwarmCounts;
 use tracker_runtime::contain::Contained;
 use tracker_runtime::shard::{PrivateRefused, PrivateRequest};
+use tracker_swarm::SwarmCounts;
 
 /// URLData longer than this is refused: a path with a passkey needs far
 /// less, and the copy is kept on the stack.
