@@ -209,10 +209,14 @@ impl Worker {
             // Private mode's site API, or a public tracker's access API.
             let (handler, key): (Rc<dyn tracker_http::site_api::SiteApi>, &str) =
                 match (&private, &reloaded.access) {
-                    (Some(private), _) => (
-                        Rc::new(crate::private::SiteApiHandler::new(private)),
-                        &config.private.api_key,
-                    ),
+                    (Some(private), _) => {
+                        let rates = crate::private::RequestRates::new();
+                        glommio::spawn_local(rates.clone().record_forever(shard.clone())).detach();
+                        (
+                            Rc::new(crate::private::SiteApiHandler::new(private, rates)),
+                            &config.private.api_key,
+                        )
+                    }
                     (None, Some(list)) => (
                         Rc::new(crate::access_api::AccessApi::new(
                             list.clone(),

@@ -88,6 +88,11 @@ fn failure(tracker: SocketAddr, path: &str) -> Option<String> {
 }
 
 fn api(port: u16, method: &str, path: &str, body: &str) -> u16 {
+    api_answer(port, method, path, body).0
+}
+
+/// The status and the body.
+fn api_answer(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
     use std::io::{Read, Write};
     let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -99,7 +104,8 @@ fn api(port: u16, method: &str, path: &str, body: &str) -> u16 {
     tcp.write_all(request.as_bytes()).unwrap();
     let mut answer = String::new();
     tcp.read_to_string(&mut answer).unwrap();
-    answer[9..12].parse().unwrap()
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (answer[9..12].parse().unwrap(), body.to_string())
 }
 
 /// Users 1 (group user), 2 (vip: double upload, immune) and 3 (banned);
@@ -653,6 +659,17 @@ fn every_site_api_change_is_served_at_once() {
     );
     // Reading back is refused rather than answered with counts not kept.
     assert_eq!(api(api_port, "GET", "/users/1", ""), 501);
-    assert_eq!(api(api_port, "GET", "/stats", ""), 501);
+    // The request rates, in UNIT3D-Announce's shape (gathered each second).
+    std::thread::sleep(Duration::from_millis(2100));
+    let (status, stats) = api_answer(api_port, "GET", "/stats", "");
+    assert_eq!(status, 200);
+    for key in [
+        "created_at",
+        "requests_per_60s",
+        "announce_responses_per_7200s",
+    ] {
+        assert!(stats.contains(&format!("\"{key}\":")), "{stats}");
+    }
+    assert!(!stats.contains("\"last_request_at\":0"), "{stats}");
     tracker.stop();
 }

@@ -1,17 +1,21 @@
 //! Private mode's process-wide parts: the site's records loaded from its
 //! database at start, the database thread that writes the workers' batches,
 //! and the file that keeps what it could not write at a stop (read back by
-//! the next start, or by the successor of a hand-over).
+//! the next start, or by the successor of a hand-over); the site API's
+//! meaning (`site_api`) and the request rates it reports (`rates`).
 
-use std::future::Future;
+mod rates;
+mod site_api;
+
+pub use rates::RequestRates;
+pub use site_api::SiteApiHandler;
+
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 use tracker_db::{DbConfig, FlusherConfig, FlusherHandle, Leftover};
-use tracker_http::site_api::{ApiAnswer, SiteApi};
 use tracker_private::{Batch, GlobalFactors, LedgerConfig, PeerKey, PeerRow, Site};
 use tracker_runtime::metrics::{
     MetricSource, Sample, PRIVATE_DATABASE_UP, PRIVATE_FLUSHES, PRIVATE_LAST_FLUSH,
@@ -298,66 +302,4 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_os_string();
     name.push(suffix);
     PathBuf::from(name)
-}
-
-/// The site API's meaning: changes to the site's view, published to every
-/// worker at once (each announce after the answer sees them).
-pub struct SiteApiHandler {
-    site: Arc<Reloadable<Site>>,
-}
-
-impl SiteApiHandler {
-    pub fn new(private: &PrivateMode) -> SiteApiHandler {
-        SiteApiHandler {
-            site: private.site.clone(),
-        }
-    }
-
-    fn answer(&self, method: &[u8], path: &[u8], body: &[u8]) -> ApiAnswer {
-        use tracker_private::api::{parse_api_request, ApiRequest};
-        let error = |e: tracker_private::api::ApiError| ApiAnswer {
-            status: e.status(),
-            body: String::new(),
-        };
-        match parse_api_request(method, path, body) {
-            Err(e) => error(e),
-            Ok(ApiRequest::Change(change)) => {
-                // No await from the load to the store: the executor runs no
-                // other change in between.
-                let mut site = Site::clone(&self.site.load().0);
-                match site.apply(change) {
-                    Ok(()) => {
-                        self.site.store(Arc::new(site));
-                        ApiAnswer {
-                            status: 200,
-                            body: String::new(),
-                        }
-                    }
-                    Err(e) => error(e),
-                }
-            }
-            // The counts these answers carry (a user's seeding and leeching
-            // torrents, a torrent's peers, request rates) live on every
-            // worker; they are not gathered yet: refused rather than
-            // answered with zeros. /metrics has the tracker's figures.
-            Ok(ApiRequest::GetUser(_) | ApiRequest::GetTorrent(_) | ApiRequest::GetStats) => {
-                ApiAnswer {
-                    status: 501,
-                    body: String::new(),
-                }
-            }
-        }
-    }
-}
-
-impl SiteApi for SiteApiHandler {
-    fn handle<'a>(
-        &'a self,
-        method: &'a [u8],
-        path: &'a [u8],
-        body: &'a [u8],
-    ) -> Pin<Box<dyn Future<Output = ApiAnswer> + 'a>> {
-        let answer = self.answer(method, path, body);
-        Box::pin(std::future::ready(answer))
-    }
 }
