@@ -213,7 +213,11 @@ impl Worker {
                         let rates = crate::private::RequestRates::new();
                         glommio::spawn_local(rates.clone().record_forever(shard.clone())).detach();
                         (
-                            Rc::new(crate::private::SiteApiHandler::new(private, rates)),
+                            Rc::new(crate::private::SiteApiHandler::new(
+                                private,
+                                rates,
+                                shard.clone(),
+                            )),
                             &config.private.api_key,
                         )
                     }

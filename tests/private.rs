@@ -641,6 +641,33 @@ fn every_site_api_change_is_served_at_once() {
     assert_eq!(api(api_port, "DELETE", "/blacklisted-agents", agents), 200);
     assert_eq!(failure(http, &path), None);
 
+    // Reads: a user's peers on every worker, a torrent's at its owner.
+    let (status, user) = api_answer(api_port, "GET", "/users/1", "");
+    assert_eq!(status, 200, "{user}");
+    let user: serde_json::Value = serde_json::from_str(&user).unwrap();
+    assert_eq!(
+        (user["id"].as_u64(), user["group_id"].as_i64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(
+        (user["num_seeding"].as_u64(), user["num_leeching"].as_u64()),
+        (Some(0), Some(1))
+    );
+    let (status, torrent) = api_answer(api_port, "GET", "/torrents/1", "");
+    assert_eq!(status, 200, "{torrent}");
+    let torrent: serde_json::Value = serde_json::from_str(&torrent).unwrap();
+    assert_eq!(
+        (torrent["seeders"].as_u64(), torrent["leechers"].as_u64()),
+        (Some(0), Some(2))
+    );
+    assert_eq!(
+        torrent["peers"].as_object().map(|p| p.len()),
+        Some(2),
+        "{torrent}"
+    );
+    assert_eq!(api(api_port, "GET", "/users/99", ""), 404);
+    assert_eq!(api(api_port, "GET", "/torrents/99", ""), 404);
+
     // A group removed: its users are refused.
     assert_eq!(api(api_port, "DELETE", "/groups", r#"{"id":2}"#), 200);
     assert_eq!(
@@ -657,8 +684,6 @@ fn every_site_api_change_is_served_at_once() {
         announce(http, 1, 1, 7001, (20, 500, 500), NONE).as_deref(),
         Some("Torrent has been deleted.")
     );
-    // Reading back is refused rather than answered with counts not kept.
-    assert_eq!(api(api_port, "GET", "/users/1", ""), 501);
     // The request rates, in UNIT3D-Announce's shape (gathered each second).
     std::thread::sleep(Duration::from_millis(2100));
     let (status, stats) = api_answer(api_port, "GET", "/stats", "");

@@ -8,26 +8,30 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use tracker_http::site_api::{ApiAnswer, SiteApi};
-use tracker_private::answer::stats_json;
+use tracker_private::answer::{stats_json, torrent_json, user_json, TorrentCounts};
 use tracker_private::Site;
 use tracker_runtime::reloadable::Reloadable;
+use tracker_runtime::shard::{PrivateAnswer, Shard};
 
 use super::{PrivateMode, RequestRates};
 
 pub struct SiteApiHandler {
     site: Arc<Reloadable<Site>>,
     rates: Rc<RequestRates>,
+    /// Worker 0's shard: the reads gather from the workers' ledgers.
+    shard: Rc<Shard>,
 }
 
 impl SiteApiHandler {
-    pub fn new(private: &PrivateMode, rates: Rc<RequestRates>) -> SiteApiHandler {
+    pub fn new(private: &PrivateMode, rates: Rc<RequestRates>, shard: Rc<Shard>) -> SiteApiHandler {
         SiteApiHandler {
             site: private.site.clone(),
             rates,
+            shard,
         }
     }
 
-    fn answer(&self, method: &[u8], path: &[u8], body: &[u8]) -> ApiAnswer {
+    async fn answer(&self, method: &[u8], path: &[u8], body: &[u8]) -> ApiAnswer {
         use tracker_private::api::{parse_api_request, ApiRequest};
         let error = |e: tracker_private::api::ApiError| ApiAnswer {
             status: e.status(),
@@ -54,14 +58,36 @@ impl SiteApiHandler {
                 status: 200,
                 body: String::from_utf8_lossy(&stats_json(&self.rates.stats())).into_owned(),
             },
-            // The counts these answers carry (a user's seeding and leeching
-            // peers, a torrent's peers and snatches) live on every worker,
-            // and snatches only in the database: not gathered, so refused
-            // rather than answered with zeros.
-            Ok(ApiRequest::GetUser(_) | ApiRequest::GetTorrent(_)) => ApiAnswer {
-                status: 501,
-                body: String::new(),
-            },
+            Ok(ApiRequest::GetUser(id)) => {
+                let Some(user) = self.site.load().0.user(id).cloned() else {
+                    return error(tracker_private::api::ApiError::UnknownUser(id));
+                };
+                match self.shard.private_user(id).await {
+                    Ok((seeding, leeching)) => json(user_json(&user, seeding, leeching)),
+                    Err(_) => unavailable(),
+                }
+            }
+            Ok(ApiRequest::GetTorrent(id)) => {
+                let Some(torrent) = self.site.load().0.torrent_by_id(id).cloned() else {
+                    return error(tracker_private::api::ApiError::UnknownTorrent(id));
+                };
+                match self.shard.private_torrent(id, &torrent.info_hash).await {
+                    Ok(PrivateAnswer::Torrent {
+                        seeders,
+                        leechers,
+                        snatches,
+                        peers,
+                    }) => {
+                        let counts = TorrentCounts {
+                            seeders,
+                            leechers,
+                            times_completed: torrent.times_completed.saturating_add(snatches),
+                        };
+                        json(torrent_json(&torrent, counts, peers))
+                    }
+                    Ok(PrivateAnswer::User { .. }) | Err(_) => unavailable(),
+                }
+            }
         }
     }
 }
@@ -73,7 +99,21 @@ impl SiteApi for SiteApiHandler {
         path: &'a [u8],
         body: &'a [u8],
     ) -> Pin<Box<dyn Future<Output = ApiAnswer> + 'a>> {
-        let answer = self.answer(method, path, body);
-        Box::pin(std::future::ready(answer))
+        Box::pin(self.answer(method, path, body))
+    }
+}
+
+fn json(body: Vec<u8>) -> ApiAnswer {
+    ApiAnswer {
+        status: 200,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+/// A worker did not answer (overloaded, or stopping): the site retries.
+fn unavailable() -> ApiAnswer {
+    ApiAnswer {
+        status: 503,
+        body: String::new(),
     }
 }

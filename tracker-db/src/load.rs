@@ -32,7 +32,7 @@ const GROUPS: &str = "SELECT id, slug, download_slots, is_immune, is_freeleech, 
 /// UNIT3D-Announce would fail to load), upload is 200 with `doubleup`.
 const TORRENTS: &str = "SELECT t.id, t.info_hash, t.status, \
        100 - LEAST(GREATEST(t.free, 0), 100), IF(t.doubleup, 200, 100), \
-       t.deleted_at IS NOT NULL \
+       t.deleted_at IS NOT NULL, GREATEST(t.times_completed, 0) \
      FROM torrents t JOIN ( \
        SELECT COALESCE( \
          MIN(CASE WHEN deleted_at IS NULL AND status = 1 THEN id END), \
@@ -117,6 +117,7 @@ pub fn load_with_report(conn: &mut Conn) -> Result<(SiteRecords, LoadReport), Db
             is_deleted: flag(row, 5, "torrents.deleted_at")?,
             download_factor: column(row, 3, "torrents.free")?,
             upload_factor: column(row, 4, "torrents.doubleup")?,
+            times_completed: column(row, 6, "torrents.times_completed")?,
         });
         Ok(())
     })?;

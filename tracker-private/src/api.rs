@@ -249,6 +249,7 @@ fn torrent_change(put: bool, body: &[u8]) -> Result<SiteChange, ApiError> {
         is_deleted: t.is_deleted,
         download_factor: t.download_factor,
         upload_factor: t.upload_factor,
+        times_completed: t.times_completed,
     }))
 }
 

@@ -34,6 +34,7 @@ fn unit3d_torrent_bodies() {
             is_deleted: false,
             download_factor: 75,
             upload_factor: 200,
+            times_completed: 5,
         })
     );
     let upper = put

@@ -122,6 +122,8 @@ pub struct Ledger {
     batch: Batch,
     accounts: usize,
     flagged: u64,
+    /// Snatches counted here since start, by torrent (for the site API).
+    snatches: AHashMap<TorrentId, u32>,
 }
 
 impl Ledger {
@@ -217,6 +219,9 @@ impl Ledger {
         let credited_downloaded = rules::credit(deltas.downloaded, u16::from(factors.download));
         if deltas.flagged {
             self.flagged += 1;
+        }
+        if deltas.completed {
+            *self.snatches.entry(torrent.id).or_insert(0) += 1;
         }
         let batch = &mut self.batch;
         batch.merge_peer(key, account.row(!stopped, now_secs));
@@ -384,6 +389,32 @@ impl Ledger {
     }
 
     /// Announces flagged by the upload-rate bound since this ledger began.
+    /// Snatches of `torrent` counted by this ledger since it started.
+    pub fn snatches(&self, torrent: TorrentId) -> u32 {
+        self.snatches.get(&torrent).copied().unwrap_or(0)
+    }
+
+    /// The peers `user` has in this ledger's torrents: (seeding, leeching).
+    /// A scan of every account: for the site API, not for announces.
+    pub fn user_counts(&self, user: UserId) -> (u32, u32) {
+        let mut counts = (0, 0);
+        for swarm in self.swarms.values() {
+            if swarm.user_peers(user) == 0 {
+                continue;
+            }
+            for ((owner, _), account) in &swarm.peers {
+                if *owner == user {
+                    if account.seeder {
+                        counts.0 += 1;
+                    } else {
+                        counts.1 += 1;
+                    }
+                }
+            }
+        }
+        counts
+    }
+
     pub fn flagged(&self) -> u64 {
         self.flagged
     }

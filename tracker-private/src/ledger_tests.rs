@@ -397,6 +397,7 @@ fn the_factors_decide_the_credited_bytes() {
     records.torrents.push(Torrent {
         download_factor: 25,
         upload_factor: 200,
+        times_completed: 0,
         ..torrent(3)
     });
     let site = Site::from_records(records, GlobalFactors::default());
@@ -513,4 +514,23 @@ fn a_restored_peer_is_credited_from_its_last_totals() {
     row.active = false;
     ledger.restore(key(1, 1, 1), &row);
     assert_eq!((ledger.accounts(), ledger.counts(1)), (0, (0, 0)));
+}
+
+#[test]
+fn snatches_and_a_users_peers_for_the_site_api() {
+    let site = site();
+    let mut ledger = Ledger::default();
+    let mut a = announce(1, 1, 1);
+    ledger.announce(&site, &a, 100).unwrap();
+    let seeder = announce(1, 1, 2);
+    let mut seeder = PrivateAnnounce { left: 0, ..seeder };
+    seeder.event = AnnounceEvent::Started;
+    ledger.announce(&site, &seeder, 100).unwrap();
+    assert_eq!(ledger.user_counts(1), (1, 1));
+    assert_eq!(ledger.user_counts(2), (0, 0));
+    assert_eq!(ledger.snatches(1), 0);
+    a.event = AnnounceEvent::Completed;
+    a.left = 0;
+    ledger.announce(&site, &a, 200).unwrap();
+    assert_eq!((ledger.snatches(1), ledger.user_counts(1)), (1, (2, 0)));
 }

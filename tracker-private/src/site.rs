@@ -109,6 +109,10 @@ pub struct Torrent {
     pub download_factor: u8,
     /// Percent of uploaded bytes credited: 200 when `doubleup`, else 100.
     pub upload_factor: u8,
+    /// Snatches as the database had them when the torrent was read (at
+    /// start, or at the site's first PUT of it); the tracker's own since
+    /// then are the ledgers' (see `Ledger::snatches`).
+    pub times_completed: u32,
 }
 
 /// Everything the tracker reads from the site's database at start.
@@ -311,7 +315,13 @@ impl Site {
     /// Stores `torrent` under its info-hash. Its previous info-hash, if the
     /// site changed it, is dropped, and so is the id of another torrent that
     /// held this info-hash: one torrent per info-hash, the latest wins.
-    pub(crate) fn put_torrent(&mut self, torrent: Torrent) {
+    pub(crate) fn put_torrent(&mut self, mut torrent: Torrent) {
+        // The snatches read first stay: those since are counted by the
+        // ledgers, and the site's figure may already hold some of them.
+        let known = self.torrent_ids.get(&torrent.id);
+        if let Some(old) = known.and_then(|hash| self.torrents.get(hash)) {
+            torrent.times_completed = old.times_completed;
+        }
         if let Some(old_hash) = self.torrent_ids.get(&torrent.id).copied() {
             if old_hash != torrent.info_hash {
                 self.torrents.remove(&old_hash);

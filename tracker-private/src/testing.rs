@@ -55,6 +55,7 @@ pub fn torrent(id: u32) -> Torrent {
         is_deleted: false,
         download_factor: 100,
         upload_factor: 100,
+        times_completed: 0,
     }
 }
 

@@ -43,6 +43,9 @@ pub enum ShardRequest {
     RtcGone(Vec<(InfoHash, PeerId, ConnectionRef)>),
     /// An announce to a private tracker, checked and accounted by the owner.
     PrivateAnnounce(Box<crate::shard::PrivateRequest>),
+    /// What a worker's private ledger knows of a user or a torrent (the
+    /// site API's reads).
+    PrivateQuery(crate::shard::PrivateQuery),
 }
 
 /// Which swarms a scrape reads: each protocol counts its own kind of peer.
@@ -97,6 +100,7 @@ pub enum ShardReply {
     Metrics(Vec<Sample>),
     RtcAnnounce(Result<SwarmCounts, AnnounceRefused>),
     PrivateAnnounce(Result<AnnounceAnswer, crate::shard::PrivateRefused>),
+    PrivateQuery(crate::shard::PrivateAnswer),
     /// Serving the request panicked (the panic was contained and counted).
     Failed,
 }

@@ -110,6 +110,9 @@ impl Shard {
                 ShardReply::Metrics(samples)
             }
             ShardRequest::PrivateAnnounce(request) => self.serve_private(&request),
+            ShardRequest::PrivateQuery(query) => {
+                ShardReply::PrivateQuery(self.private_query_here(query))
+            }
             ShardRequest::RtcAnnounce(request) => {
                 ShardReply::RtcAnnounce(self.rtc_announce_local(*request))
             }

@@ -37,7 +37,10 @@ mod rtc;
 
 use crate::mesh::Swarms;
 use exchange::{PendingReply, Waiting};
-pub use private::{BatchSink, PrivateRefused, PrivateRequest, PrivateShard, PrivateStats};
+pub use private::{
+    BatchSink, PrivateAnswer, PrivateQuery, PrivateRefused, PrivateRequest, PrivateShard,
+    PrivateStats,
+};
 use rtc::ONE_WAY;
 pub use rtc::{RelaySink, RelayStats};
 

@@ -8,7 +8,8 @@ use super::*;
 use crate::metrics::{PRIVATE_ANNOUNCES, PRIVATE_CREDITED_BYTES, PRIVATE_LEDGER_PEERS};
 use std::cell::OnceCell;
 use tracker_private::{
-    Batch, Ledger, LedgerConfig, PeerKey, PeerRow, PrivateAnnounce, Refusal, RefusalKind, Site,
+    Batch, Ledger, LedgerConfig, PeerKey, PeerRow, PeerSnapshot, PrivateAnnounce, Refusal,
+    RefusalKind, Site, TorrentId, UserId,
 };
 use tracker_proto::AnnounceEvent;
 
@@ -75,6 +76,30 @@ impl PrivateRefused {
             PrivateRefused::Store(refused) => refused.reason().into(),
         }
     }
+}
+
+/// A question to a worker's ledger, for the site API's reads.
+#[derive(Clone, Copy, Debug)]
+pub enum PrivateQuery {
+    /// The user's peers on the worker's torrents.
+    User(UserId),
+    /// The torrent's peers and snatches (asked of its owner).
+    Torrent(TorrentId),
+}
+
+#[derive(Debug)]
+pub enum PrivateAnswer {
+    User {
+        seeding: u32,
+        leeching: u32,
+    },
+    Torrent {
+        seeders: u32,
+        leechers: u32,
+        /// Counted here since start.
+        snatches: u32,
+        peers: Vec<PeerSnapshot>,
+    },
 }
 
 /// A private announce on its way to the owner: the swarm's part, and the
@@ -200,6 +225,82 @@ impl Shard {
             ShardReply::PrivateAnnounce(Err(refused)) => {
                 Ok(answer(Err(refused), &AnswerPeers::default()))
             }
+            _ => Err(RouteError::Failed),
+        }
+    }
+
+    /// Answers a question about this worker's ledger.
+    pub(super) fn private_query_here(&self, query: PrivateQuery) -> PrivateAnswer {
+        let ledger = self.private.get().map(|p| p.ledger.borrow());
+        match (query, ledger) {
+            (PrivateQuery::User(user), Some(ledger)) => {
+                let (seeding, leeching) = ledger.user_counts(user);
+                PrivateAnswer::User { seeding, leeching }
+            }
+            (PrivateQuery::Torrent(torrent), Some(ledger)) => {
+                let (seeders, leechers) = ledger.counts(torrent);
+                PrivateAnswer::Torrent {
+                    seeders,
+                    leechers,
+                    snatches: ledger.snatches(torrent),
+                    peers: ledger.peers_of(torrent).collect(),
+                }
+            }
+            (PrivateQuery::User(_), None) => PrivateAnswer::User {
+                seeding: 0,
+                leeching: 0,
+            },
+            (PrivateQuery::Torrent(_), None) => PrivateAnswer::Torrent {
+                seeders: 0,
+                leechers: 0,
+                snatches: 0,
+                peers: Vec::new(),
+            },
+        }
+    }
+
+    /// A user's seeding and leeching peers, on every worker.
+    pub async fn private_user(&self, user: UserId) -> Result<(u32, u32), RouteError> {
+        let mut asked = Vec::new();
+        for owner in (0..self.workers).filter(|&owner| owner != self.index) {
+            asked.push(
+                self.ask(owner, ShardRequest::PrivateQuery(PrivateQuery::User(user)))
+                    .await?,
+            );
+        }
+        let mut answers = vec![self.private_query_here(PrivateQuery::User(user))];
+        for reply in asked {
+            match reply.await? {
+                ShardReply::PrivateQuery(answer) => answers.push(answer),
+                _ => return Err(RouteError::Failed),
+            }
+        }
+        let mut total = (0, 0);
+        for answer in answers {
+            if let PrivateAnswer::User { seeding, leeching } = answer {
+                total = (total.0 + seeding, total.1 + leeching);
+            }
+        }
+        Ok(total)
+    }
+
+    /// A torrent's peers and snatches, from its owner.
+    pub async fn private_torrent(
+        &self,
+        torrent: TorrentId,
+        info_hash: &InfoHash,
+    ) -> Result<PrivateAnswer, RouteError> {
+        let owner = self.owner(info_hash);
+        let query = PrivateQuery::Torrent(torrent);
+        if owner == self.index {
+            return Ok(self.private_query_here(query));
+        }
+        match self
+            .ask(owner, ShardRequest::PrivateQuery(query))
+            .await?
+            .await?
+        {
+            ShardReply::PrivateQuery(answer) => Ok(answer),
             _ => Err(RouteError::Failed),
         }
     }
