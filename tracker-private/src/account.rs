@@ -3,8 +3,8 @@
 //! counters going backwards credit nothing, a stop credits each counter on
 //! its own), with seedtime and the upload-rate bound added.
 
+use crate::announce::{LedgerConfig, PrivateAnnounce};
 use crate::batch::{Agent, PeerRow};
-use crate::ledger::{LedgerConfig, PrivateAnnounce};
 use crate::site::UserId;
 use ahash::AHashMap;
 use std::net::IpAddr;

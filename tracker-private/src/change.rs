@@ -2,7 +2,7 @@
 //! UNIT3D-Announce's meaning, so that UNIT3D's calls do what they do
 //! there.
 
-use crate::api::ApiError;
+use crate::api_error::ApiError;
 use crate::site::{Group, GroupId, Passkey, Site, Torrent, TorrentId, User, UserId};
 
 /// One change the site asks for (a PUT or DELETE of the site API).

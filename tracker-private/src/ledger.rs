@@ -22,59 +22,14 @@
 //! `stopped` and by [`Ledger::expire_some`].
 
 use crate::account::{account_deltas, balance, Account, Deltas, Swarm};
-use crate::batch::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
+pub use crate::announce::{LedgerConfig, PrivateAnnounce};
+use crate::batch::{Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
 use crate::refusal::{check, Refusal};
 use crate::rules::{self, Factors};
 use crate::site::{Site, TorrentId, UserId};
-use crate::Passkey;
 use ahash::AHashMap;
 use std::collections::BTreeSet;
-use std::net::IpAddr;
-use tracker_proto::{AnnounceEvent, InfoHash, PeerId};
-
-/// A ledger's limits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LedgerConfig {
-    /// Peers one user may have on one torrent (UNIT3D-Announce's
-    /// `MAX_PEERS_PER_TORRENT_PER_USER`, default 3); a new peer beyond it
-    /// is refused.
-    pub max_peers_per_torrent_per_user: u16,
-    /// Seconds after which a silent peer is forgotten (`ACTIVE_PEER_TTL`,
-    /// default 7200); also the most one announce interval adds to
-    /// seedtime.
-    pub active_peer_ttl: u64,
-    /// Bytes per second: an upload delta implying more since the peer's
-    /// previous announce is flagged and not credited (its raw bytes are
-    /// still recorded). 0: off.
-    pub max_upload_rate: u64,
-}
-
-impl Default for LedgerConfig {
-    fn default() -> LedgerConfig {
-        LedgerConfig {
-            max_peers_per_torrent_per_user: 3,
-            active_peer_ttl: 7200,
-            max_upload_rate: 0,
-        }
-    }
-}
-
-/// An announce to a private tracker, parsed, with the peer's address
-/// decided by the front end.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PrivateAnnounce {
-    pub info_hash: InfoHash,
-    pub peer_id: PeerId,
-    pub passkey: Passkey,
-    pub ip: IpAddr,
-    pub port: u16,
-    pub event: AnnounceEvent,
-    /// The client's totals since it started the torrent.
-    pub uploaded: u64,
-    pub downloaded: u64,
-    pub left: u64,
-    pub agent: Agent,
-}
+use tracker_proto::AnnounceEvent;
 
 /// An admitted announce: what the caller needs to answer it and count it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,8 +17,10 @@
 //!   file and a hand-over.
 
 mod account;
+mod announce;
 pub mod answer;
 pub mod api;
+mod api_error;
 pub mod batch;
 pub mod change;
 pub mod codec;

@@ -1,7 +1,7 @@
 //! Why an announce is refused, in UNIT3D-Announce's exact words, so that a
 //! site's users see the messages their site's help pages describe.
 
-use crate::ledger::PrivateAnnounce;
+use crate::announce::PrivateAnnounce;
 use crate::site::{Group, Site, Torrent, TorrentStatus, User};
 use std::borrow::Cow;
 use std::fmt;

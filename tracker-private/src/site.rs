@@ -1,7 +1,6 @@
 //! The site's records, as UNIT3D keeps them and UNIT3D-Announce reads them,
 //! and [`Site`], the view of them that every worker reads.
 
-use crate::rules::GlobalFactors;
 use imbl::shared_ptr::DefaultSharedPtr;
 use imbl::{GenericHashMap, GenericHashSet};
 use std::fmt;
@@ -435,5 +434,58 @@ mod tests {
         site.put_user(user(3, 10));
         assert_eq!(before.user(3), None);
         assert!(site.user(3).is_some());
+    }
+}
+
+/// One kind of donor's overrides (`DONOR_*_OVERRIDE` or
+/// `LIFETIME_DONOR_*_OVERRIDE`): None leaves the rule as it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FactorOverrides {
+    /// Raises the upload percent to at least this.
+    pub upload: Option<u8>,
+    /// Lowers the download percent to at most this.
+    pub download: Option<u8>,
+    /// Replaces the group's hit-and-run immunity.
+    pub immune: Option<bool>,
+}
+
+/// The configured factors: site-wide double upload or freeleech, and the
+/// donors' overrides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GlobalFactors {
+    /// Percent of uploaded bytes credited (`UPLOAD_FACTOR`, default 100;
+    /// 200 is a site-wide double upload).
+    pub upload: u8,
+    /// Percent of downloaded bytes counted (`DOWNLOAD_FACTOR`, default 100;
+    /// 0 is a site-wide freeleech).
+    pub download: u8,
+    /// For users with `is_donor` (and not `is_lifetime`).
+    pub donor: FactorOverrides,
+    /// For users with `is_lifetime`; they take precedence over donors'.
+    pub lifetime: FactorOverrides,
+}
+
+impl Default for GlobalFactors {
+    fn default() -> GlobalFactors {
+        GlobalFactors {
+            upload: 100,
+            download: 100,
+            donor: FactorOverrides::default(),
+            lifetime: FactorOverrides::default(),
+        }
+    }
+}
+
+impl GlobalFactors {
+    /// The overrides that apply to `user`, if any: a lifetime donor's
+    /// first, else a donor's.
+    pub fn overrides_for(&self, user: &User) -> Option<&FactorOverrides> {
+        if user.is_lifetime {
+            Some(&self.lifetime)
+        } else if user.is_donor {
+            Some(&self.donor)
+        } else {
+            None
+        }
     }
 }

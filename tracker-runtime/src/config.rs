@@ -498,6 +498,23 @@ impl SwarmConfig {
     }
 }
 
+/// The shortest API key accepted (UNIT3D-Announce's rule).
+pub const MIN_API_KEY_LEN: usize = 32;
+
+/// An API key that goes in a URL path: at least [`MIN_API_KEY_LEN`]
+/// visible characters, no `/`. `listen` names the key that needs it.
+pub fn api_key(key: &str, value: &str, listen: &str) -> Result<(), ConfigError> {
+    if value.len() < MIN_API_KEY_LEN || !value.bytes().all(|b| b.is_ascii_graphic() && b != b'/') {
+        return Err(ConfigError::key(
+            key,
+            format!(
+                "needs at least {MIN_API_KEY_LEN} visible characters, no `/`, when {listen} is set"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Access lists: which torrents are served.
 #[derive(Clone, PartialEq, Deserialize, Serialize, Documented, DocumentedFields)]
 #[serde(default, deny_unknown_fields)]
@@ -582,18 +599,7 @@ impl AccessConfig {
                 format!("`{}` is not an address and port", self.api_listen),
             ));
         }
-        if self.api_key.len() < crate::private_config::MIN_API_KEY_LEN
-            || !self
-                .api_key
-                .bytes()
-                .all(|b| b.is_ascii_graphic() && b != b'/')
-        {
-            return Err(ConfigError::key(
-                "access.api_key",
-                "needs at least 32 visible characters, no `/`, when access.api_listen is set",
-            ));
-        }
-        Ok(())
+        api_key("access.api_key", &self.api_key, "access.api_listen")
     }
 
     /// The list to read, unless access lists are off (validated).

@@ -14,6 +14,7 @@ use std::task::{Context, Poll};
 
 use crate::metrics::Sample;
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Receivers, Senders};
+use tracker_private::{PeerSnapshot, PrivateAnnounce, Refusal, TorrentId, UserId};
 use tracker_proto::ws::OfferId;
 use tracker_proto::{Announce, AnnounceAnswer, AnswerPeers, InfoHash, PeerId, ScrapeStats};
 use tracker_swarm::{AnnounceRefused, SwarmCounts};
@@ -42,10 +43,60 @@ pub enum ShardRequest {
     /// connection closed (each leaves its torrent as if it had stopped).
     RtcGone(Vec<(InfoHash, PeerId, ConnectionRef)>),
     /// An announce to a private tracker, checked and accounted by the owner.
-    PrivateAnnounce(Box<crate::shard::PrivateRequest>),
+    PrivateAnnounce(Box<PrivateRequest>),
     /// What a worker's private ledger knows of a user or a torrent (the
     /// site API's reads).
-    PrivateQuery(crate::shard::PrivateQuery),
+    PrivateQuery(PrivateQuery),
+}
+
+/// Why a private announce got no peers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PrivateRefused {
+    /// The site's rules (UNIT3D-Announce's words).
+    Site(Refusal),
+    /// The swarm store's limits.
+    Store(AnnounceRefused),
+}
+
+impl PrivateRefused {
+    pub fn reason(&self) -> std::borrow::Cow<'static, str> {
+        match self {
+            PrivateRefused::Site(refusal) => refusal.reason(),
+            PrivateRefused::Store(refused) => refused.reason().into(),
+        }
+    }
+}
+
+/// A question to a worker's ledger, for the site API's reads.
+#[derive(Clone, Copy, Debug)]
+pub enum PrivateQuery {
+    /// The user's peers on the worker's torrents.
+    User(UserId),
+    /// The torrent's peers and snatches (asked of its owner).
+    Torrent(TorrentId),
+}
+
+#[derive(Debug)]
+pub enum PrivateAnswer {
+    User {
+        seeding: u32,
+        leeching: u32,
+    },
+    Torrent {
+        seeders: u32,
+        leechers: u32,
+        /// Counted here since start.
+        snatches: u32,
+        peers: Vec<PeerSnapshot>,
+    },
+}
+
+/// A private announce on its way to the owner: the swarm's part, and the
+/// ledger's.
+#[derive(Debug)]
+pub struct PrivateRequest {
+    pub announce: Announce,
+    pub account: PrivateAnnounce,
 }
 
 /// Which swarms a scrape reads: each protocol counts its own kind of peer.
@@ -99,8 +150,8 @@ pub enum ShardReply {
     ScrapeSome(Vec<(InfoHash, ScrapeStats)>),
     Metrics(Vec<Sample>),
     RtcAnnounce(Result<SwarmCounts, AnnounceRefused>),
-    PrivateAnnounce(Result<AnnounceAnswer, crate::shard::PrivateRefused>),
-    PrivateQuery(crate::shard::PrivateAnswer),
+    PrivateAnnounce(Result<AnnounceAnswer, PrivateRefused>),
+    PrivateQuery(PrivateAnswer),
     /// Serving the request panicked (the panic was contained and counted).
     Failed,
 }

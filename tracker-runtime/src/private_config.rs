@@ -2,7 +2,7 @@
 //! UNIT3D site's database). Off by default; the public tracker pays nothing
 //! for it.
 
-use crate::config::{at_most, positive, within, ConfigError};
+use crate::config::{api_key, at_most, positive, within, ConfigError};
 use documented::{Documented, DocumentedFields};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -110,9 +110,6 @@ impl Default for PrivateConfig {
     }
 }
 
-/// The shortest API key accepted (UNIT3D-Announce's rule).
-pub const MIN_API_KEY_LEN: usize = 32;
-
 impl PrivateConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !self.enabled {
@@ -159,20 +156,7 @@ impl PrivateConfig {
                     format!("`{}` is not an address and port", self.api_listen),
                 ));
             }
-            if self.api_key.len() < MIN_API_KEY_LEN
-                || !self
-                    .api_key
-                    .bytes()
-                    .all(|b| b.is_ascii_graphic() && b != b'/')
-            {
-                return Err(ConfigError::key(
-                    "private.api_key",
-                    format!(
-                        "needs at least {MIN_API_KEY_LEN} visible characters, no `/`, \
-                         when private.api_listen is set"
-                    ),
-                ));
-            }
+            api_key("private.api_key", &self.api_key, "private.api_listen")?;
         }
         at_most("private.download_factor", self.download_factor.into(), 100)?;
         positive(

@@ -21,7 +21,7 @@ use tracker_swarm::SwarmCounts;
 const MAX_URL_DATA: usize = 512;
 
 /// UNIT3D-Announce's words for an announce without a passkey.
-pub(crate) const INVALID_PASSKEY: &[u8] = b"Invalid passkey.";
+const INVALID_PASSKEY: &[u8] = b"Invalid passkey.";
 
 /// The passkey in an announce's URLData, if its path has one.
 fn passkey(req: &AnnounceRequest<'_>) -> Option<Passkey> {
@@ -41,9 +41,9 @@ fn passkey(req: &AnnounceRequest<'_>) -> Option<Passkey> {
 }
 
 impl UdpService {
-    /// Answers a private announce (the connection id already checked) once
-    /// its torrent's owner has; false when it has no passkey, which the
-    /// caller answers with [`INVALID_PASSKEY`].
+    /// Answers a private announce (the connection id already checked): at
+    /// once when it has no passkey or its torrent is this worker's, else
+    /// once its torrent's owner has.
     pub(crate) fn private_announce(
         self: &Rc<Self>,
         req: &AnnounceRequest<'_>,
@@ -51,10 +51,12 @@ impl UdpService {
         socket: &crate::server::Socket,
         tx: &mut SendBatch,
         reply: (SocketAddr, Option<LocalAddr>),
-    ) -> bool {
+    ) {
         let txid = req.transaction_id;
         let Some(passkey) = passkey(req) else {
-            return false;
+            self.stats.errors_sent.inc();
+            write_error_response(tx.push(reply.0, reply.1), txid, INVALID_PASSKEY);
+            return;
         };
         let account = PrivateAnnounce {
             info_hash: req.info_hash,
@@ -78,7 +80,7 @@ impl UdpService {
         });
         if here.is_some() {
             self.stats.announces_local.inc();
-            return true;
+            return;
         }
         self.stats.announces_forwarded.inc();
         let this = self.clone();
@@ -99,7 +101,6 @@ impl UdpService {
             Contained::new(&this.stats.panics, task).await;
         })
         .detach();
-        true
     }
 }
 

@@ -4,7 +4,6 @@
 use crate::coalesce::Coalesce;
 use crate::config::UdpConfig;
 use crate::cookie::ConnectionCookies;
-use crate::private::INVALID_PASSKEY;
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::mem;
@@ -442,11 +441,7 @@ impl UdpService {
                     peer_ids: false,
                 };
                 if self.shard.private().is_some() {
-                    if !self.private_announce(&req, announce, socket, tx, (from, to)) {
-                        self.stats.errors_sent.inc();
-                        write_error_response(tx.push(from, to), txid, INVALID_PASSKEY);
-                    }
-                    return;
+                    return self.private_announce(&req, announce, socket, tx, (from, to));
                 }
                 let written = self.shard.announce_here(&announce, |counts, peers| {
                     self.write_announce(tx.push(from, to), txid, family, counts, peers.compact())

@@ -36,11 +36,9 @@ mod private;
 mod rtc;
 
 use crate::mesh::Swarms;
+pub use crate::mesh::{PrivateAnswer, PrivateQuery, PrivateRefused, PrivateRequest};
 use exchange::{PendingReply, Waiting};
-pub use private::{
-    BatchSink, PrivateAnswer, PrivateQuery, PrivateRefused, PrivateRequest, PrivateShard,
-    PrivateStats,
-};
+pub use private::{BatchSink, PrivateShard, PrivateStats};
 use rtc::ONE_WAY;
 pub use rtc::{RelaySink, RelayStats};
 

@@ -8,8 +8,7 @@ use super::*;
 use crate::metrics::{PRIVATE_ANNOUNCES, PRIVATE_CREDITED_BYTES, PRIVATE_LEDGER_PEERS};
 use std::cell::OnceCell;
 use tracker_private::{
-    Batch, Ledger, LedgerConfig, PeerKey, PeerRow, PeerSnapshot, PrivateAnnounce, Refusal,
-    RefusalKind, Site, TorrentId, UserId,
+    Batch, Ledger, LedgerConfig, PeerKey, PeerRow, RefusalKind, Site, TorrentId, UserId,
 };
 use tracker_proto::AnnounceEvent;
 
@@ -58,56 +57,6 @@ pub struct PrivateShard {
     ledger: RefCell<Ledger>,
     sink: Arc<dyn BatchSink>,
     pub stats: PrivateStats,
-}
-
-/// Why a private announce got no peers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PrivateRefused {
-    /// The site's rules (UNIT3D-Announce's words).
-    Site(Refusal),
-    /// The swarm store's limits.
-    Store(AnnounceRefused),
-}
-
-impl PrivateRefused {
-    pub fn reason(&self) -> std::borrow::Cow<'static, str> {
-        match self {
-            PrivateRefused::Site(refusal) => refusal.reason(),
-            PrivateRefused::Store(refused) => refused.reason().into(),
-        }
-    }
-}
-
-/// A question to a worker's ledger, for the site API's reads.
-#[derive(Clone, Copy, Debug)]
-pub enum PrivateQuery {
-    /// The user's peers on the worker's torrents.
-    User(UserId),
-    /// The torrent's peers and snatches (asked of its owner).
-    Torrent(TorrentId),
-}
-
-#[derive(Debug)]
-pub enum PrivateAnswer {
-    User {
-        seeding: u32,
-        leeching: u32,
-    },
-    Torrent {
-        seeders: u32,
-        leechers: u32,
-        /// Counted here since start.
-        snatches: u32,
-        peers: Vec<PeerSnapshot>,
-    },
-}
-
-/// A private announce on its way to the owner: the swarm's part, and the
-/// ledger's.
-#[derive(Debug)]
-pub struct PrivateRequest {
-    pub announce: Announce,
-    pub account: PrivateAnnounce,
 }
 
 impl Shard {

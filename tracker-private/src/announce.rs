@@ -1,0 +1,50 @@
+//! What a ledger takes: an announce to a private tracker, and its limits.
+
+use crate::batch::Agent;
+use crate::site::Passkey;
+use std::net::IpAddr;
+use tracker_proto::{AnnounceEvent, InfoHash, PeerId};
+
+/// A ledger's limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LedgerConfig {
+    /// Peers one user may have on one torrent (UNIT3D-Announce's
+    /// `MAX_PEERS_PER_TORRENT_PER_USER`, default 3); a new peer beyond it
+    /// is refused.
+    pub max_peers_per_torrent_per_user: u16,
+    /// Seconds after which a silent peer is forgotten (`ACTIVE_PEER_TTL`,
+    /// default 7200); also the most one announce interval adds to
+    /// seedtime.
+    pub active_peer_ttl: u64,
+    /// Bytes per second: an upload delta implying more since the peer's
+    /// previous announce is flagged and not credited (its raw bytes are
+    /// still recorded). 0: off.
+    pub max_upload_rate: u64,
+}
+
+impl Default for LedgerConfig {
+    fn default() -> LedgerConfig {
+        LedgerConfig {
+            max_peers_per_torrent_per_user: 3,
+            active_peer_ttl: 7200,
+            max_upload_rate: 0,
+        }
+    }
+}
+
+/// An announce to a private tracker, parsed, with the peer's address
+/// decided by the front end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrivateAnnounce {
+    pub info_hash: InfoHash,
+    pub peer_id: PeerId,
+    pub passkey: Passkey,
+    pub ip: IpAddr,
+    pub port: u16,
+    pub event: AnnounceEvent,
+    /// The client's totals since it started the torrent.
+    pub uploaded: u64,
+    pub downloaded: u64,
+    pub left: u64,
+    pub agent: Agent,
+}
