@@ -100,12 +100,15 @@ impl Shard {
         let Some(private) = self.private.get() else {
             return Err(PrivateRefused::Store(AnnounceRefused::NotAllowed));
         };
-        let site = private.site.borrow_mut().get().clone();
+        // Borrowed, not cloned: a clone of the shared Arc per announce would
+        // bounce its count's cache line between every worker's CPU.
+        let mut site = private.site.borrow_mut();
         let admitted =
             private
                 .ledger
                 .borrow_mut()
-                .announce(&site, &req.account, clock::unix_secs());
+                .announce(site.get(), &req.account, clock::unix_secs());
+        drop(site);
         let admitted = match admitted {
             Ok(admitted) => admitted,
             Err(refusal) => {
