@@ -59,17 +59,7 @@ impl HttpService {
         traffic: &HttpTraffic,
         out: &mut Vec<u8>,
     ) {
-        // HTTP has no datagram to fit: only swarm.max_numwant caps it.
-        let numwant = self.swarm.numwant(req.numwant, u32::MAX);
-        let announce = Announce {
-            info_hash: req.info_hash,
-            peer_id: req.peer_id,
-            peer_addr: SocketAddr::new(ip, req.port),
-            event: req.event,
-            left: req.left,
-            numwant,
-            peer_ids: !req.compact && !req.no_peer_id,
-        };
+        let announce = self.announce_of(req, ip);
         if self.shard.is_local(&announce.info_hash) {
             traffic.announces_local.inc();
         } else {
@@ -80,6 +70,20 @@ impl HttpService {
         });
         if let Err(e) = routed.await {
             self.route_failed(out, connection, e);
+        }
+    }
+
+    /// The swarm's part of an HTTP announce from `ip`.
+    pub(super) fn announce_of(&self, req: &AnnounceRequest<'_>, ip: IpAddr) -> Announce {
+        Announce {
+            info_hash: req.info_hash,
+            peer_id: req.peer_id,
+            peer_addr: SocketAddr::new(ip, req.port),
+            event: req.event,
+            left: req.left,
+            // HTTP has no datagram to fit: only swarm.max_numwant caps it.
+            numwant: self.swarm.numwant(req.numwant, u32::MAX),
+            peer_ids: !req.compact && !req.no_peer_id,
         }
     }
 

@@ -35,16 +35,7 @@ impl HttpService {
             Err(e) => return self.fail(s.out, e.status(), connection, e.reason()),
         };
         let ip = request.real_ip.map_or(peer_ip, canonical_ip);
-        let numwant = self.swarm.numwant(req.numwant, u32::MAX);
-        let announce = Announce {
-            info_hash: req.info_hash,
-            peer_id: req.peer_id,
-            peer_addr: SocketAddr::new(ip, req.port),
-            event: req.event,
-            left: req.left,
-            numwant,
-            peer_ids: !req.compact && !req.no_peer_id,
-        };
+        let announce = self.announce_of(&req, ip);
         let account = PrivateAnnounce {
             info_hash: req.info_hash,
             peer_id: req.peer_id,
