@@ -76,8 +76,32 @@ fn announce_with(
 
 fn failure(tracker: SocketAddr, path: &str) -> Option<String> {
     let (status, body) = http_get(tracker, path, Duration::from_secs(5)).expect("an answer");
-    assert_eq!(status, 200, "{path}: {}", String::from_utf8_lossy(&body));
-    let value = bencode::decode(&body).expect("bencoded");
+    failure_of(path, status, &body)
+}
+
+/// As [`failure`], with this `User-Agent` (or none).
+fn failure_as(tracker: SocketAddr, path: &str, agent: Option<&str>) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut tcp = std::net::TcpStream::connect(tracker).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let agent = agent
+        .map(|a| format!("User-Agent: {a}\r\n"))
+        .unwrap_or_default();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\n{agent}Connection: close\r\n\r\n");
+    tcp.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    tcp.read_to_end(&mut answer).unwrap();
+    let head_end = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let status = std::str::from_utf8(&answer[9..12])
+        .unwrap()
+        .parse()
+        .unwrap();
+    failure_of(path, status, &answer[head_end..])
+}
+
+fn failure_of(path: &str, status: u16, body: &[u8]) -> Option<String> {
+    assert_eq!(status, 200, "{path}: {}", String::from_utf8_lossy(body));
+    let value = bencode::decode(body).expect("bencoded");
     let text = |key: &[u8]| {
         value
             .get(key)
@@ -219,6 +243,25 @@ fn announces_are_credited_by_unit3ds_rules_and_refused_in_its_words() {
         .as_deref(),
         Some("Client is not acceptable. Please check our blacklist.")
     );
+    // The client's own checks: its port, and its user agent.
+    assert_eq!(
+        announce(http, 1, 1, 8080, (0, 0, 5), STARTED).as_deref(),
+        Some("Illegal port: 8080. Port should be between 6881-64999.")
+    );
+    let keyed = path.replacen("/announce?", &format!("/announce/{}?", passkey(2)), 1);
+    for (agent, reason) in [
+        (None, "Invalid user agent."),
+        (
+            Some("Mozilla/5.0 (X11; Linux x86_64)"),
+            "Browser, crawler or cheater is not allowed.",
+        ),
+        (
+            Some(&*"a".repeat(65)),
+            "The user agent of this client is too long.",
+        ),
+    ] {
+        assert_eq!(failure_as(http, &keyed, agent).as_deref(), Some(reason));
+    }
     // Gazelle's form of the path works too; a path without a passkey and a
     // scrape do not.
     let gazelle = path.replacen("/announce?", &format!("/{}/announce?", passkey(2)), 1);
@@ -377,6 +420,11 @@ fn udp_announces_carry_the_passkey_in_url_data() {
     // Without a passkey, or with an unknown one: errors.
     let answer = client.announce_with_url(info_hash(1), 7102, (0, 0, 10), STARTED, "/announce");
     assert_eq!(answer, Err("Invalid passkey.".to_string()));
+    let answer = client.announce_with_url(info_hash(1), 80, (0, 0, 10), STARTED, &url);
+    assert_eq!(
+        answer,
+        Err("Illegal port: 80. Port should be between 6881-64999.".to_string())
+    );
     let unknown = format!("/{}/announce", "e".repeat(32));
     let answer = client.announce_with_url(info_hash(1), 7102, (0, 0, 10), STARTED, &unknown);
     assert_eq!(

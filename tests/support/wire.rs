@@ -116,7 +116,10 @@ pub fn http_announce_target(info_hash: InfoHash, port: u16) -> String {
 pub fn http_get(addr: SocketAddr, target: &str, wait: Duration) -> Option<(u16, Vec<u8>)> {
     let mut tcp = TcpStream::connect_timeout(&addr, wait).ok()?;
     tcp.set_read_timeout(Some(wait)).ok()?;
-    let request = format!("GET {target} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    let request = format!(
+        "GET {target} HTTP/1.1\r\nHost: t\r\nUser-Agent: tracker-tests/1.0\r\n\
+         Connection: close\r\n\r\n"
+    );
     tcp.write_all(request.as_bytes()).ok()?;
     let mut answer = Vec::new();
     tcp.read_to_end(&mut answer).ok()?;

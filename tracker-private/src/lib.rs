@@ -23,6 +23,7 @@ pub mod api;
 mod api_error;
 pub mod batch;
 pub mod change;
+pub mod client;
 pub mod codec;
 pub mod ledger;
 pub mod refusal;

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use tracker_net::udp::{LocalAddr, SendBatch};
+use tracker_private::client::check_port;
 use tracker_private::{Agent, Passkey, PrivateAnnounce};
 use tracker_proto::http::{route, Endpoint};
 use tracker_proto::udp::{write_error_response, AnnounceRequest, TransactionId};
@@ -58,6 +59,13 @@ impl UdpService {
             write_error_response(tx.push(reply.0, reply.1), txid, INVALID_PASSKEY);
             return;
         };
+        if let Err(refusal) = check_port(req.port, req.event) {
+            self.stats.refused.inc();
+            self.stats.errors_sent.inc();
+            let message = refusal.to_string();
+            write_error_response(tx.push(reply.0, reply.1), txid, message.as_bytes());
+            return;
+        }
         let account = PrivateAnnounce {
             info_hash: req.info_hash,
             peer_id: req.peer_id,

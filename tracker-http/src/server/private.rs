@@ -4,6 +4,7 @@
 
 use super::answer::Scratch;
 use super::*;
+use tracker_private::client::{check_port, check_user_agent};
 use tracker_private::{Agent, Passkey, PrivateAnnounce};
 use tracker_proto::http::write_warning;
 use tracker_runtime::shard::{PrivateRefused, PrivateRequest};
@@ -34,6 +35,13 @@ impl HttpService {
             Ok(req) => req,
             Err(e) => return self.fail(s.out, e.status(), connection, e.reason()),
         };
+        // The client's own checks, before any lookup.
+        let client =
+            check_user_agent(request.user_agent).and_then(|()| check_port(req.port, req.event));
+        if let Err(refusal) = client {
+            self.stats.refused.inc();
+            return self.fail(s.out, 200, connection, &refusal.to_string());
+        }
         let ip = request.real_ip.map_or(peer_ip, canonical_ip);
         let announce = self.announce_of(&req, ip);
         let account = PrivateAnnounce {
