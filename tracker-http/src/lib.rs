@@ -5,6 +5,7 @@ mod accept;
 pub mod config;
 pub mod connections;
 mod deadline;
+mod endpoint;
 mod linger;
 pub mod metrics_endpoint;
 pub mod send_buffer;

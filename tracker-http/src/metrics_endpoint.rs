@@ -4,20 +4,18 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{FromRawFd, IntoRawFd};
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use glommio::net::{TcpListener, TcpStream};
+use glommio::net::TcpStream;
 use glommio::GlommioError;
-use tracing::debug;
-use tracker_proto::canonical_ip;
 use tracker_runtime::metrics::{render, MetricSource, Sample, METRICS_ENDPOINT_ERRORS};
 use tracker_runtime::shard::Shard;
 
 use crate::config::MetricsConfig;
 use crate::connections::{AdmissionCounters, ConnectionTable, Slot};
+use crate::endpoint::SmallEndpoint;
 
 /// What a request to the endpoint asks for.
 #[derive(Debug, PartialEq, Eq)]
@@ -113,53 +111,12 @@ impl Endpoint {
 
     /// Serves one listener until it fails for good.
     pub async fn serve(self: Rc<Self>, listener: std::net::TcpListener) -> Result<(), String> {
-        let local = listener.local_addr().map_err(|e| e.to_string())?;
-        // Scrapes refused, evicted or timed out are reset (see
-        // `crate::linger`).
-        crate::linger::reset_on_close(&listener, true)
-            .map_err(|e| format!("metrics {local}: SO_LINGER: {e}"))?;
-        // SAFETY: the fd comes from a listening socket we own and hand over whole.
-        let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
-        loop {
-            let stream = match listener.accept().await {
-                Ok(stream) => stream,
-                Err(e) => {
-                    crate::accept::accept_failed("metrics", local, e).await?;
-                    continue;
-                }
-            };
-            // Scrapes are rare; more at once than this is a misconfigured or
-            // hostile client, and gathering costs every worker some work.
-            let Ok(peer) = stream.peer_addr() else {
-                continue;
-            };
-            let admission = self.connections.admit(canonical_ip(peer.ip()), false);
-            let Some(slot) = admission.counted(AdmissionCounters {
-                evicted: &self.stats.evicted,
-                block_limit: [&self.stats.address_limit; 3],
-                full: &self.stats.rejected,
-            }) else {
-                continue;
-            };
-            let endpoint = self.clone();
-            glommio::spawn_local(async move {
-                let answered =
-                    glommio::timer::timeout(endpoint.timeout, endpoint.connection(stream, &slot))
-                        .await;
-                match answered {
-                    Err(GlommioError::TimedOut(_)) => endpoint.stats.timeouts.inc(),
-                    Err(e) => debug!("metrics {local}: {e}"),
-                    Ok(()) => {}
-                }
-                drop(slot);
-            })
-            .detach();
-        }
+        crate::endpoint::serve(self, listener).await
     }
 
     /// Serves one scrape connection; it may be evicted until its request
     /// head is complete.
-    async fn connection(&self, mut stream: TcpStream, slot: &Slot) -> Result<(), GlommioError<()>> {
+    async fn scrape(&self, mut stream: TcpStream, slot: &Slot) -> Result<(), GlommioError<()>> {
         let mut buf = vec![0u8; self.max_head];
         let mut len = 0;
         let head = loop {
@@ -202,6 +159,40 @@ impl Endpoint {
             }
             Route::BadRequest => respond(&mut stream, "400 Bad Request", "", false).await,
         }
+    }
+}
+
+impl SmallEndpoint for Endpoint {
+    const NAME: &'static str = "metrics";
+
+    fn connections(&self) -> &Rc<ConnectionTable> {
+        &self.connections
+    }
+
+    fn admission_counters(&self) -> AdmissionCounters<'_> {
+        // Scrapes are rare; more at once than the caps is a misconfigured
+        // or hostile client, and gathering costs every worker some work.
+        AdmissionCounters {
+            evicted: &self.stats.evicted,
+            block_limit: [&self.stats.address_limit; 3],
+            full: &self.stats.rejected,
+        }
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn count_timeout(&self) {
+        self.stats.timeouts.inc();
+    }
+
+    fn connection<'a>(
+        &'a self,
+        stream: TcpStream,
+        slot: &'a Slot,
+    ) -> impl std::future::Future<Output = Result<(), GlommioError<()>>> + 'a {
+        self.scrape(stream, slot)
     }
 }
 

@@ -5,19 +5,16 @@
 //! request; what a request means is the [`SiteApi`] handler's.
 
 use std::future::Future;
-use std::net::IpAddr;
-use std::os::fd::{FromRawFd, IntoRawFd};
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use glommio::net::{TcpListener, TcpStream};
-use tracing::debug;
-use tracker_proto::canonical_ip;
+use glommio::net::TcpStream;
 use tracker_runtime::metrics::{MetricSource, Sample, SITE_API_REQUESTS};
 
 use crate::connections::{AdmissionCounters, ConnectionTable, Slot};
+use crate::endpoint::SmallEndpoint;
 
 /// Bytes of a request head at most.
 const MAX_HEAD: usize = 8 << 10;
@@ -156,45 +153,10 @@ impl SiteApiServer {
 
     /// Serves one listener until it fails for good.
     pub async fn serve(self: Rc<Self>, listener: std::net::TcpListener) -> Result<(), String> {
-        let local = listener.local_addr().map_err(|e| e.to_string())?;
-        crate::linger::reset_on_close(&listener, true)
-            .map_err(|e| format!("site API {local}: SO_LINGER: {e}"))?;
-        // SAFETY: the fd comes from a listening socket we own and hand over whole.
-        let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
-        loop {
-            let stream = match listener.accept().await {
-                Ok(stream) => stream,
-                Err(e) => {
-                    crate::accept::accept_failed("site API", local, e).await?;
-                    continue;
-                }
-            };
-            let Ok(peer) = stream.peer_addr() else {
-                continue;
-            };
-            let ip: IpAddr = canonical_ip(peer.ip());
-            let admission = self.connections.admit(ip, false);
-            let Some(slot) = admission.counted(AdmissionCounters {
-                evicted: &self.stats.connection_limit,
-                block_limit: [&self.stats.connection_limit; 3],
-                full: &self.stats.connection_limit,
-            }) else {
-                continue;
-            };
-            let server = self.clone();
-            glommio::spawn_local(async move {
-                match glommio::timer::timeout(TIMEOUT, server.connection(stream, &slot)).await {
-                    Err(glommio::GlommioError::TimedOut(_)) => server.stats.timeout.inc(),
-                    Err(e) => debug!("site API {local}: {e}"),
-                    Ok(()) => {}
-                }
-                drop(slot);
-            })
-            .detach();
-        }
+        crate::endpoint::serve(self, listener).await
     }
 
-    async fn connection(
+    async fn request(
         &self,
         mut stream: TcpStream,
         slot: &Slot,
@@ -255,6 +217,38 @@ impl SiteApiServer {
             _ => self.stats.bad_request.inc(),
         }
         respond(&mut stream, answer.status, &answer.body).await
+    }
+}
+
+impl SmallEndpoint for SiteApiServer {
+    const NAME: &'static str = "site API";
+
+    fn connections(&self) -> &Rc<ConnectionTable> {
+        &self.connections
+    }
+
+    fn admission_counters(&self) -> AdmissionCounters<'_> {
+        AdmissionCounters {
+            evicted: &self.stats.connection_limit,
+            block_limit: [&self.stats.connection_limit; 3],
+            full: &self.stats.connection_limit,
+        }
+    }
+
+    fn timeout(&self) -> Duration {
+        TIMEOUT
+    }
+
+    fn count_timeout(&self) {
+        self.stats.timeout.inc();
+    }
+
+    fn connection<'a>(
+        &'a self,
+        stream: TcpStream,
+        slot: &'a Slot,
+    ) -> impl Future<Output = Result<(), glommio::GlommioError<()>>> + 'a {
+        self.request(stream, slot)
     }
 }
 
