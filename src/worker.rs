@@ -126,7 +126,12 @@ impl Worker {
         )
         .await?;
         if let Some(private) = &private {
-            shard.set_private(private.site.clone(), private.ledger, private.sink.clone());
+            shard.set_private(
+                private.site.clone(),
+                private.ledger,
+                private.slots(),
+                private.sink.clone(),
+            );
             shard.restore_private(restored_peers);
             let interval = private.flush_interval;
             glommio::spawn_local(shard.clone().flush_private_forever(interval)).detach();

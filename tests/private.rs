@@ -746,3 +746,34 @@ fn every_site_api_change_is_served_at_once() {
     assert!(!stats.contains("\"last_request_at\":0"), "{stats}");
     tracker.stop();
 }
+
+#[test]
+fn a_leecher_past_its_groups_download_slots_is_told_and_kept_out() {
+    let _shared = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let db = SiteDb::new();
+    seed(&db);
+    db.exec("UPDATE `groups` SET download_slots = 1 WHERE id = 1");
+    let state = TempPath::new("tracker-test-private-slots", "state");
+    db.torrent(4, 0, 1);
+    let (tracker, _) = start(&db, &state.0);
+    let http2 = tracker.http[0];
+    // Two workers: the torrents may have different owners, the count is
+    // the user's on all of them.
+    assert_eq!(announce(http2, 1, 1, 7001, (0, 0, 1000), STARTED), None);
+    assert_eq!(
+        announce(http2, 1, 4, 7002, (0, 0, 1000), STARTED).as_deref(),
+        Some("warning: Download slot limit reached")
+    );
+    // Seeders need no slot; and once the first leecher is done, the slot
+    // is free.
+    assert_eq!(
+        announce(http2, 1, 1, 7001, (0, 1000, 0), AnnounceEvent::Completed),
+        None
+    );
+    assert_eq!(announce(http2, 1, 4, 7002, (0, 10, 990), NONE), None);
+    db.wait_for(
+        "SELECT visible FROM peers WHERE user_id = 1 AND torrent_id = 4",
+        true,
+    );
+    tracker.stop();
+}

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 use tracker_db::{DbConfig, FlusherConfig, FlusherHandle, Leftover};
+use tracker_private::slots::LeechingCounts;
 use tracker_private::{Batch, GlobalFactors, LedgerConfig, PeerKey, PeerRow, Site};
 use tracker_runtime::metrics::{
     MetricSource, Sample, PRIVATE_DATABASE_UP, PRIVATE_FLUSHES, PRIVATE_LAST_FLUSH,
@@ -40,6 +41,9 @@ pub struct PrivateMode {
     pub flush_interval: Duration,
     /// The database thread, while it runs.
     pub sink: Arc<FlusherSink>,
+    /// Each user's leeching peers, for the download slots: one table per
+    /// serve, filled by its workers' restores and announces.
+    slots: Mutex<Arc<LeechingCounts>>,
     config: PrivateConfig,
     pending_path: Option<PathBuf>,
 }
@@ -138,6 +142,7 @@ impl PrivateMode {
             },
             flush_interval: Duration::from_millis(private.flush_interval_ms.into()),
             sink: Arc::new(FlusherSink::default()),
+            slots: Mutex::new(Arc::new(LeechingCounts::default())),
             config: private.clone(),
             pending_path,
         })))
@@ -151,6 +156,8 @@ impl PrivateMode {
     /// once the predecessor, if any, has stopped and written its own.
     pub fn start_flusher(&self, owners: &Owners) -> Result<Vec<RestoredPeers>, String> {
         let leftover = self.read_pending()?;
+        // The workers of this serve count from nothing, their restores first.
+        *self.slots.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(LeechingCounts::default());
         let site = self.site.load().0;
         let mut per_worker: Vec<RestoredPeers> = vec![Vec::new(); owners.workers()];
         let mut place = |key: PeerKey, row: PeerRow| {
@@ -198,6 +205,11 @@ impl PrivateMode {
             .map_err(|e| format!("private.database_url: starting the database thread: {e}"))?;
         *self.sink.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
         Ok(per_worker)
+    }
+
+    /// The leeching counts of this serve's workers.
+    pub fn slots(&self) -> Arc<LeechingCounts> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Stops the database thread once the workers handed in their last

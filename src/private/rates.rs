@@ -59,13 +59,13 @@ impl RequestRates {
 
     fn record(&self, now: u64, requests: u64, announces: u64) {
         let mut history = self.history.borrow_mut();
-        if let Some(&(_, last_requests, last_announces)) = history.back() {
-            if requests > last_requests {
-                self.last_request_at.set(now);
-            }
-            if announces > last_announces {
-                self.last_announce_response_at.set(now);
-            }
+        // Counted from zero at start: the first sample sees what came before.
+        let (_, last_requests, last_announces) = history.back().copied().unwrap_or_default();
+        if requests > last_requests {
+            self.last_request_at.set(now);
+        }
+        if announces > last_announces {
+            self.last_announce_response_at.set(now);
         }
         history.push_back((now, requests, announces));
         while history.len() > WINDOWS[4] as usize + 1 {

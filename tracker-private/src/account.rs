@@ -23,6 +23,16 @@ pub(crate) struct Account {
     pub(crate) agent: Agent,
     pub(crate) created_at: u64,
     pub(crate) has_sent_completed: bool,
+    /// A leecher past its user's download slots: accounted, but not handed
+    /// out and not counted in the user's leeching peers.
+    pub(crate) hidden: bool,
+}
+
+impl Account {
+    /// Counted in its user's leeching peers (see `LeechingCounts`).
+    pub(crate) fn leeching(&self) -> bool {
+        !self.seeder && !self.hidden
+    }
 }
 
 impl Account {
@@ -36,7 +46,7 @@ impl Account {
             left: self.left,
             active,
             seeder: self.seeder,
-            visible: active,
+            visible: active && !self.hidden,
             connectable: false,
             created_at: self.created_at,
             updated_at,

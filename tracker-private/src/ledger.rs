@@ -27,8 +27,10 @@ use crate::batch::{Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
 use crate::refusal::{check, Refusal};
 use crate::rules::{self, Factors};
 use crate::site::{Site, TorrentId, UserId};
+use crate::slots::LeechingCounts;
 use ahash::AHashMap;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use tracker_proto::AnnounceEvent;
 
 /// An admitted announce: what the caller needs to answer it and count it.
@@ -40,6 +42,9 @@ pub struct Admitted {
     /// puts it in (or keeps it in) its swarm store and hands out peers.
     /// False after `stopped`: the caller removes it.
     pub in_swarm: bool,
+    /// A leecher past its user's download slots (its group's): accounted,
+    /// not in the swarm; the caller answers UNIT3D-Announce's warning.
+    pub hidden: bool,
     /// The first announce of this peer (nothing credited).
     pub new_peer: bool,
     pub seeder: bool,
@@ -79,6 +84,9 @@ pub struct Ledger {
     flagged: u64,
     /// Snatches counted here since start, by torrent (for the site API).
     snatches: AHashMap<TorrentId, u32>,
+    /// Every user's leeching peers, shared by all the workers' ledgers;
+    /// None: download slots are not enforced.
+    slots: Option<Arc<LeechingCounts>>,
 }
 
 impl Ledger {
@@ -87,6 +95,13 @@ impl Ledger {
             config,
             ..Ledger::default()
         }
+    }
+
+    /// Enforces the groups' download slots, counting each user's leeching
+    /// peers in `counts` (the same for every worker's ledger).
+    pub fn with_slots(mut self, counts: Arc<LeechingCounts>) -> Ledger {
+        self.slots = Some(counts);
+        self
     }
 
     pub fn config(&self) -> &LedgerConfig {
@@ -138,6 +153,23 @@ impl Ledger {
         let created_at = previous.map_or(now_secs, |old| old.created_at);
         let has_sent_completed = previous.is_some_and(|old| old.has_sent_completed)
             || a.event == AnnounceEvent::Completed;
+        // Download slots: a new leecher past its user's slots is accounted
+        // but hidden (UNIT3D-Announce stores it as not visible); one
+        // already counted keeps its slot.
+        let was_leeching = previous.is_some_and(|old| old.leeching());
+        let hidden = !stopped
+            && !seeder
+            && !was_leeching
+            && match (&self.slots, group.download_slots) {
+                (Some(counts), Some(slots)) => counts.get(user.id) >= slots,
+                _ => false,
+            };
+        let leeching = !stopped && !seeder && !hidden;
+        if let Some(counts) = &self.slots {
+            if leeching != was_leeching {
+                counts.change(user.id, leeching);
+            }
+        }
         let account = Account {
             uploaded: a.uploaded,
             downloaded: a.downloaded,
@@ -149,6 +181,7 @@ impl Ledger {
             agent: a.agent,
             created_at,
             has_sent_completed,
+            hidden,
         };
         if !stopped {
             swarm.add(user.id, seeder);
@@ -226,7 +259,8 @@ impl Ledger {
         Ok(Admitted {
             user_id: user.id,
             torrent_id: torrent.id,
-            in_swarm: !stopped,
+            in_swarm: !stopped && !hidden,
+            hidden,
             new_peer: previous.is_none(),
             seeder,
             factors,
@@ -252,6 +286,9 @@ impl Ledger {
     pub fn restore(&mut self, key: PeerKey, row: &PeerRow) {
         let swarm = self.swarms.entry(key.torrent_id).or_default();
         if let Some(old) = swarm.peers.remove(&(key.user_id, key.peer_id)) {
+            if let (Some(counts), true) = (&self.slots, old.leeching()) {
+                counts.change(key.user_id, false);
+            }
             swarm.remove(key.user_id, old.seeder);
             self.by_time.remove(&(old.last_seen, key));
             self.accounts -= 1;
@@ -274,7 +311,11 @@ impl Ledger {
             agent: row.agent,
             created_at: row.created_at,
             has_sent_completed: false,
+            hidden: !row.visible,
         };
+        if let (Some(counts), true) = (&self.slots, account.leeching()) {
+            counts.change(key.user_id, true);
+        }
         swarm.peers.insert((key.user_id, key.peer_id), account);
         self.by_time.insert((row.updated_at, key));
         self.accounts += 1;
@@ -309,6 +350,9 @@ impl Ledger {
             let Some(account) = swarm.peers.remove(&(key.user_id, key.peer_id)) else {
                 continue;
             };
+            if let (Some(counts), true) = (&self.slots, account.leeching()) {
+                counts.change(key.user_id, false);
+            }
             swarm.remove(key.user_id, account.seeder);
             if swarm.peers.is_empty() {
                 self.swarms.remove(&key.torrent_id);

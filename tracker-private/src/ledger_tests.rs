@@ -534,3 +534,45 @@ fn snatches_and_a_users_peers_for_the_site_api() {
     ledger.announce(&site, &a, 200).unwrap();
     assert_eq!((ledger.snatches(1), ledger.user_counts(1)), (1, (2, 0)));
 }
+
+#[test]
+fn a_leecher_past_its_download_slots_is_accounted_but_kept_out() {
+    let mut records = testing::records();
+    records.groups[0].download_slots = Some(1);
+    let site = Site::from_records(records, GlobalFactors::default());
+    let counts = std::sync::Arc::new(crate::slots::LeechingCounts::default());
+    // Two workers' ledgers share the counts.
+    let mut one = Ledger::default().with_slots(counts.clone());
+    let mut two = Ledger::default().with_slots(counts.clone());
+    let first = one.announce(&site, &announce(1, 1, 1), 100).unwrap();
+    assert!(first.in_swarm && !first.hidden);
+    assert_eq!(counts.get(1), 1);
+    let mut second = announce(1, 2, 2);
+    let over = two.announce(&site, &second, 100).unwrap();
+    assert!(over.hidden && !over.in_swarm, "past the one slot");
+    assert!(!two.take_batch().peers[&key(1, 2, 2)].visible);
+    // Still accounted: its deltas are credited.
+    second.event = AnnounceEvent::None;
+    second.downloaded = 100;
+    assert_eq!(
+        two.announce(&site, &second, 110)
+            .unwrap()
+            .credited_downloaded,
+        100
+    );
+    // The first completes: the slot is free, and the second takes it.
+    let mut done = announce(1, 1, 1);
+    done.event = AnnounceEvent::Completed;
+    done.left = 0;
+    one.announce(&site, &done, 120).unwrap();
+    assert_eq!(counts.get(1), 0);
+    let now_in = two.announce(&site, &second, 130).unwrap();
+    assert!(now_in.in_swarm && !now_in.hidden);
+    assert_eq!(counts.get(1), 1);
+    // A stop gives it back; so would an expiry.
+    second.event = AnnounceEvent::Stopped;
+    two.announce(&site, &second, 140).unwrap();
+    assert_eq!(counts.get(1), 0);
+    // Another user's group has no limit.
+    assert!(!one.announce(&site, &announce(2, 2, 3), 150).unwrap().hidden);
+}

@@ -29,6 +29,7 @@ pub mod ledger;
 pub mod refusal;
 pub mod rules;
 pub mod site;
+pub mod slots;
 
 #[cfg(test)]
 mod testing;

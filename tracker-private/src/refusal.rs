@@ -36,6 +36,9 @@ pub enum Refusal {
     TooManyPeers {
         max: u16,
     },
+    /// Not a refusal of the announce, which is accounted: a leecher past
+    /// its user's download slots, kept out of the swarm and told so.
+    DownloadSlotLimit,
 }
 
 /// What a refusal counts as, for the metrics.
@@ -73,6 +76,7 @@ impl Refusal {
             Refusal::AccountValidating => "Your account is not enabled. (Current: validating).",
             Refusal::AccountDisabled => "Your account is not enabled. (Current: disabled).",
             Refusal::StoppedPeerMissing => "Stopped peer doesn't exist.",
+            Refusal::DownloadSlotLimit => "Download slot limit reached",
             Refusal::TooManyPeers { max } => {
                 return Cow::Owned(format!(
                     "You already have {max} peers on this torrent. Ignoring."
@@ -95,7 +99,8 @@ impl Refusal {
             | Refusal::GroupNotFound
             | Refusal::AccountBanned
             | Refusal::AccountValidating
-            | Refusal::AccountDisabled => RefusalKind::UserState,
+            | Refusal::AccountDisabled
+            | Refusal::DownloadSlotLimit => RefusalKind::UserState,
             Refusal::StoppedPeerMissing => RefusalKind::StoppedPeerMissing,
             Refusal::TooManyPeers { .. } => RefusalKind::TooManyPeers,
         }
@@ -112,6 +117,7 @@ impl Refusal {
                 | Refusal::TorrentRejected
                 | Refusal::TorrentPostponed
                 | Refusal::StoppedPeerMissing
+                | Refusal::DownloadSlotLimit
         )
     }
 
@@ -120,6 +126,8 @@ impl Refusal {
     pub fn interval_secs(&self) -> u32 {
         match self {
             Refusal::TorrentPending | Refusal::TorrentRejected | Refusal::TorrentPostponed => 30,
+            // UNIT3D-Announce's ANNOUNCE_MIN: a slot may free up.
+            Refusal::DownloadSlotLimit => 1800,
             _ => 5400,
         }
     }

@@ -7,8 +7,9 @@
 use super::*;
 use crate::metrics::{PRIVATE_ANNOUNCES, PRIVATE_CREDITED_BYTES, PRIVATE_LEDGER_PEERS};
 use std::cell::OnceCell;
+use tracker_private::slots::LeechingCounts;
 use tracker_private::{
-    Batch, Ledger, LedgerConfig, PeerKey, PeerRow, RefusalKind, Site, TorrentId, UserId,
+    Batch, Ledger, LedgerConfig, PeerKey, PeerRow, Refusal, RefusalKind, Site, TorrentId, UserId,
 };
 use tracker_proto::AnnounceEvent;
 
@@ -65,11 +66,12 @@ impl Shard {
         &self,
         site: Arc<Reloadable<Site>>,
         config: LedgerConfig,
+        slots: Arc<LeechingCounts>,
         sink: Arc<dyn BatchSink>,
     ) {
         let _ = self.private.set(PrivateShard {
             site: RefCell::new(LocalCopy::new(site)),
-            ledger: RefCell::new(Ledger::new(config)),
+            ledger: RefCell::new(Ledger::new(config).with_slots(slots)),
             sink,
             stats: PrivateStats::default(),
         });
@@ -130,8 +132,14 @@ impl Shard {
         if !admitted.in_swarm {
             announce.event = AnnounceEvent::Stopped;
         }
-        self.announce_unchecked(&announce, peers)
-            .map_err(PrivateRefused::Store)
+        let counts = self
+            .announce_unchecked(&announce, peers)
+            .map_err(PrivateRefused::Store);
+        if admitted.hidden {
+            peers.reset(IpFamily::of(req.announce.peer_addr.ip()));
+            return Err(PrivateRefused::Site(Refusal::DownloadSlotLimit));
+        }
+        counts
     }
 
     /// A private announce to a torrent of this shard, answered at once
