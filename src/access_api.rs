@@ -79,15 +79,7 @@ fn parse_body(body: &[u8]) -> Option<InfoHash> {
         info_hash: String,
     }
     let body: Body = serde_json::from_slice(body).ok()?;
-    let hex = body.info_hash.as_bytes();
-    if hex.len() != 40 {
-        return None;
-    }
-    let mut hash = [0u8; 20];
-    for (byte, pair) in hash.iter_mut().zip(hex.chunks_exact(2)) {
-        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
-    }
-    Some(InfoHash(hash))
+    InfoHash::from_hex(body.info_hash.as_bytes())
 }
 
 impl SiteApi for AccessApi {

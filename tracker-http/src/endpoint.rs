@@ -8,6 +8,7 @@ use std::os::fd::{FromRawFd, IntoRawFd};
 use std::rc::Rc;
 use std::time::Duration;
 
+use futures_lite::AsyncReadExt;
 use glommio::net::{TcpListener, TcpStream};
 use glommio::GlommioError;
 use tracing::debug;
@@ -32,6 +33,53 @@ pub(crate) trait SmallEndpoint: 'static {
         stream: TcpStream,
         slot: &'a Slot,
     ) -> impl Future<Output = Result<(), GlommioError<()>>> + 'a;
+}
+
+/// How reading a request head into a buffer ended.
+pub(crate) enum Head {
+    /// The head is the first `head` of the first `received` bytes.
+    Complete { head: usize, received: usize },
+    /// The buffer filled before the head ended.
+    TooLarge,
+    /// The client closed, or the connection was evicted for another.
+    Gone,
+}
+
+/// The end of a request head (after the blank line) in `buf`, if complete.
+pub(crate) fn head_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
+}
+
+/// Reads into `buf` until a whole request head has come (it may be evicted
+/// meanwhile), then marks the slot busy.
+pub(crate) async fn read_head(
+    stream: &mut TcpStream,
+    buf: &mut [u8],
+    slot: &Slot,
+) -> Result<Head, GlommioError<()>> {
+    let mut len = 0;
+    loop {
+        let received = buf.get(..len).unwrap_or_default();
+        if let Some(head) = head_end(received) {
+            slot.set_idle(false);
+            return Ok(Head::Complete {
+                head,
+                received: len,
+            });
+        }
+        let Some(free) = buf.get_mut(len..).filter(|free| !free.is_empty()) else {
+            return Ok(Head::TooLarge);
+        };
+        let read = futures_lite::future::or(async { Some(stream.read(free).await) }, async {
+            slot.evicted().await;
+            None
+        });
+        match read.await {
+            None | Some(Ok(0)) => return Ok(Head::Gone),
+            Some(Ok(n)) => len += n,
+            Some(Err(e)) => return Err(e.into()),
+        }
+    }
 }
 
 /// Serves `listener` until it fails for good.

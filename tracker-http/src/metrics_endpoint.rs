@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::AsyncWriteExt;
 use glommio::net::TcpStream;
 use glommio::GlommioError;
 use tracker_runtime::metrics::{render, MetricSource, Sample, METRICS_ENDPOINT_ERRORS};
@@ -15,7 +15,7 @@ use tracker_runtime::shard::Shard;
 
 use crate::config::MetricsConfig;
 use crate::connections::{AdmissionCounters, ConnectionTable, Slot};
-use crate::endpoint::SmallEndpoint;
+use crate::endpoint::{read_head, Head, SmallEndpoint};
 
 /// What a request to the endpoint asks for.
 #[derive(Debug, PartialEq, Eq)]
@@ -53,11 +53,6 @@ fn route(head: &[u8]) -> Route {
         b"HEAD" => Route::Metrics { head_only: true },
         _ => Route::MethodNotAllowed,
     }
-}
-
-/// The end of a request head (after the blank line) in `buf`, if complete.
-fn head_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
 }
 
 tracker_runtime::counters! {
@@ -118,28 +113,15 @@ impl Endpoint {
     /// head is complete.
     async fn scrape(&self, mut stream: TcpStream, slot: &Slot) -> Result<(), GlommioError<()>> {
         let mut buf = vec![0u8; self.max_head];
-        let mut len = 0;
-        let head = loop {
-            let received = buf.get(..len).unwrap_or_default();
-            if let Some(head) = head_end(received).and_then(|end| received.get(..end)) {
-                break head;
-            }
-            let Some(free) = buf.get_mut(len..).filter(|free| !free.is_empty()) else {
+        let head = match read_head(&mut stream, &mut buf, slot).await? {
+            Head::Complete { head, .. } => buf.get(..head).unwrap_or_default(),
+            Head::TooLarge => {
                 // A limit reached: answered, then reset (no graceful close).
                 let status = "431 Request Header Fields Too Large";
                 return write_answer(&mut stream, status, "", false).await;
-            };
-            let read = futures_lite::future::or(async { Some(stream.read(free).await) }, async {
-                slot.evicted().await;
-                None
-            });
-            match read.await {
-                None | Some(Ok(0)) => return Ok(()),
-                Some(Ok(n)) => len += n,
-                Some(Err(e)) => return Err(e.into()),
             }
+            Head::Gone => return Ok(()),
         };
-        slot.set_idle(false);
         match route(head) {
             Route::Metrics { head_only } => match self.shard.metrics().await {
                 Ok(workers) => {
@@ -252,6 +234,7 @@ pub fn bind(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::endpoint::head_end;
 
     #[test]
     fn requests_are_routed_by_method_and_path() {

@@ -14,7 +14,7 @@ use glommio::net::TcpStream;
 use tracker_runtime::metrics::{MetricSource, Sample, SITE_API_REQUESTS};
 
 use crate::connections::{AdmissionCounters, ConnectionTable, Slot};
-use crate::endpoint::SmallEndpoint;
+use crate::endpoint::{read_head, Head as HeadRead, SmallEndpoint};
 
 /// Bytes of a request head at most.
 const MAX_HEAD: usize = 8 << 10;
@@ -162,27 +162,14 @@ impl SiteApiServer {
         slot: &Slot,
     ) -> Result<(), glommio::GlommioError<()>> {
         let mut buf = vec![0u8; MAX_HEAD];
-        let mut len = 0;
-        let head_len = loop {
-            let received = buf.get(..len).unwrap_or_default();
-            if let Some(end) = received.windows(4).position(|w| w == b"\r\n\r\n") {
-                break end + 4;
-            }
-            let Some(free) = buf.get_mut(len..).filter(|f| !f.is_empty()) else {
+        let (head_len, len) = match read_head(&mut stream, &mut buf, slot).await? {
+            HeadRead::Complete { head, received } => (head, received),
+            HeadRead::TooLarge => {
                 self.stats.too_large.inc();
                 return respond(&mut stream, 431, "").await;
-            };
-            let read = futures_lite::future::or(async { Some(stream.read(free).await) }, async {
-                slot.evicted().await;
-                None
-            });
-            match read.await {
-                None | Some(Ok(0)) => return Ok(()),
-                Some(Ok(n)) => len += n,
-                Some(Err(e)) => return Err(e.into()),
             }
+            HeadRead::Gone => return Ok(()),
         };
-        slot.set_idle(false);
         let Some(head) = buf.get(..head_len).and_then(parse_head) else {
             self.stats.bad_request.inc();
             return respond(&mut stream, 400, "").await;

@@ -358,11 +358,9 @@ impl Ledger {
                 self.swarms.remove(&key.torrent_id);
             }
             self.accounts = self.accounts.saturating_sub(1);
-            let mut batch = Batch::default();
-            batch
-                .peers
-                .insert(key, account.row(false, account.last_seen));
-            batch.torrents.insert(
+            self.batch
+                .merge_peer(key, account.row(false, account.last_seen));
+            self.batch.merge_torrent(
                 key.torrent_id,
                 TorrentRow {
                     seeders: -i64::from(account.seeder),
@@ -372,7 +370,6 @@ impl Ledger {
                     updated_at: now_secs,
                 },
             );
-            self.batch.merge(batch);
         }
         expired
     }
