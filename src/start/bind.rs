@@ -58,14 +58,14 @@ pub fn bind_all(config: &Config, workers: usize) -> Result<Vec<WorkerSockets>, S
         &config.metrics.listen,
         ("tcp", "metrics", "--metrics"),
         &mut per_worker[..1],
-        tracker_http::metrics_endpoint::bind,
+        tracker_net::tcp::bind_exclusive,
         |s| &mut s.metrics,
     )?;
     bind_each(
         &config.site_api_listen(),
         ("tcp", "site API", "private.api_listen"),
         &mut per_worker[..1],
-        tracker_http::metrics_endpoint::bind,
+        tracker_net::tcp::bind_exclusive,
         |s| &mut s.site_api,
     )?;
     Ok(per_worker)

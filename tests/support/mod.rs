@@ -489,7 +489,13 @@ impl TrackerBuilder {
             .https
             .iter()
             .map(|a| (*a, &b"\x00\x00\x00\x00\x00\r\n\r\n"[..]));
-        for (addr, probe) in tcp.chain(tls).collect::<Vec<_>>() {
+        // Worker 0 serves the metrics endpoint once it is running; a test
+        // may rely on what a served listener does from its first connection.
+        let metrics = tracker
+            .metrics
+            .iter()
+            .map(|a| (*a, &b"HEAD /metrics HTTP/1.1\r\n\r\n"[..]));
+        for (addr, probe) in tcp.chain(tls).chain(metrics).collect::<Vec<_>>() {
             loop {
                 assert!(tracker.is_running(), "tracker exited during start-up");
                 assert!(

@@ -55,7 +55,7 @@ impl DeadlineStream {
 
     /// Makes its close graceful (it resets otherwise, see `crate::linger`).
     pub fn close_gracefully(&self) -> io::Result<()> {
-        crate::linger::reset_on_close(&self.stream, false)
+        crate::linger::end_gracefully(&self.stream)
     }
 }
 

@@ -82,15 +82,15 @@ pub(crate) async fn read_head(
     }
 }
 
-/// Serves `listener` until it fails for good.
+/// Serves `listener` (from `tracker_net::tcp::bind_exclusive`, so that a
+/// connection dropped without a graceful end is reset) until it fails for
+/// good.
 pub(crate) async fn serve<E: SmallEndpoint>(
     endpoint: Rc<E>,
     listener: std::net::TcpListener,
 ) -> Result<(), String> {
     let name = E::NAME;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
-    crate::linger::reset_on_close(&listener, true)
-        .map_err(|e| format!("{name} {local}: SO_LINGER: {e}"))?;
     // SAFETY: the fd comes from a listening socket we own and hand over whole.
     let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
     loop {

@@ -9,19 +9,20 @@
 //! kernel memory that no limit of the tracker counts. A reset (SO_LINGER on
 //! with a zero timeout, then close) frees it at once.
 //!
-//! Accepted sockets inherit SO_LINGER from their listener, so each listener
-//! is set to reset ([`reset_on_close`] at the start of serving): a connection
-//! dropped on any path, refused at admission included, is reset at no cost
-//! per connection, and only the graceful close turns it off first.
+//! Accepted sockets inherit SO_LINGER from their listener, and every
+//! listener is bound to reset (`tracker_net::tcp`, before `listen`, so that
+//! not even a connection accepted before serving began escapes it): a
+//! connection dropped on any path, refused at admission included, is reset
+//! at no cost per connection, and only [`end_gracefully`] turns it off.
 
 use std::io;
 use std::os::fd::AsRawFd;
 
-/// Makes a close of `socket` (or of a socket accepted from it, if it
-/// listens) reset the connection (`true`) or end it gracefully (`false`).
-pub fn reset_on_close(socket: &impl AsRawFd, reset: bool) -> io::Result<()> {
+/// Makes a close of `socket` end the connection gracefully (a FIN after
+/// what is queued) instead of resetting it.
+pub fn end_gracefully(socket: &impl AsRawFd) -> io::Result<()> {
     let linger = libc::linger {
-        l_onoff: reset.into(),
+        l_onoff: 0,
         l_linger: 0,
     };
     set_socket_option(socket, libc::SO_LINGER, &linger)
@@ -55,21 +56,21 @@ pub(crate) fn set_socket_option<T: Copy>(
 mod tests {
     use super::*;
     use std::io::{ErrorKind, Read, Write};
-    use std::net::{TcpListener, TcpStream};
+    use std::net::TcpStream;
 
     /// Accepted sockets take the listener's setting: a drop resets; turned
     /// off, the drop closes gracefully and the client reads to its end.
     #[test]
     fn accepted_sockets_reset_unless_turned_off() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        reset_on_close(&listener, true).unwrap();
+        let listener = tracker_net::tcp::bind_exclusive("127.0.0.1:0".parse().unwrap()).unwrap();
+        listener.set_nonblocking(false).unwrap();
         let addr = listener.local_addr().unwrap();
         for graceful in [false, true] {
             let mut client = TcpStream::connect(addr).unwrap();
             let (mut accepted, _) = listener.accept().unwrap();
             accepted.write_all(b"last answer").unwrap();
             if graceful {
-                reset_on_close(&accepted, false).unwrap();
+                end_gracefully(&accepted).unwrap();
             }
             drop(accepted);
             let mut got = Vec::new();

@@ -2,8 +2,6 @@
 //! HTTP server of its own (one request per connection), which gathers every
 //! worker's samples over the mesh and renders them.
 
-use std::io;
-use std::net::SocketAddr;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
@@ -187,7 +185,7 @@ async fn respond(
     head_only: bool,
 ) -> Result<(), GlommioError<()>> {
     write_answer(stream, status, body, head_only).await?;
-    crate::linger::reset_on_close(stream, false)?;
+    crate::linger::end_gracefully(stream)?;
     stream.close().await?;
     Ok(())
 }
@@ -220,15 +218,6 @@ async fn write_answer(
     }
     stream.flush().await?;
     Ok(())
-}
-
-/// Binds the endpoint's listener: one socket, served by worker 0 alone, so
-/// no `SO_REUSEPORT` (another process on the port is an error, not a silent
-/// share of the scrapes).
-pub fn bind(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
-    let listener = std::net::TcpListener::bind(addr)?;
-    listener.set_nonblocking(true)?;
-    Ok(listener)
 }
 
 #[cfg(test)]

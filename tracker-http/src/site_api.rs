@@ -268,7 +268,7 @@ async fn respond(
     stream.write_all(head.as_bytes()).await?;
     stream.write_all(body.as_bytes()).await?;
     stream.flush().await?;
-    crate::linger::reset_on_close(stream, false)?;
+    crate::linger::end_gracefully(stream)?;
     stream.close().await?;
     Ok(())
 }

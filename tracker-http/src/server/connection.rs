@@ -185,7 +185,7 @@ impl HttpService {
                 // still queues); the descriptor stays open while `serve`
                 // runs, which is when this is called.
                 let graceful = move || {
-                    let _ = crate::linger::reset_on_close(&fd, false);
+                    let _ = crate::linger::end_gracefully(&fd);
                 };
                 let read_ahead = state
                     .buf

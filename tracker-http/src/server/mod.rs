@@ -302,9 +302,11 @@ impl HttpService {
         self.open.get()
     }
 
-    /// Serves one listener (bound by [`bind_reuseport`]) until it fails for
-    /// good (Err) or [`stop`](Self::stop) is called (Ok); `tls` makes it
-    /// HTTPS.
+    /// Serves one listener until it fails for good (Err) or
+    /// [`stop`](Self::stop) is called (Ok); `tls` makes it HTTPS. The
+    /// listener comes from `tracker_net::tcp::bind_reuseport`, so that a
+    /// connection dropped without [`end_gracefully`](crate::linger::end_gracefully)
+    /// is reset.
     pub async fn serve(
         self: Rc<Self>,
         listener: std::net::TcpListener,
@@ -314,10 +316,6 @@ impl HttpService {
         if tls && self.tls.is_none() {
             return Err(format!("https {local}: no TLS configuration"));
         }
-        // Every connection accepted from it resets when dropped, unless it
-        // ends gracefully (see `crate::linger`).
-        crate::linger::reset_on_close(&listener, true)
-            .map_err(|e| format!("http {local}: SO_LINGER: {e}"))?;
         // SAFETY: the fd comes from a listening socket we own and hand over whole.
         let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
         let mut quantum = Quantum::default();
