@@ -210,32 +210,52 @@ fn latin1_id(text: &str) -> Option<[u8; 20]> {
     chars.next().is_none().then_some(id)
 }
 
-/// One string or a list of them (a scrape's `info_hash`).
-enum OneOrMany<'a> {
-    One(Cow<'a, str>),
-    Many(Vec<Cow<'a, str>>),
+/// A string that should be a 20-byte id, read into one where it arrives
+/// (escapes undone by serde_json's scratch buffer, never copied to the heap):
+/// `None` when the string is not such an id, for the caller to name the
+/// error. Anything but a string is malformed.
+#[derive(Clone, Copy)]
+struct Id20(Option<[u8; 20]>);
+
+impl<'de> Deserialize<'de> for Id20 {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Id20;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Id20(latin1_id(v)))
+            }
+        }
+        deserializer.deserialize_str(V)
+    }
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for OneOrMany<'a> {
+/// One id or a list of them (a scrape's `info_hash`).
+enum Ids {
+    One(Id20),
+    Many(Vec<Id20>),
+}
+
+impl<'de> Deserialize<'de> for Ids {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = OneOrMany<'de>;
+            type Value = Ids;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a string or a list of strings")
             }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(OneOrMany::One(Cow::Borrowed(v)))
-            }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(OneOrMany::One(Cow::Owned(v.to_owned())))
+                Ok(Ids::One(Id20(latin1_id(v))))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 let mut all = Vec::new();
-                while let Some(s) = seq.next_element::<BorrowedOrOwned<'de>>()? {
-                    all.push(s.0);
+                while let Some(id) = seq.next_element::<Id20>()? {
+                    all.push(id);
                 }
-                Ok(OneOrMany::Many(all))
+                Ok(Ids::Many(all))
             }
         }
         deserializer.deserialize_any(V)
@@ -276,8 +296,7 @@ fn js_number(value: Option<&RawValue>) -> Result<Option<f64>, ()> {
 struct RawOffer<'a> {
     #[serde(borrow)]
     offer: Option<&'a RawValue>,
-    #[serde(borrow)]
-    offer_id: Option<BorrowedOrOwned<'a>>,
+    offer_id: Option<Id20>,
 }
 
 /// A client message as JSON has it, before any check.
@@ -285,10 +304,8 @@ struct RawOffer<'a> {
 struct RawClientMessage<'a> {
     #[serde(borrow)]
     action: Option<BorrowedOrOwned<'a>>,
-    #[serde(borrow)]
-    info_hash: Option<OneOrMany<'a>>,
-    #[serde(borrow)]
-    peer_id: Option<BorrowedOrOwned<'a>>,
+    info_hash: Option<Ids>,
+    peer_id: Option<Id20>,
     #[serde(borrow)]
     event: Option<&'a RawValue>,
     #[serde(borrow)]
@@ -299,10 +316,8 @@ struct RawClientMessage<'a> {
     offers: Option<Vec<RawOffer<'a>>>,
     #[serde(borrow)]
     answer: Option<&'a RawValue>,
-    #[serde(borrow)]
-    to_peer_id: Option<BorrowedOrOwned<'a>>,
-    #[serde(borrow)]
-    offer_id: Option<BorrowedOrOwned<'a>>,
+    to_peer_id: Option<Id20>,
+    offer_id: Option<Id20>,
 }
 
 /// A raw offer or answer, checked: an object, within the size limit.
@@ -341,15 +356,17 @@ pub fn parse_client_message<'a>(
         let mut info_hashes = Vec::new();
         let hashes = match &raw.info_hash {
             None => &[][..],
-            Some(OneOrMany::One(one)) => std::slice::from_ref(one),
-            Some(OneOrMany::Many(many)) => many.as_slice(),
+            Some(Ids::One(one)) => std::slice::from_ref(one),
+            Some(Ids::Many(many)) => many.as_slice(),
         };
         if hashes.len() > limits.max_scrape_hashes {
             return Err(error(MessageErrorKind::TooManyInfoHashes, None));
         }
         for hash in hashes {
-            let hash =
-                InfoHash(latin1_id(hash).ok_or(error(MessageErrorKind::InvalidInfoHash, None))?);
+            let hash = InfoHash(
+                hash.0
+                    .ok_or(error(MessageErrorKind::InvalidInfoHash, None))?,
+            );
             // The answer is an object keyed by hash: a repeated one counts
             // once, or the answer would repeat a key.
             if !info_hashes.contains(&hash) {
@@ -360,15 +377,16 @@ pub fn parse_client_message<'a>(
     }
     let info_hash = match &raw.info_hash {
         None => return Err(error(MessageErrorKind::MissingInfoHash, None)),
-        Some(OneOrMany::One(one)) => {
-            InfoHash(latin1_id(one).ok_or(error(MessageErrorKind::InvalidInfoHash, None))?)
-        }
-        Some(OneOrMany::Many(_)) => return Err(error(MessageErrorKind::InvalidInfoHash, None)),
+        Some(Ids::One(one)) => InfoHash(
+            one.0
+                .ok_or(error(MessageErrorKind::InvalidInfoHash, None))?,
+        ),
+        Some(Ids::Many(_)) => return Err(error(MessageErrorKind::InvalidInfoHash, None)),
     };
     let error = |kind| error(kind, Some(info_hash));
     let peer_id = match &raw.peer_id {
         None => return Err(error(MessageErrorKind::MissingPeerId)),
-        Some(id) => PeerId(latin1_id(&id.0).ok_or(error(MessageErrorKind::InvalidPeerId))?),
+        Some(id) => PeerId(id.0.ok_or(error(MessageErrorKind::InvalidPeerId))?),
     };
     let event = match raw.event.map(RawValue::get) {
         None | Some("null") | Some("\"update\"") | Some("\"\"") => AnnounceEvent::None,
@@ -404,8 +422,7 @@ pub fn parse_client_message<'a>(
     for raw_offer in &raw_offers {
         let offer_id = raw_offer
             .offer_id
-            .as_ref()
-            .and_then(|id| latin1_id(&id.0))
+            .and_then(|id| id.0)
             .ok_or(error(MessageErrorKind::InvalidOfferId))?;
         let offer = raw_offer
             .offer
@@ -420,15 +437,14 @@ pub fn parse_client_message<'a>(
         None => None,
         Some(answer) => {
             let answer = sdp(answer, limits).ok_or(error(MessageErrorKind::InvalidSdp))?;
-            let id = |field: &Option<BorrowedOrOwned<'_>>| {
+            let id = |field: Option<Id20>| {
                 field
-                    .as_ref()
-                    .and_then(|id| latin1_id(&id.0))
+                    .and_then(|id| id.0)
                     .ok_or(error(MessageErrorKind::InvalidAnswer))
             };
             Some(Answer {
-                to_peer_id: PeerId(id(&raw.to_peer_id)?),
-                offer_id: OfferId(id(&raw.offer_id)?),
+                to_peer_id: PeerId(id(raw.to_peer_id)?),
+                offer_id: OfferId(id(raw.offer_id)?),
                 answer,
             })
         }
@@ -701,12 +717,9 @@ struct RawServerMessage<'a> {
     action: Option<BorrowedOrOwned<'a>>,
     #[serde(borrow, rename = "failure reason")]
     failure_reason: Option<BorrowedOrOwned<'a>>,
-    #[serde(borrow)]
-    info_hash: Option<BorrowedOrOwned<'a>>,
-    #[serde(borrow)]
-    peer_id: Option<BorrowedOrOwned<'a>>,
-    #[serde(borrow)]
-    offer_id: Option<BorrowedOrOwned<'a>>,
+    info_hash: Option<Id20>,
+    peer_id: Option<Id20>,
+    offer_id: Option<Id20>,
     #[serde(borrow)]
     offer: Option<&'a RawValue>,
     #[serde(borrow)]
@@ -714,18 +727,17 @@ struct RawServerMessage<'a> {
     complete: Option<u32>,
     incomplete: Option<u32>,
     interval: Option<u32>,
-    #[serde(borrow)]
-    files: Option<ScrapeFiles<'a>>,
+    files: Option<ScrapeFiles>,
 }
 
 /// A scrape answer's `files`: an object keyed by info-hash, kept in order.
-struct ScrapeFiles<'a>(Vec<(BorrowedOrOwned<'a>, RawScrapeStats)>);
+struct ScrapeFiles(Vec<(Id20, RawScrapeStats)>);
 
-impl<'de: 'a, 'a> Deserialize<'de> for ScrapeFiles<'a> {
+impl<'de> Deserialize<'de> for ScrapeFiles {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = ScrapeFiles<'de>;
+            type Value = ScrapeFiles;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("an object of scrape counts")
             }
@@ -755,11 +767,8 @@ impl fmt::Display for ServerMessageError {
 pub fn parse_server_message(text: &[u8]) -> Result<ServerMessage<'_>, ServerMessageError> {
     let raw: RawServerMessage<'_> =
         serde_json::from_slice(text).map_err(|_| ServerMessageError("not a tracker message"))?;
-    let id = |field: &Option<BorrowedOrOwned<'_>>, what: &'static str| {
-        field
-            .as_ref()
-            .and_then(|s| latin1_id(&s.0))
-            .ok_or(ServerMessageError(what))
+    let id = |field: Option<Id20>, what: &'static str| {
+        field.and_then(|id| id.0).ok_or(ServerMessageError(what))
     };
     let action = match raw.action.as_ref().map(|a| a.0.as_ref()) {
         Some("announce") => Some(Action::Announce),
@@ -771,7 +780,7 @@ pub fn parse_server_message(text: &[u8]) -> Result<ServerMessage<'_>, ServerMess
         return Ok(ServerMessage::Error {
             reason: reason.0,
             action,
-            info_hash: raw.info_hash.and_then(|h| latin1_id(&h.0)).map(InfoHash),
+            info_hash: raw.info_hash.and_then(|h| h.0).map(InfoHash),
         });
     }
     match action {
@@ -782,7 +791,7 @@ pub fn parse_server_message(text: &[u8]) -> Result<ServerMessage<'_>, ServerMess
                 .0;
             let mut out = Vec::with_capacity(files.len());
             for (hash, stats) in files {
-                let hash = latin1_id(&hash.0).ok_or(ServerMessageError("invalid info_hash"))?;
+                let hash = hash.0.ok_or(ServerMessageError("invalid info_hash"))?;
                 out.push((
                     InfoHash(hash),
                     ScrapeStats {
@@ -795,20 +804,20 @@ pub fn parse_server_message(text: &[u8]) -> Result<ServerMessage<'_>, ServerMess
             Ok(ServerMessage::Scrape { files: out })
         }
         Some(Action::Announce) => {
-            let info_hash = InfoHash(id(&raw.info_hash, "invalid info_hash")?);
+            let info_hash = InfoHash(id(raw.info_hash, "invalid info_hash")?);
             if let Some(offer) = raw.offer {
                 return Ok(ServerMessage::Offer {
                     info_hash,
-                    peer_id: PeerId(id(&raw.peer_id, "invalid peer_id")?),
-                    offer_id: OfferId(id(&raw.offer_id, "invalid offer_id")?),
+                    peer_id: PeerId(id(raw.peer_id, "invalid peer_id")?),
+                    offer_id: OfferId(id(raw.offer_id, "invalid offer_id")?),
                     offer: offer.get(),
                 });
             }
             if let Some(answer) = raw.answer {
                 return Ok(ServerMessage::Answer {
                     info_hash,
-                    peer_id: PeerId(id(&raw.peer_id, "invalid peer_id")?),
-                    offer_id: OfferId(id(&raw.offer_id, "invalid offer_id")?),
+                    peer_id: PeerId(id(raw.peer_id, "invalid peer_id")?),
+                    offer_id: OfferId(id(raw.offer_id, "invalid offer_id")?),
                     answer: answer.get(),
                 });
             }
