@@ -13,6 +13,7 @@ use async_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 use async_tungstenite::tungstenite::Message;
 use async_tungstenite::WebSocketStream;
 use futures_lite::{AsyncRead, AsyncWrite, StreamExt};
+use futures_util::SinkExt;
 use tracker_proto::ws::{
     parse_client_message, write_announce_response, write_answer, write_error, write_offer,
     write_scrape_response, Action, AnnounceMessage, ClientMessage, MessageError, OfferId,
@@ -25,6 +26,23 @@ use tracker_swarm::{ConnectionRef, RtcAnnounce};
 
 use crate::queue::{Outgoing, Queue};
 use crate::{Closing, ConnectionSlot, WsService};
+
+/// The most queued messages one write takes: bounds the time one busy
+/// connection holds the executor, with the frame layer's write buffer
+/// (`lib.rs`) bounding the bytes.
+const MESSAGES_PER_WRITE: usize = 16;
+
+/// A queued text as a frame's message.
+fn text_message(text: Vec<u8>) -> Message {
+    debug_assert!(std::str::from_utf8(&text).is_ok());
+    // SAFETY: everything queued is written by tracker_proto::ws's writers,
+    // which write only UTF-8 (ASCII, ids as the UTF-8 of U+0000..U+00FF,
+    // strings by serde_json, raw offers and answers taken from text frames
+    // already checked). Checking it again cost a few percent of the CPU per
+    // relayed offer.
+    let text = unsafe { String::from_utf8_unchecked(text) };
+    Message::text(text)
+}
 
 /// An offer handed to this connection's peer: its answer may go back to
 /// `from` until `expires`.
@@ -213,38 +231,42 @@ impl WsService {
             files: Vec::new(),
         };
         let writer = async {
-            while let Some(item) = connection.queue.next().await {
-                let (message, last) = match item {
-                    Outgoing::Text(text) => {
-                        debug_assert!(std::str::from_utf8(&text).is_ok());
-                        // SAFETY: everything queued is written by
-                        // tracker_proto::ws's writers, which write only UTF-8
-                        // (ASCII, ids as the UTF-8 of U+0000..U+00FF, strings
-                        // by serde_json, raw offers and answers taken from
-                        // text frames already checked). Checking it again
-                        // cost a few percent of the CPU per relayed offer.
-                        let text = unsafe { String::from_utf8_unchecked(text) };
-                        (Message::text(text), false)
-                    }
-                    Outgoing::Close(code, reason) => {
-                        if let Some(graceful_close) = graceful_close.take() {
-                            graceful_close();
+            while let Some(first) = connection.queue.next().await {
+                let mut last = false;
+                // What is queued now goes out in one write (up to
+                // MESSAGES_PER_WRITE and the frame layer's write buffer):
+                // one syscall, one segment and one wake-up of the client for
+                // a burst of relays, not one each.
+                let batch = async {
+                    let mut item = Some(first);
+                    let mut fed = 0;
+                    while let Some(next) = item.take() {
+                        let message = match next {
+                            Outgoing::Text(text) => text_message(text),
+                            Outgoing::Close(code, reason) => {
+                                if let Some(graceful_close) = graceful_close.take() {
+                                    graceful_close();
+                                }
+                                last = true;
+                                Message::Close(Some(CloseFrame {
+                                    code: CloseCode::from(code),
+                                    reason: reason.into(),
+                                }))
+                            }
+                        };
+                        sender.feed(message).await?;
+                        fed += 1;
+                        if !last && fed < MESSAGES_PER_WRITE {
+                            item = connection.queue.try_next();
                         }
-                        (
-                            Message::Close(Some(CloseFrame {
-                                code: CloseCode::from(code),
-                                reason: reason.into(),
-                            })),
-                            true,
-                        )
                     }
+                    sender.flush().await
                 };
-                let sent =
-                    futures_lite::future::or(async { Some(sender.send(message).await) }, async {
-                        glommio::timer::sleep(self.write_timeout).await;
-                        None
-                    })
-                    .await;
+                let sent = futures_lite::future::or(async { Some(batch.await) }, async {
+                    glommio::timer::sleep(self.write_timeout).await;
+                    None
+                })
+                .await;
                 match sent {
                     Some(Ok(())) if !last => {}
                     Some(Ok(())) => break,

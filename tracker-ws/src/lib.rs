@@ -35,6 +35,12 @@ use tracker_runtime::metrics::{
 use tracker_runtime::shard::{RelaySink, Shard};
 use tracker_runtime::shutdown::StopEvent;
 
+/// Bytes of frames a connection gathers before writing them (about four
+/// relayed offers of a usual size): a burst costs a write per 4 KiB, not
+/// one per message, while the buffer, whose capacity stays with the
+/// connection, stays small.
+const WRITE_BUFFER_BYTES: usize = 4096;
+
 pub use config::WebSocketConfig;
 use connection::Connection;
 
@@ -153,7 +159,10 @@ impl WsService {
             // Read into a small buffer that grows only for large messages:
             // the default (128 KiB) would cost that much per connection.
             .read_buffer_size(4096)
-            .write_buffer_size(0)
+            // Frames gather up to this before they are written, so that a
+            // batch (see `connection.rs`) goes out in one write; the
+            // buffer's capacity stays with the connection, so it is small.
+            .write_buffer_size(WRITE_BUFFER_BYTES)
             .max_write_buffer_size(
                 config
                     .max_queued_bytes

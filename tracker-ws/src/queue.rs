@@ -177,16 +177,8 @@ impl Queue {
     /// then the close frame; None once shut and empty.
     pub(crate) async fn next(&self) -> Option<Outgoing> {
         poll_fn(|cx| {
-            let own = self.own.borrow_mut().pop();
-            if let Some(text) = own {
-                self.wake_reader();
-                return Poll::Ready(Some(Outgoing::Text(text)));
-            }
-            if let Some(text) = self.relays.borrow_mut().pop() {
-                return Poll::Ready(Some(Outgoing::Text(text)));
-            }
-            if let Some((code, reason)) = self.close.take() {
-                return Poll::Ready(Some(Outgoing::Close(code, reason)));
+            if let Some(item) = self.try_next() {
+                return Poll::Ready(Some(item));
             }
             if self.shut.get() {
                 return Poll::Ready(None);
@@ -195,6 +187,21 @@ impl Queue {
             Poll::Pending
         })
         .await
+    }
+
+    /// The next message to send if one is queued now, in `next`'s order.
+    pub(crate) fn try_next(&self) -> Option<Outgoing> {
+        let own = self.own.borrow_mut().pop();
+        if let Some(text) = own {
+            self.wake_reader();
+            return Some(Outgoing::Text(text));
+        }
+        if let Some(text) = self.relays.borrow_mut().pop() {
+            return Some(Outgoing::Text(text));
+        }
+        self.close
+            .take()
+            .map(|(code, reason)| Outgoing::Close(code, reason))
     }
 }
 
@@ -242,6 +249,28 @@ mod tests {
             "what was queued is dropped"
         );
         block_on(queue.room());
+    }
+
+    /// What a writer batches: everything queued now, in `next`'s order,
+    /// the close last, and nothing when empty.
+    #[test]
+    fn what_is_queued_now_is_taken_in_order_without_waiting() {
+        let queue = Queue::new(8, 100);
+        assert!(queue.try_next().is_none());
+        assert!(queue.push_relay(b"offer".to_vec()));
+        assert!(queue.push(b"answer".to_vec()));
+        assert_eq!(text(queue.try_next()), b"answer");
+        assert_eq!(text(queue.try_next()), b"offer");
+        assert!(queue.try_next().is_none());
+        assert!(queue.push(b"last answer".to_vec()));
+        queue.close(1001, "going away");
+        assert_eq!(text(queue.try_next()), b"last answer");
+        assert!(matches!(
+            queue.try_next(),
+            Some(Outgoing::Close(1001, "going away"))
+        ));
+        assert!(queue.try_next().is_none());
+        assert!(block_on(queue.next()).is_none(), "shut and empty");
     }
 
     #[test]
