@@ -79,15 +79,13 @@ fn failure(tracker: SocketAddr, path: &str) -> Option<String> {
     failure_of(path, status, &body)
 }
 
-/// As [`failure`], with this `User-Agent` (or none).
-fn failure_as(tracker: SocketAddr, path: &str, agent: Option<&str>) -> Option<String> {
+/// As [`failure`], with these header lines in place of the usual ones.
+fn failure_with(tracker: SocketAddr, path: &str, headers: &[&str]) -> Option<String> {
     use std::io::{Read, Write};
     let mut tcp = std::net::TcpStream::connect(tracker).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let agent = agent
-        .map(|a| format!("User-Agent: {a}\r\n"))
-        .unwrap_or_default();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\n{agent}Connection: close\r\n\r\n");
+    let headers: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\n{headers}Connection: close\r\n\r\n");
     tcp.write_all(request.as_bytes()).unwrap();
     let mut answer = Vec::new();
     tcp.read_to_end(&mut answer).unwrap();
@@ -243,24 +241,41 @@ fn announces_are_credited_by_unit3ds_rules_and_refused_in_its_words() {
         .as_deref(),
         Some("Client is not acceptable. Please check our blacklist.")
     );
-    // The client's own checks: its port, and its user agent.
+    // The client's own checks: its port, its headers and its user agent.
     assert_eq!(
         announce(http, 1, 1, 8080, (0, 0, 5), STARTED).as_deref(),
         Some("Illegal port: 8080. Port should be between 6881-64999.")
     );
     let keyed = path.replacen("/announce?", &format!("/announce/{}?", passkey(2)), 1);
-    for (agent, reason) in [
-        (None, "Invalid user agent."),
+    let long_agent = format!("User-Agent: {}", "a".repeat(65));
+    for (headers, reason) in [
+        (&[][..], Some("Invalid user agent.")),
         (
-            Some("Mozilla/5.0 (X11; Linux x86_64)"),
-            "Browser, crawler or cheater is not allowed.",
+            &["User-Agent: Mozilla/5.0 (X11; Linux x86_64)"],
+            Some("Browser, crawler or cheater is not allowed."),
         ),
         (
-            Some(&*"a".repeat(65)),
-            "The user agent of this client is too long.",
+            &[&*long_agent],
+            Some("The user agent of this client is too long."),
         ),
+        (
+            &[
+                "User-Agent: qBittorrent/5.0.1",
+                "Referer: http://example.org/",
+            ],
+            Some("Abnormal access blocked."),
+        ),
+        (
+            &["Accept-Language: en", "User-Agent: qBittorrent/5.0.1"],
+            Some("Abnormal access blocked."),
+        ),
+        (&["User-Agent: qBittorrent/5.0.1", "Accept: */*"], None),
     ] {
-        assert_eq!(failure_as(http, &keyed, agent).as_deref(), Some(reason));
+        assert_eq!(
+            failure_with(http, &keyed, headers).as_deref(),
+            reason,
+            "{headers:?}"
+        );
     }
     // Gazelle's form of the path works too; a path without a passkey and a
     // scrape do not.

@@ -30,6 +30,8 @@ fn is_illegal_port(port: u16) -> bool {
 /// Why a client is refused, in UNIT3D-Announce's words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClientRefusal {
+    /// A header only browsers send (`tracker_proto::http::BROWSER_HEADERS`).
+    BrowserHeaders,
     /// No user agent, or one with bytes that are not visible ASCII.
     InvalidUserAgent,
     UserAgentTooLong,
@@ -40,6 +42,7 @@ pub enum ClientRefusal {
 impl fmt::Display for ClientRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            ClientRefusal::BrowserHeaders => f.write_str("Abnormal access blocked."),
             ClientRefusal::InvalidUserAgent => f.write_str("Invalid user agent."),
             ClientRefusal::UserAgentTooLong => {
                 f.write_str("The user agent of this client is too long.")
@@ -53,8 +56,17 @@ impl fmt::Display for ClientRefusal {
     }
 }
 
+/// Checks an HTTP client's headers, in UNIT3D-Announce's order: none that
+/// only browsers send, then its user agent (`None`: the header was missing).
+pub fn check_headers(browser_headers: bool, agent: Option<&[u8]>) -> Result<(), ClientRefusal> {
+    if browser_headers {
+        return Err(ClientRefusal::BrowserHeaders);
+    }
+    check_user_agent(agent)
+}
+
 /// Checks a user agent (`None`: the header was missing).
-pub fn check_user_agent(agent: Option<&[u8]>) -> Result<(), ClientRefusal> {
+fn check_user_agent(agent: Option<&[u8]>) -> Result<(), ClientRefusal> {
     let agent = agent.unwrap_or_default();
     if agent.is_empty() || !agent.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
         return Err(ClientRefusal::InvalidUserAgent);
@@ -120,6 +132,28 @@ mod tests {
         assert_eq!(
             ClientRefusal::IllegalPort(8080).to_string(),
             "Illegal port: 8080. Port should be between 6881-64999."
+        );
+    }
+
+    #[test]
+    fn a_browser_header_is_refused_before_the_user_agent_is_read() {
+        let agent = Some(&b"qBittorrent/5.0.1"[..]);
+        assert_eq!(check_headers(false, agent), Ok(()));
+        assert_eq!(
+            check_headers(true, agent),
+            Err(ClientRefusal::BrowserHeaders)
+        );
+        assert_eq!(
+            check_headers(true, None),
+            Err(ClientRefusal::BrowserHeaders)
+        );
+        assert_eq!(
+            check_headers(false, None),
+            Err(ClientRefusal::InvalidUserAgent)
+        );
+        assert_eq!(
+            ClientRefusal::BrowserHeaders.to_string(),
+            "Abnormal access blocked."
         );
     }
 

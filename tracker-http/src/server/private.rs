@@ -4,7 +4,7 @@
 
 use super::answer::Scratch;
 use super::*;
-use tracker_private::client::{check_port, check_user_agent};
+use tracker_private::client::{check_headers, check_port};
 use tracker_private::{Agent, Passkey, PrivateAnnounce};
 use tracker_proto::http::write_warning;
 use tracker_runtime::shard::{PrivateRefused, PrivateRequest};
@@ -36,8 +36,8 @@ impl HttpService {
             Err(e) => return self.fail(s.out, e.status(), connection, e.reason()),
         };
         // The client's own checks, before any lookup.
-        let client =
-            check_user_agent(request.user_agent).and_then(|()| check_port(req.port, req.event));
+        let client = check_headers(request.browser_headers, request.user_agent)
+            .and_then(|()| check_port(req.port, req.event));
         if let Err(refusal) = client {
             self.stats.refused.inc();
             return self.fail(s.out, 200, connection, &refusal.to_string());

@@ -61,6 +61,9 @@ pub struct Request<'a> {
     pub key: Option<&'a [u8]>,
     /// The `User-Agent` header, as sent.
     pub user_agent: Option<&'a [u8]>,
+    /// It carries a header that browsers send and BitTorrent clients do not
+    /// (see [`BROWSER_HEADERS`]): a private tracker refuses it.
+    pub browser_headers: bool,
     pub connection: Connection,
     /// The address in the real-IP header, read from a trusted proxy only
     /// ([`RealIp::Required`]); `None` otherwise.
@@ -255,11 +258,15 @@ pub fn parse_head<'a>(buf: &'a [u8], real_ip: RealIp<'_>) -> Result<Parsed<'a>, 
     let (mut close, mut keep_alive) = (false, false);
     let mut real_ip_value = None;
     let mut user_agent = None;
+    let mut browser_headers = false;
     for header in head.headers.iter() {
         let name = header.name;
         if name.eq_ignore_ascii_case("user-agent") {
             user_agent = Some(header.value);
         }
+        browser_headers |= BROWSER_HEADERS
+            .iter()
+            .any(|browser| name.eq_ignore_ascii_case(browser));
         if name.eq_ignore_ascii_case("content-length") {
             match parse_decimal(header.value.trim_ascii()) {
                 Some(0) => {}
@@ -298,12 +305,23 @@ pub fn parse_head<'a>(buf: &'a [u8], real_ip: RealIp<'_>) -> Result<Parsed<'a>, 
         websocket_key,
         key,
         user_agent,
+        browser_headers,
         connection,
         real_ip,
         real_ip_ignored,
     };
     Ok(Parsed::Complete { request, consumed })
 }
+
+/// Headers that browsers (and the cheating tools that pose as clients
+/// through them) send, and BitTorrent clients do not: UNIT3D-Announce's
+/// list, refused in private mode.
+pub const BROWSER_HEADERS: [&str; 4] = [
+    "accept-language",
+    "referer",
+    "accept-charset",
+    "want-digest",
+];
 
 /// Longest key a path may carry (a UNIT3D passkey has 32 bytes).
 pub const MAX_PATH_KEY: usize = 64;

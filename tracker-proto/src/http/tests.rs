@@ -81,8 +81,28 @@ fn keys_in_paths_in_unit3d_and_gazelle_forms() {
     assert_eq!(request.key, Some(&key[..]));
     assert_eq!(request.query, b"port=1");
     assert_eq!(request.user_agent, Some(&b"qBittorrent/5.0.1"[..]));
+    assert!(!request.browser_headers);
     let (request, _) = complete(head(b"GET /announce HTTP/1.1\r\n\r\n"));
     assert_eq!((request.key, request.user_agent), (None, None));
+}
+
+#[test]
+fn a_header_only_browsers_send_is_noted() {
+    for header in [
+        "Accept-Language: en",
+        "referer: http://example.org/",
+        "ACCEPT-CHARSET: utf-8",
+        "Want-Digest: sha-256",
+    ] {
+        let buf = format!("GET /announce/key?port=1 HTTP/1.1\r\nUser-Agent: x\r\n{header}\r\n\r\n");
+        let (request, _) = complete(head(buf.as_bytes()));
+        assert!(request.browser_headers, "{header}");
+    }
+    for header in ["Accept: */*", "Accept-Encoding: gzip", "Referrer-Policy: x"] {
+        let buf = format!("GET /announce/key?port=1 HTTP/1.1\r\n{header}\r\n\r\n");
+        let (request, _) = complete(head(buf.as_bytes()));
+        assert!(!request.browser_headers, "{header}");
+    }
 }
 
 #[test]
