@@ -792,3 +792,54 @@ fn a_leecher_past_its_groups_download_slots_is_told_and_kept_out() {
     );
     tracker.stop();
 }
+
+/// A peer announcing again before `private.min_announce_interval_secs` is
+/// accounted, but answered no peers and zero counts, without a word
+/// (UNIT3D-Announce's silent rate limit); its first completed is not held
+/// back.
+#[test]
+fn an_announce_too_soon_is_credited_but_gets_no_peers() {
+    let _shared = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let db = SiteDb::new();
+    seed(&db);
+    let state = TempPath::new("tracker-test-private-too-soon", "state");
+    let (tracker, _) = start(&db, &state.0);
+    let http = tracker.http[0];
+    let answer = |user: u32, port: u16, (up, left): (u64, u64), event| {
+        let mut req = announce_request(info_hash(1), port, left, event);
+        req.uploaded = up;
+        let path = target(&req).replacen("/announce?", &format!("/announce/{}?", passkey(user)), 1);
+        let (status, body) = http_get(http, &path, Duration::from_secs(5)).expect("an answer");
+        assert_eq!(status, 200);
+        let value = bencode::decode(&body).expect("bencoded");
+        assert!(value.get(b"failure reason").is_none(), "{value:?}");
+        assert!(value.get(b"warning message").is_none(), "silent: {value:?}");
+        let int = |key: &[u8]| value.get(key).and_then(|v| v.as_int()).unwrap();
+        let peers = value
+            .get(b"peers")
+            .and_then(|v| v.as_bytes())
+            .unwrap()
+            .len()
+            / 6;
+        (int(b"complete"), int(b"incomplete"), peers)
+    };
+    assert_eq!(answer(2, 7002, (0, 0), STARTED), (1, 0, 0));
+    assert_eq!(answer(1, 7001, (0, 1000), STARTED), (1, 1, 1));
+    // Again at once: nothing to harvest, but the bytes count.
+    assert_eq!(answer(1, 7001, (2000, 1000), NONE), (0, 0, 0));
+    assert_eq!(
+        tracker.metric(
+            "tracker_private_announces_total",
+            &[("outcome", "too_soon")]
+        ),
+        1
+    );
+    db.wait_for("SELECT uploaded FROM users WHERE id = 1", 2000u64);
+    // A first completed is answered at once (a seeder is handed no
+    // seeders, so its counts show it).
+    assert_eq!(
+        answer(1, 7001, (2000, 0), AnnounceEvent::Completed),
+        (2, 0, 0)
+    );
+    tracker.stop();
+}

@@ -139,6 +139,7 @@ impl PrivateMode {
                     .unwrap_or(u16::MAX),
                 active_peer_ttl: private.active_peer_ttl_secs.into(),
                 max_upload_rate: private.max_upload_rate,
+                min_announce_interval: private.min_announce_interval_secs.into(),
             },
             flush_interval: Duration::from_millis(private.flush_interval_ms.into()),
             sink: Arc::new(FlusherSink::default()),

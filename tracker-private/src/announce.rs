@@ -20,6 +20,11 @@ pub struct LedgerConfig {
     /// previous announce is flagged and not credited (its raw bytes are
     /// still recorded). 0: off.
     pub max_upload_rate: u64,
+    /// Seconds a peer must wait between two announces
+    /// (`ANNOUNCE_MIN_ENFORCED`, default 1740): one sooner is accounted but
+    /// answered with no peers and zero counts, so that announcing fast
+    /// harvests nothing. Its first `completed` is never held back. 0: off.
+    pub min_announce_interval: u64,
 }
 
 impl Default for LedgerConfig {
@@ -28,6 +33,7 @@ impl Default for LedgerConfig {
             max_peers_per_torrent_per_user: 3,
             active_peer_ttl: 7200,
             max_upload_rate: 0,
+            min_announce_interval: 0,
         }
     }
 }

@@ -61,6 +61,10 @@ pub struct Admitted {
     pub completed: bool,
     /// The upload exceeded `max_upload_rate`: not credited.
     pub flagged: bool,
+    /// It came sooner than `min_announce_interval` after the peer's
+    /// previous one: accounted, but the caller answers no peers and zero
+    /// counts (UNIT3D-Announce's silent "Rate limit exceeded").
+    pub too_soon: bool,
 }
 
 /// A peer as the ledger knows it, for the site API's torrent answer.
@@ -150,6 +154,13 @@ impl Ledger {
                 deltas.leechers -= 1;
             }
         }
+        let min_interval = self.config.min_announce_interval;
+        let too_soon = previous.is_some_and(|old| {
+            let first_completed = a.event == AnnounceEvent::Completed && !old.has_sent_completed;
+            min_interval > 0
+                && now_secs < old.last_seen.saturating_add(min_interval)
+                && !first_completed
+        });
         let created_at = previous.map_or(now_secs, |old| old.created_at);
         let has_sent_completed = previous.is_some_and(|old| old.has_sent_completed)
             || a.event == AnnounceEvent::Completed;
@@ -271,6 +282,7 @@ impl Ledger {
             seedtime: deltas.seedtime,
             completed: deltas.completed,
             flagged: deltas.flagged,
+            too_soon,
         })
     }
 

@@ -457,6 +457,40 @@ fn an_upload_too_fast_is_flagged_not_credited() {
 }
 
 #[test]
+fn an_announce_too_soon_is_accounted_but_marked() {
+    let site = site();
+    let mut ledger = Ledger::new(LedgerConfig {
+        min_announce_interval: 1740,
+        ..LedgerConfig::default()
+    });
+    let mut a = announce(1, 1, 1);
+    assert!(
+        !ledger.announce(&site, &a, 100).unwrap().too_soon,
+        "a new peer"
+    );
+    a.event = AnnounceEvent::None;
+    a.uploaded = 300;
+    let soon = ledger.announce(&site, &a, 1000).unwrap();
+    assert!(soon.too_soon && soon.in_swarm);
+    assert_eq!(soon.credited_uploaded, 300, "still credited");
+    // The interval counts from the announce before, held back or not.
+    assert!(ledger.announce(&site, &a, 2739).unwrap().too_soon);
+    assert!(!ledger.announce(&site, &a, 2739 + 1740).unwrap().too_soon);
+    // A first completed is never held back; a second one is.
+    a.event = AnnounceEvent::Completed;
+    a.left = 0;
+    let done = ledger.announce(&site, &a, 2739 + 1741).unwrap();
+    assert!(done.completed && !done.too_soon);
+    assert!(ledger.announce(&site, &a, 2739 + 1742).unwrap().too_soon);
+    // Off at 0.
+    let mut off = Ledger::new(LedgerConfig::default());
+    let a = announce(1, 1, 2);
+    off.announce(&site, &a, 100).unwrap();
+    assert!(!off.announce(&site, &a, 100).unwrap().too_soon);
+    assert_eq!(ledger.take_batch().users[&1].uploaded, 300);
+}
+
+#[test]
 fn the_peers_of_a_torrent_are_listed_for_the_api() {
     let site = site();
     let mut ledger = Ledger::default();

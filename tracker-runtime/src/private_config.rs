@@ -71,6 +71,13 @@ pub struct PrivateConfig {
     /// the usual guard against clients that report invented uploads.
     /// 0: off. The default, 10 Gbit/s, leaves seedboxes alone.
     pub max_upload_rate: u64,
+    /// Seconds a peer must let pass between two announces
+    /// (UNIT3D-Announce's ANNOUNCE_MIN_ENFORCED): one sooner is still
+    /// accounted but gets no peers and zero counts, so that announcing in
+    /// a loop harvests no peer lists. A peer's first completed is never
+    /// held back. At most swarm.announce_interval_secs, with room for
+    /// clients that announce a little early. 0: off.
+    pub min_announce_interval_secs: u32,
     /// Where the accounting not yet written is kept when the database is
     /// unreachable at a stop, for the next start to write (replaced
     /// atomically). Empty: next to the state file, with `.pending` added.
@@ -105,6 +112,7 @@ impl Default for PrivateConfig {
             max_peers_per_torrent_per_user: 3,
             active_peer_ttl_secs: 7200,
             max_upload_rate: 1_250_000_000,
+            min_announce_interval_secs: 1740,
             pending_file: String::new(),
         }
     }

@@ -24,6 +24,7 @@ crate::counters! {
     pub struct PrivateStats {
         pub admitted: Counter => PRIVATE_ANNOUNCES { outcome = "admitted" },
         pub flagged: Counter => PRIVATE_ANNOUNCES { outcome = "flagged" },
+        pub too_soon: Counter => PRIVATE_ANNOUNCES { outcome = "too_soon" },
         pub blacklisted: Counter => PRIVATE_ANNOUNCES { outcome = "blacklisted" },
         pub unknown_torrent: Counter => PRIVATE_ANNOUNCES { outcome = "unknown_torrent" },
         pub torrent_state: Counter => PRIVATE_ANNOUNCES { outcome = "torrent_state" },
@@ -138,6 +139,11 @@ impl Shard {
         if admitted.hidden {
             peers.reset(IpFamily::of(req.announce.peer_addr.ip()));
             return Err(PrivateRefused::Site(Refusal::DownloadSlotLimit));
+        }
+        if admitted.too_soon {
+            s.too_soon.inc();
+            peers.reset(IpFamily::of(req.announce.peer_addr.ip()));
+            return counts.map(|_| SwarmCounts::default());
         }
         counts
     }
