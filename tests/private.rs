@@ -843,3 +843,58 @@ fn an_announce_too_soon_is_credited_but_gets_no_peers() {
     );
     tracker.stop();
 }
+
+/// A known user's client announcing a torrent the site does not serve gets
+/// UNIT3D-Announce's refusal, and the site learns of it in
+/// `unregistered_info_hashes`; an unknown passkey's does not reach it.
+#[test]
+fn unregistered_info_hashes_reach_the_site() {
+    let _shared = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let db = SiteDb::new();
+    seed(&db);
+    let state = TempPath::new("tracker-test-private-unregistered", "state");
+    let (tracker, _) = start(&db, &state.0);
+    let http = tracker.http[0];
+    assert_eq!(
+        announce(http, 2, 77, 7001, (0, 0, 1000), STARTED).as_deref(),
+        Some("InfoHash not found.")
+    );
+    assert_eq!(
+        announce_with(http, &passkey(42), 78, 7002, (0, 0, 1000), STARTED).as_deref(),
+        Some("InfoHash not found.")
+    );
+    db.wait_for(
+        "SELECT COUNT(*) FROM unregistered_info_hashes WHERE user_id = 2",
+        1u64,
+    );
+    let hash: Vec<u8> = db.one("SELECT info_hash FROM unregistered_info_hashes");
+    assert_eq!(hash, info_hash(77).0.to_vec());
+    tracker.stop();
+
+    // Without the table the tracker does not start (its flushes would fail
+    // forever), unless told to write no such rows.
+    db.exec("DROP TABLE unregistered_info_hashes");
+    let (code, err) = Tracker::builder()
+        .http(None)
+        .udp(None)
+        .config(&config(&db, free_port(), "t1"))
+        .spawn()
+        .wait_exit(Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("no table unregistered_info_hashes")
+            && err.contains("private.max_unregistered_per_flush"),
+        "{err}"
+    );
+    let off = config(&db, free_port(), "t1").replacen(
+        "[runtime]",
+        "max_unregistered_per_flush = 0\n[runtime]",
+        1,
+    );
+    let tracker = Tracker::builder().http(None).udp(None).config(&off).start();
+    assert_eq!(
+        announce(tracker.http[0], 2, 77, 7001, (0, 0, 1000), STARTED).as_deref(),
+        Some("InfoHash not found.")
+    );
+    tracker.stop();
+}

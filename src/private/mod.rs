@@ -111,6 +111,18 @@ impl PrivateMode {
             .map_err(|e| format!("private.database_url: {e}"))?;
         let records = tracker_db::load(&mut conn)
             .map_err(|e| format!("private.database_url: loading the site: {e}"))?;
+        // Checked now, not at the first flush, which would fail forever.
+        let unregistered = "unregistered_info_hashes";
+        if private.max_unregistered_per_flush > 0
+            && !tracker_db::has_table(&mut conn, unregistered)
+                .map_err(|e| format!("private.database_url: {e}"))?
+        {
+            return Err(format!(
+                "private.database_url: the site's database has no table {unregistered} \
+                 (deploy/unit3d/schema.sql has UNIT3D's): create it, or set \
+                 private.max_unregistered_per_flush = 0"
+            ));
+        }
         drop(conn);
         let factors = GlobalFactors {
             upload: private.upload_factor,
@@ -140,6 +152,7 @@ impl PrivateMode {
                 active_peer_ttl: private.active_peer_ttl_secs.into(),
                 max_upload_rate: private.max_upload_rate,
                 min_announce_interval: private.min_announce_interval_secs.into(),
+                max_unregistered_per_batch: private.max_unregistered_per_flush as usize,
             },
             flush_interval: Duration::from_millis(private.flush_interval_ms.into()),
             sink: Arc::new(FlusherSink::default()),

@@ -18,6 +18,7 @@
 //!    placeholders and at most `max_rows` rows. Column semantics are
 //!    UNIT3D-Announce's (the fact sheet's 3.3 to 3.6), except
 //!    `history.seedtime`, which the tracker computes itself: it is added.
+//!    `unregistered_info_hashes` rows of users still present go last.
 //! 4. `UPDATE tracker_flushes SET sequence = ?`, then `COMMIT`.
 //!
 //! Times: the rows carry unix seconds, written as `FROM_UNIXTIME(?)` in a
@@ -30,7 +31,10 @@ use mysql::{Conn, IsolationLevel, Transaction, TxOpts, Value};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::net::IpAddr;
-use tracker_private::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
+use tracker_private::{
+    Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UnregisteredRow, UserRow,
+};
+use tracker_proto::InfoHash;
 
 /// The rows per statement when nothing else is configured (what
 /// UNIT3D-Announce's example `MAX_RECORDS_PER_BATCH` is).
@@ -64,16 +68,9 @@ const CREATE_TRACKER_FLUSHES: &str = "CREATE TABLE IF NOT EXISTS tracker_flushes
 /// already; a database user without the CREATE privilege is fine where the
 /// table was made beforehand.
 pub fn create_tracker_table(conn: &mut Conn) -> Result<(), DbError> {
-    let doing = "creating the table tracker_flushes";
-    let exists: Option<u8> = conn
-        .query_first(
-            "SELECT 1 FROM information_schema.tables \
-             WHERE table_schema = DATABASE() AND table_name = 'tracker_flushes'",
-        )
-        .map_err(|e| DbError::from_mysql(doing, e))?;
-    if exists.is_none() {
+    if !crate::load::has_table(conn, "tracker_flushes")? {
         conn.query_drop(CREATE_TRACKER_FLUSHES)
-            .map_err(|e| DbError::from_mysql(doing, e))?;
+            .map_err(|e| DbError::from_mysql("creating the table tracker_flushes", e))?;
     }
     Ok(())
 }
@@ -167,6 +164,9 @@ pub fn flush(
     let history_rows: Vec<_> = (rows.history.iter())
         .filter(|((u, t), _)| keep(users.contains(u) && torrents.contains(t)))
         .collect();
+    let unregistered_rows: Vec<_> = (rows.unregistered.iter())
+        .filter(|((_, u), _)| keep(users.contains(u)))
+        .collect();
 
     write(&mut tx, &USERS, &user_rows, max_rows, |(id, row), out| {
         user_values(*id, row, out)
@@ -188,6 +188,13 @@ pub fn flush(
         max_rows,
         |(key, row), out| history_values(*key, row, out),
     )?;
+    write(
+        &mut tx,
+        &UNREGISTERED,
+        &unregistered_rows,
+        max_rows,
+        |(key, row), out| unregistered_values(*key, row, out),
+    )?;
 
     tx.exec_drop(
         "UPDATE tracker_flushes SET sequence = ? WHERE tracker_id = ?",
@@ -207,6 +214,8 @@ struct SortedRows<'a> {
     history: Vec<((u32, u32), &'a HistoryRow)>,
     users: Vec<(u32, &'a UserRow)>,
     torrents: Vec<(u32, &'a TorrentRow)>,
+    /// Keyed (info-hash, user), the table's primary key order.
+    unregistered: Vec<((InfoHash, u32), &'a UnregisteredRow)>,
 }
 
 impl<'a> SortedRows<'a> {
@@ -219,11 +228,16 @@ impl<'a> SortedRows<'a> {
         users.sort_unstable_by_key(|(key, _)| *key);
         let mut torrents: Vec<_> = batch.torrents.iter().map(|(k, r)| (*k, r)).collect();
         torrents.sort_unstable_by_key(|(key, _)| *key);
+        let mut unregistered: Vec<_> = (batch.unregistered.iter())
+            .map(|(&(user, hash), r)| ((hash, user), r))
+            .collect();
+        unregistered.sort_unstable_by_key(|((hash, user), _)| (hash.0, *user));
         SortedRows {
             peers,
             history,
             users,
             torrents,
+            unregistered,
         }
     }
 
@@ -231,7 +245,12 @@ impl<'a> SortedRows<'a> {
         let peers = self.peers.iter().map(|(k, _)| k.user_id);
         let history = self.history.iter().map(|((u, _), _)| *u);
         let users = self.users.iter().map(|(u, _)| *u);
-        peers.chain(history).chain(users).collect()
+        let unregistered = self.unregistered.iter().map(|((_, u), _)| *u);
+        peers
+            .chain(history)
+            .chain(users)
+            .chain(unregistered)
+            .collect()
     }
 
     fn torrent_ids(&self) -> BTreeSet<u32> {
@@ -352,6 +371,16 @@ const HISTORY: Upsert = Upsert {
            completed_at = COALESCE(completed_at, VALUES(completed_at))",
 };
 
+/// `unregistered_info_hashes`: the first sighting kept, the latest time
+/// assigned (as UNIT3D-Announce writes it).
+const UNREGISTERED: Upsert = Upsert {
+    head: "INSERT INTO unregistered_info_hashes (user_id, info_hash, created_at, updated_at) \
+           VALUES ",
+    tuple: "(?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
+    placeholders: 4,
+    tail: " ON DUPLICATE KEY UPDATE updated_at = VALUES(updated_at)",
+};
+
 /// Writes `rows` with `upsert`, as few statements as the limits allow.
 fn write<R>(
     tx: &mut Transaction<'_>,
@@ -466,13 +495,22 @@ fn history_values((user, torrent): (u32, u32), row: &HistoryRow, out: &mut Vec<V
     ]);
 }
 
+fn unregistered_values((hash, user): (InfoHash, u32), row: &UnregisteredRow, out: &mut Vec<Value>) {
+    out.extend([
+        Value::UInt(u64::from(user)),
+        Value::Bytes(hash.0.to_vec()),
+        time(row.created_at),
+        time(row.updated_at),
+    ]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn placeholders_match_the_tuples() {
-        for upsert in [&USERS, &TORRENTS, &PEERS, &HISTORY] {
+        for upsert in [&USERS, &TORRENTS, &PEERS, &HISTORY, &UNREGISTERED] {
             assert_eq!(
                 upsert.tuple.matches('?').count(),
                 upsert.placeholders,

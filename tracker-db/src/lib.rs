@@ -40,7 +40,7 @@ pub use flush::{
     create_tracker_table, flush, last_sequence, FlushOutcome, DEFAULT_MAX_ROWS_PER_STATEMENT,
 };
 pub use flusher::{Flusher, FlusherConfig, FlusherHandle, FlusherStats, Leftover};
-pub use load::{load, load_with_report, LoadReport};
+pub use load::{has_table, load, load_with_report, LoadReport};
 /// The connection every function here takes (the `mysql` crate's).
 pub use mysql::Conn;
 pub use peers::load_active_peers;

@@ -45,6 +45,18 @@ const TOKENS: &str = "SELECT user_id, torrent_id FROM freeleech_tokens";
 const PERSONAL: &str = "SELECT user_id FROM personal_freeleeches";
 const BLACKLIST: &str = "SELECT peer_id_prefix FROM blacklist_clients";
 
+/// Whether the connection's database has a table of this name.
+pub fn has_table(conn: &mut Conn, table: &str) -> Result<bool, DbError> {
+    let found: Option<u8> = conn
+        .exec_first(
+            "SELECT 1 FROM information_schema.tables \
+             WHERE table_schema = DATABASE() AND table_name = ?",
+            (table,),
+        )
+        .map_err(|e| DbError::from_mysql(format!("looking for the table {table}"), e))?;
+    Ok(found.is_some())
+}
+
 /// Reads the site's records (see [`load_with_report`]); users with a bad
 /// passkey are left out and their number logged.
 pub fn load(conn: &mut Conn) -> Result<SiteRecords, DbError> {

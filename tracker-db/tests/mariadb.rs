@@ -20,7 +20,8 @@ use tracker_db::{
     FlusherHandle,
 };
 use tracker_private::{
-    Batch, Group, HistoryRow, PeerKey, Torrent, TorrentRow, TorrentStatus, User, UserRow,
+    Batch, Group, HistoryRow, PeerKey, Torrent, TorrentRow, TorrentStatus, UnregisteredRow, User,
+    UserRow,
 };
 use tracker_proto::InfoHash;
 
@@ -562,4 +563,53 @@ fn torrent_rows_alone_change_counts_only() {
     let counts: (i64, i64, i64, i64) =
         db.one("SELECT seeders, leechers, times_completed, balance FROM torrents WHERE id = 1");
     assert_eq!(counts, (1, 6, 2, -10));
+}
+
+/// A user's client announcing torrents the site does not serve: one row
+/// per (info-hash, user), the first sighting kept and the last assigned;
+/// rows of a user deleted meanwhile are left out.
+#[test]
+fn unregistered_info_hashes_are_written_as_unit3d_announce_writes_them() {
+    let db = TestDb::new();
+    db.seed(2, 1);
+    let mut conn = db.conn();
+    assert!(tracker_db::has_table(&mut conn, "unregistered_info_hashes").unwrap());
+    assert!(!tracker_db::has_table(&mut conn, "no_such_table").unwrap());
+    let row = |created_at, updated_at| UnregisteredRow {
+        created_at,
+        updated_at,
+    };
+    let mut batch = Batch::default();
+    batch
+        .unregistered
+        .insert((1, InfoHash([0xee; 20])), row(T0, T0 + 5));
+    batch
+        .unregistered
+        .insert((2, InfoHash([0xee; 20])), row(T0 + 1, T0 + 1));
+    batch
+        .unregistered
+        .insert((99, InfoHash([0xee; 20])), row(T0, T0));
+    assert_eq!(
+        flush(&mut conn, "t1", 1, &batch, MAX_ROWS).unwrap(),
+        FlushOutcome::Applied {
+            rows: 2,
+            skipped: 1
+        }
+    );
+    let mut later = Batch::default();
+    later
+        .unregistered
+        .insert((1, InfoHash([0xee; 20])), row(T0 + 60, T0 + 60));
+    flush(&mut conn, "t1", 2, &later, MAX_ROWS).unwrap();
+    let rows: Vec<(u32, Vec<u8>, u64, u64)> = db.rows(
+        "SELECT user_id, info_hash, UNIX_TIMESTAMP(created_at), UNIX_TIMESTAMP(updated_at) \
+         FROM unregistered_info_hashes ORDER BY user_id",
+    );
+    assert_eq!(
+        rows,
+        vec![
+            (1, vec![0xee; 20], T0, T0 + 60),
+            (2, vec![0xee; 20], T0 + 1, T0 + 1)
+        ]
+    );
 }

@@ -25,6 +25,11 @@ pub struct LedgerConfig {
     /// answered with no peers and zero counts, so that announcing fast
     /// harvests nothing. Its first `completed` is never held back. 0: off.
     pub min_announce_interval: u64,
+    /// Distinct (user, info-hash) rows of `unregistered_info_hashes` one
+    /// batch takes at most; past it they are dropped and counted, so that a
+    /// passkey announcing made-up info-hashes grows neither the batch nor
+    /// the table without bound. 0: none are recorded.
+    pub max_unregistered_per_batch: usize,
 }
 
 impl Default for LedgerConfig {
@@ -34,6 +39,7 @@ impl Default for LedgerConfig {
             active_peer_ttl: 7200,
             max_upload_rate: 0,
             min_announce_interval: 0,
+            max_unregistered_per_batch: 0,
         }
     }
 }

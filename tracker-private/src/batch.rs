@@ -7,7 +7,7 @@
 use crate::site::{TorrentId, UserId};
 use ahash::AHashMap;
 use std::net::IpAddr;
-use tracker_proto::PeerId;
+use tracker_proto::{InfoHash, PeerId};
 
 /// A client's `User-Agent`, as `peers.agent` and `history.agent` keep it
 /// (`varchar(64)`): at most 64 bytes, cut there.
@@ -122,6 +122,16 @@ pub struct TorrentRow {
     pub updated_at: u64,
 }
 
+/// An `unregistered_info_hashes` row: a user's client announced an
+/// info-hash the site does not serve (unknown, or deleted), so the site can
+/// tell the user which torrents to remove. Unix seconds; the first
+/// `created_at` is kept, `updated_at` is the latest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnregisteredRow {
+    pub created_at: u64,
+    pub updated_at: u64,
+}
+
 /// Everything one flush writes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Batch {
@@ -129,6 +139,7 @@ pub struct Batch {
     pub history: AHashMap<(UserId, TorrentId), HistoryRow>,
     pub users: AHashMap<UserId, UserRow>,
     pub torrents: AHashMap<TorrentId, TorrentRow>,
+    pub unregistered: AHashMap<(UserId, InfoHash), UnregisteredRow>,
 }
 
 impl PeerRow {
@@ -180,6 +191,13 @@ impl TorrentRow {
     }
 }
 
+impl UnregisteredRow {
+    fn merge(&mut self, later: &UnregisteredRow) {
+        self.created_at = self.created_at.min(later.created_at);
+        self.updated_at = self.updated_at.max(later.updated_at);
+    }
+}
+
 impl Batch {
     /// Merges `later` (what came after this batch) into it.
     pub fn merge(&mut self, later: Batch) {
@@ -194,6 +212,9 @@ impl Batch {
         }
         for (key, row) in later.torrents {
             self.merge_torrent(key, row);
+        }
+        for (key, row) in later.unregistered {
+            self.merge_unregistered(key, row);
         }
     }
 
@@ -227,13 +248,24 @@ impl Batch {
             .or_insert(row);
     }
 
+    pub fn merge_unregistered(&mut self, key: (UserId, InfoHash), row: UnregisteredRow) {
+        self.unregistered
+            .entry(key)
+            .and_modify(|r| r.merge(&row))
+            .or_insert(row);
+    }
+
     pub fn is_empty(&self) -> bool {
         self.rows() == 0
     }
 
     /// Rows it writes, all tables together.
     pub fn rows(&self) -> usize {
-        self.peers.len() + self.history.len() + self.users.len() + self.torrents.len()
+        self.peers.len()
+            + self.history.len()
+            + self.users.len()
+            + self.torrents.len()
+            + self.unregistered.len()
     }
 }
 

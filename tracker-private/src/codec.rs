@@ -5,22 +5,32 @@
 //! Layout: the magic `TPRVBTCH`, a little-endian u16 version, a u32 count
 //! of entries; each entry is a u8 flag (1: numbered) and a u64 sequence
 //! (0 when not numbered), four u32 row counts (peers, history, users,
-//! torrents), then the rows, all fields little-endian and fixed width
-//! (an IP is a tag 4 or 6 and its octets; an agent a length byte and at
-//! most 64 bytes). Checksums are the file writer's business.
+//! torrents) and in version 2 a fifth (unregistered info-hashes), then the
+//! rows, all fields little-endian and fixed width (an IP is a tag 4 or 6
+//! and its octets; an agent a length byte and at most 64 bytes).
+//! Checksums are the file writer's business.
+//!
+//! Version 2 is written only when some batch has unregistered info-hashes,
+//! so that a version before them, to which an operator rolls back, still
+//! reads every file that has none; both versions are read.
 //!
 //! Decoding takes any bytes: it never panics, and it reserves room for no
 //! more rows than the remaining input could hold.
 
-use crate::batch::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
+use crate::batch::{
+    Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UnregisteredRow, UserRow,
+};
 use ahash::AHashMap;
 use std::fmt;
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use tracker_proto::PeerId;
+use tracker_proto::{InfoHash, PeerId};
 
 const MAGIC: &[u8; 8] = b"TPRVBTCH";
-const VERSION: u16 = 1;
+/// Four tables per batch.
+const VERSION_1: u16 = 1;
+/// Five: `unregistered_info_hashes` too.
+const VERSION: u16 = 2;
 
 /// The fewest bytes each thing can take, to bound what a count reserves.
 const MIN_ENTRY: usize = 1 + 8 + 4 * 4;
@@ -28,6 +38,7 @@ const MIN_PEER: usize = 4 + 4 + 20 + 1 + 4 + 2 + 1 + 3 * 8 + 1 + 2 * 8;
 const MIN_HISTORY: usize = 4 + 4 + 1 + 7 * 8 + 1 + 3 * 8;
 const USER_LEN: usize = 4 + 2 * 8;
 const TORRENT_LEN: usize = 4 + 5 * 8;
+const UNREGISTERED_LEN: usize = 4 + 20 + 2 * 8;
 
 /// Why bytes are not a pending-rows file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,8 +73,13 @@ impl std::error::Error for CodecError {}
 /// Appends `pending` (each batch with its flush sequence number, None
 /// where it was not yet numbered) to `out`.
 pub fn encode_pending(pending: &[(Option<u64>, &Batch)], out: &mut Vec<u8>) {
+    let version = if pending.iter().any(|(_, b)| !b.unregistered.is_empty()) {
+        VERSION
+    } else {
+        VERSION_1
+    };
     out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     put_len(out, pending.len());
     for (sequence, batch) in pending {
         out.push(u8::from(sequence.is_some()));
@@ -72,6 +88,9 @@ pub fn encode_pending(pending: &[(Option<u64>, &Batch)], out: &mut Vec<u8>) {
         put_len(out, batch.history.len());
         put_len(out, batch.users.len());
         put_len(out, batch.torrents.len());
+        if version == VERSION {
+            put_len(out, batch.unregistered.len());
+        }
         for (key, row) in &batch.peers {
             put_peer(out, key, row);
         }
@@ -91,6 +110,12 @@ pub fn encode_pending(pending: &[(Option<u64>, &Batch)], out: &mut Vec<u8>) {
             out.extend_from_slice(&row.leechers.to_le_bytes());
             out.extend_from_slice(&row.times_completed.to_le_bytes());
             out.extend_from_slice(&row.balance.to_le_bytes());
+            out.extend_from_slice(&row.updated_at.to_le_bytes());
+        }
+        for ((user_id, info_hash), row) in &batch.unregistered {
+            out.extend_from_slice(&user_id.to_le_bytes());
+            out.extend_from_slice(&info_hash.0);
+            out.extend_from_slice(&row.created_at.to_le_bytes());
             out.extend_from_slice(&row.updated_at.to_le_bytes());
         }
     }
@@ -250,7 +275,7 @@ pub fn decode_pending(bytes: &[u8]) -> Result<Vec<(Option<u64>, Batch)>, CodecEr
         return Err(CodecError::BadMagic);
     }
     let version = r.u16()?;
-    if version != VERSION {
+    if version != VERSION && version != VERSION_1 {
         return Err(CodecError::UnsupportedVersion(version));
     }
     let (entries, room) = r.count(MIN_ENTRY)?;
@@ -263,7 +288,7 @@ pub fn decode_pending(bytes: &[u8]) -> Result<Vec<(Option<u64>, Batch)>, CodecEr
             1 => Some(sequence),
             _ => return Err(CodecError::Invalid("sequence flag")),
         };
-        pending.push((sequence, read_batch(&mut r)?));
+        pending.push((sequence, read_batch(&mut r, version)?));
     }
     if !r.rest.is_empty() {
         return Err(CodecError::TrailingBytes);
@@ -283,16 +308,22 @@ fn insert_new<K: Hash + Eq, V>(
     }
 }
 
-fn read_batch(r: &mut Reader<'_>) -> Result<Batch, CodecError> {
+fn read_batch(r: &mut Reader<'_>, version: u16) -> Result<Batch, CodecError> {
     let (peers, peers_room) = r.count(MIN_PEER)?;
     let (history, history_room) = r.count(MIN_HISTORY)?;
     let (users, users_room) = r.count(USER_LEN)?;
     let (torrents, torrents_room) = r.count(TORRENT_LEN)?;
+    let (unregistered, unregistered_room) = if version == VERSION_1 {
+        (0, 0)
+    } else {
+        r.count(UNREGISTERED_LEN)?
+    };
     let mut batch = Batch {
         peers: AHashMap::with_capacity(peers_room),
         history: AHashMap::with_capacity(history_room),
         users: AHashMap::with_capacity(users_room),
         torrents: AHashMap::with_capacity(torrents_room),
+        unregistered: AHashMap::with_capacity(unregistered_room),
     };
     for _ in 0..peers {
         let key = PeerKey {
@@ -344,6 +375,14 @@ fn read_batch(r: &mut Reader<'_>) -> Result<Batch, CodecError> {
             updated_at: r.u64()?,
         };
         insert_new(&mut batch.torrents, id, row, "torrent")?;
+    }
+    for _ in 0..unregistered {
+        let key = (r.u32()?, InfoHash(r.array()?));
+        let row = UnregisteredRow {
+            created_at: r.u64()?,
+            updated_at: r.u64()?,
+        };
+        insert_new(&mut batch.unregistered, key, row, "unregistered info-hash")?;
     }
     Ok(batch)
 }
@@ -433,6 +472,39 @@ mod tests {
         }
     }
 
+    /// A file with no unregistered info-hashes is version 1, as before
+    /// them, so that a rollback still reads it; one with some is version 2.
+    #[test]
+    fn version_1_is_written_without_unregistered_rows_and_read() {
+        let mut batch = Batch::default();
+        batch.users.insert(
+            1,
+            UserRow {
+                uploaded: 5,
+                downloaded: 6,
+            },
+        );
+        let old = encoded(&[(Some(3), batch.clone())]);
+        assert_eq!(u16::from_le_bytes([old[8], old[9]]), VERSION_1);
+        assert_eq!(
+            decode_pending(&old).unwrap(),
+            vec![(Some(3), batch.clone())]
+        );
+        batch.unregistered.insert(
+            (1, InfoHash([9; 20])),
+            UnregisteredRow {
+                created_at: 10,
+                updated_at: 20,
+            },
+        );
+        let new = encoded(&[(None, Batch::default()), (Some(4), batch.clone())]);
+        assert_eq!(u16::from_le_bytes([new[8], new[9]]), VERSION);
+        assert_eq!(
+            decode_pending(&new).unwrap(),
+            vec![(None, Batch::default()), (Some(4), batch)]
+        );
+    }
+
     #[test]
     fn huge_counts_reserve_nothing_and_fail() {
         let mut bytes = MAGIC.to_vec();
@@ -440,7 +512,7 @@ mod tests {
         bytes.extend_from_slice(&u32::MAX.to_le_bytes());
         bytes.push(0);
         bytes.extend_from_slice(&0u64.to_le_bytes());
-        for _ in 0..4 {
+        for _ in 0..5 {
             bytes.extend_from_slice(&u32::MAX.to_le_bytes());
         }
         assert_eq!(decode_pending(&bytes), Err(CodecError::Truncated));
@@ -452,10 +524,10 @@ mod tests {
         assert_eq!(decode_pending(&good).unwrap().len(), 2);
         assert_eq!(decode_pending(b"nope"), Err(CodecError::BadMagic));
         let mut bad_version = good.clone();
-        bad_version[8] = 2;
+        bad_version[8] = 3;
         assert_eq!(
             decode_pending(&bad_version),
-            Err(CodecError::UnsupportedVersion(2))
+            Err(CodecError::UnsupportedVersion(3))
         );
         let mut trailing = good.clone();
         trailing.push(0);

@@ -23,7 +23,7 @@
 
 use crate::account::{account_deltas, balance, Account, Deltas, Swarm};
 pub use crate::announce::{LedgerConfig, PrivateAnnounce};
-use crate::batch::{Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
+use crate::batch::{Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UnregisteredRow, UserRow};
 use crate::refusal::{check, Refusal};
 use crate::rules::{self, Factors};
 use crate::site::{Site, TorrentId, UserId};
@@ -86,6 +86,9 @@ pub struct Ledger {
     batch: Batch,
     accounts: usize,
     flagged: u64,
+    /// Unregistered info-hash rows dropped past
+    /// `max_unregistered_per_batch`, since start.
+    unregistered_dropped: u64,
     /// Snatches counted here since start, by torrent (for the site API).
     snatches: AHashMap<TorrentId, u32>,
     /// Every user's leeching peers, shared by all the workers' ledgers;
@@ -113,14 +116,25 @@ impl Ledger {
     }
 
     /// Checks, accounts and credits one announce, at `now_secs` (Unix
-    /// seconds). A refused announce changes nothing.
+    /// seconds). A refused announce changes nothing, but that a known
+    /// user's client announced a torrent the site does not serve (unknown
+    /// or deleted) is noted for `unregistered_info_hashes`, as
+    /// UNIT3D-Announce notes it.
     pub fn announce(
         &mut self,
         site: &Site,
         a: &PrivateAnnounce,
         now_secs: u64,
     ) -> Result<Admitted, Refusal> {
-        let (user, group, torrent) = check(site, a)?;
+        let (user, group, torrent) = match check(site, a) {
+            Ok(checked) => checked,
+            Err(refusal) => {
+                if matches!(refusal, Refusal::InfoHashNotFound | Refusal::TorrentDeleted) {
+                    self.note_unregistered(site, a, now_secs);
+                }
+                return Err(refusal);
+            }
+        };
         let key = PeerKey {
             user_id: user.id,
             torrent_id: torrent.id,
@@ -286,6 +300,28 @@ impl Ledger {
         })
     }
 
+    /// Notes that the user of `a`'s passkey, if there is one, announced an
+    /// info-hash the site does not serve, within the batch's bound.
+    fn note_unregistered(&mut self, site: &Site, a: &PrivateAnnounce, now_secs: u64) {
+        let max = self.config.max_unregistered_per_batch;
+        let Some(user_id) = site.passkey_user_id(&a.passkey).filter(|_| max > 0) else {
+            return;
+        };
+        let key = (user_id, a.info_hash);
+        let unregistered = &self.batch.unregistered;
+        if !unregistered.contains_key(&key) && unregistered.len() >= max {
+            self.unregistered_dropped += 1;
+            return;
+        }
+        self.batch.merge_unregistered(
+            key,
+            UnregisteredRow {
+                created_at: now_secs,
+                updated_at: now_secs,
+            },
+        );
+    }
+
     /// Takes back a peer that was active when the tracker last stopped (its
     /// row in `peers`, or in the pending file, which is newer), so that its
     /// next announce is credited from the totals it last reported rather
@@ -421,6 +457,12 @@ impl Ledger {
             }
         }
         counts
+    }
+
+    /// Unregistered info-hash rows dropped past the batch's bound, since
+    /// start.
+    pub fn unregistered_dropped(&self) -> u64 {
+        self.unregistered_dropped
     }
 
     pub fn flagged(&self) -> u64 {

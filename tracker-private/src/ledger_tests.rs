@@ -1,4 +1,5 @@
 use super::*;
+use crate::batch::UnregisteredRow;
 use crate::site::{SiteRecords, Torrent, TorrentStatus};
 use crate::testing::{self, announce, group, hash, peer, site, torrent, user};
 use crate::GlobalFactors;
@@ -609,4 +610,56 @@ fn a_leecher_past_its_download_slots_is_accounted_but_kept_out() {
     assert_eq!(counts.get(1), 0);
     // Another user's group has no limit.
     assert!(!one.announce(&site, &announce(2, 2, 3), 150).unwrap().hidden);
+}
+
+#[test]
+fn a_known_users_announce_of_a_torrent_not_served_is_noted_within_a_bound() {
+    let mut records = testing::records();
+    let mut deleted = torrent(3);
+    deleted.is_deleted = true;
+    records.torrents.push(deleted);
+    let site = Site::from_records(records, GlobalFactors::default());
+    let mut ledger = Ledger::new(LedgerConfig {
+        max_unregistered_per_batch: 2,
+        ..LedgerConfig::default()
+    });
+    let refused = |ledger: &mut Ledger, a: &PrivateAnnounce, now| {
+        ledger.announce(&site, a, now).unwrap_err().reason()
+    };
+    assert_eq!(
+        refused(&mut ledger, &announce(1, 50, 1), 100),
+        "InfoHash not found."
+    );
+    assert_eq!(
+        refused(&mut ledger, &announce(1, 50, 2), 150),
+        "InfoHash not found."
+    );
+    assert_eq!(
+        refused(&mut ledger, &announce(2, 3, 1), 200),
+        "Torrent has been deleted."
+    );
+    // An unknown passkey is no one's; past the bound a new pair is dropped,
+    // a known one still updated.
+    refused(&mut ledger, &announce(99, 51, 1), 250);
+    refused(&mut ledger, &announce(1, 52, 1), 300);
+    refused(&mut ledger, &announce(1, 50, 1), 350);
+    assert_eq!(ledger.unregistered_dropped(), 1);
+    let batch = ledger.take_batch();
+    assert_eq!(batch.rows(), 2, "nothing else is written");
+    let row = |user, torrent| batch.unregistered[&(user, hash(torrent))];
+    assert_eq!(
+        row(1, 50),
+        UnregisteredRow {
+            created_at: 100,
+            updated_at: 350
+        }
+    );
+    assert_eq!(row(2, 3).created_at, 200);
+    // A new batch has room again; 0 records none and drops none.
+    refused(&mut ledger, &announce(1, 52, 1), 400);
+    assert_eq!(ledger.take_batch().unregistered.len(), 1);
+    let mut off = Ledger::default();
+    refused(&mut off, &announce(1, 50, 1), 100);
+    assert!(off.take_batch().is_empty());
+    assert_eq!(off.unregistered_dropped(), 0);
 }

@@ -36,7 +36,7 @@ mod testing;
 
 pub use answer::{stats_json, torrent_json, user_json, ApiStats, TorrentCounts};
 pub use api::{parse_api_request, status_of, ApiError, ApiRequest};
-pub use batch::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
+pub use batch::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UnregisteredRow, UserRow};
 pub use change::SiteChange;
 pub use codec::{decode_pending, encode_pending, CodecError};
 pub use ledger::{Admitted, Ledger, LedgerConfig, PeerSnapshot, PrivateAnnounce};

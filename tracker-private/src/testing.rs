@@ -1,6 +1,8 @@
 //! Builders and strategies the tests share.
 
-use crate::batch::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
+use crate::batch::{
+    Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UnregisteredRow, UserRow,
+};
 use crate::ledger::PrivateAnnounce;
 use crate::rules::GlobalFactors;
 use crate::site::{Group, Passkey, Site, SiteRecords, Torrent, TorrentStatus, User};
@@ -195,8 +197,16 @@ pub fn arb_batch() -> impl Strategy<Value = Batch> {
         proptest::collection::hash_map((0u32..4, 0u32..4), arb_history_row(), 0..6),
         proptest::collection::hash_map(0u32..4, any::<(u64, u64)>(), 0..4),
         proptest::collection::hash_map(0u32..4, arb_torrent_row(), 0..4),
+        proptest::collection::hash_map(
+            (0u32..4, (0u8..3).prop_map(|b| InfoHash([b; 20]))),
+            (0u64..1 << 40, 0u64..1 << 40).prop_map(|(created_at, updated_at)| UnregisteredRow {
+                created_at,
+                updated_at,
+            }),
+            0..4,
+        ),
     )
-        .prop_map(|(peers, history, users, torrents)| Batch {
+        .prop_map(|(peers, history, users, torrents, unregistered)| Batch {
             peers: peers.into_iter().collect(),
             history: history.into_iter().collect(),
             users: users
@@ -212,5 +222,6 @@ pub fn arb_batch() -> impl Strategy<Value = Batch> {
                 })
                 .collect(),
             torrents: torrents.into_iter().collect(),
+            unregistered: unregistered.into_iter().collect(),
         })
 }

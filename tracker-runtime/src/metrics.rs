@@ -118,9 +118,9 @@ families! {
     /// Label: kind (connection_limit, address_limit, evicted_idle, timeout).
     METRICS_ENDPOINT_ERRORS = "tracker_metrics_endpoint_errors_total", Counter,
         "Connections to the metrics endpoint refused, closed to make room, or timed out, by kind.";
-    /// Label: outcome (admitted, flagged, blacklisted, unknown_torrent,
-    /// torrent_state, unknown_user, user_state, stopped_peer_missing,
-    /// too_many_peers).
+    /// Label: outcome (admitted, flagged, too_soon, blacklisted,
+    /// unknown_torrent, torrent_state, unknown_user, user_state,
+    /// stopped_peer_missing, too_many_peers).
     PRIVATE_ANNOUNCES = "tracker_private_announces_total", Counter,
         "Private announces at their torrent's owner, by outcome: admitted ones (flagged counts those whose upload passed private.max_upload_rate and was not credited, too_soon those that came before private.min_announce_interval_secs and were answered no peers), and refused ones by why.";
     /// Label: direction (uploaded, downloaded: credited with factors;
@@ -129,11 +129,13 @@ families! {
         "Bytes accounted from private announces, by direction.";
     PRIVATE_LEDGER_PEERS = "tracker_private_ledger_peers", Gauge,
         "Peers the private ledger keeps accounts of.";
+    PRIVATE_UNREGISTERED_DROPPED = "tracker_private_unregistered_dropped_total", Counter,
+        "Rows of unregistered_info_hashes not written: past private.max_unregistered_per_flush in one flush of one worker.";
     /// Label: outcome (applied, already_applied, failed).
     PRIVATE_FLUSHES = "tracker_private_flushes_total", Counter,
         "Flushes of the accounting into the site's database, by outcome: already_applied counts retries whose commit had landed (a lost acknowledgement), failed counts attempts that did not commit.";
     PRIVATE_ROWS_WRITTEN = "tracker_private_rows_written_total", Counter,
-        "Rows the applied flushes wrote (peers, history, users, torrents).";
+        "Rows the applied flushes wrote (peers, history, users, torrents, unregistered_info_hashes).";
     PRIVATE_PENDING_ROWS = "tracker_private_pending_rows", Gauge,
         "Rows of accounting waiting for the database, merged per key; it grows with the active (user, torrent) pairs while the database is unreachable.";
     PRIVATE_LAST_FLUSH = "tracker_private_last_flush_timestamp_seconds", Gauge,

@@ -78,6 +78,13 @@ pub struct PrivateConfig {
     /// held back. At most swarm.announce_interval_secs, with room for
     /// clients that announce a little early. 0: off.
     pub min_announce_interval_secs: u32,
+    /// Rows of unregistered_info_hashes (a user's client announcing a
+    /// torrent the site does not serve, which UNIT3D shows the user) that
+    /// one worker queues per flush at most; past it they are dropped and
+    /// counted, so that a passkey announcing made-up info-hashes grows
+    /// neither memory nor the table without bound. The table must exist
+    /// (UNIT3D has it). 0: none are written.
+    pub max_unregistered_per_flush: u32,
     /// Where the accounting not yet written is kept when the database is
     /// unreachable at a stop, for the next start to write (replaced
     /// atomically). Empty: next to the state file, with `.pending` added.
@@ -113,6 +120,7 @@ impl Default for PrivateConfig {
             active_peer_ttl_secs: 7200,
             max_upload_rate: 1_250_000_000,
             min_announce_interval_secs: 1740,
+            max_unregistered_per_flush: 10_000,
             pending_file: String::new(),
         }
     }

@@ -5,7 +5,9 @@
 //! [`BatchSink`], every flush interval.
 
 use super::*;
-use crate::metrics::{PRIVATE_ANNOUNCES, PRIVATE_CREDITED_BYTES, PRIVATE_LEDGER_PEERS};
+use crate::metrics::{
+    PRIVATE_ANNOUNCES, PRIVATE_CREDITED_BYTES, PRIVATE_LEDGER_PEERS, PRIVATE_UNREGISTERED_DROPPED,
+};
 use std::cell::OnceCell;
 use tracker_private::slots::LeechingCounts;
 use tracker_private::{
@@ -275,8 +277,17 @@ impl Shard {
     pub(super) fn private_samples(&self, out: &mut Vec<Sample>) {
         if let Some(private) = self.private.get() {
             private.stats.samples(&[], out);
-            let accounts = private.ledger.borrow().accounts() as u64;
-            out.push(Sample::new(&PRIVATE_LEDGER_PEERS, &[], accounts));
+            let ledger = private.ledger.borrow();
+            out.push(Sample::new(
+                &PRIVATE_LEDGER_PEERS,
+                &[],
+                ledger.accounts() as u64,
+            ));
+            out.push(Sample::new(
+                &PRIVATE_UNREGISTERED_DROPPED,
+                &[],
+                ledger.unregistered_dropped(),
+            ));
         }
     }
 
