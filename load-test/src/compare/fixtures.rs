@@ -8,6 +8,7 @@ pub fn m(rate: f64) -> Option<Measured> {
         p99_us: 250.0,
         invalid: 0,
         timeouts: 1,
+        cpus_busy: Some(rate / 100_000.0),
     })
 }
 
@@ -54,6 +55,12 @@ pub fn scaling() -> (Vec<String>, Vec<Point>) {
     (names, points)
 }
 
+/// The rows of the first table (the throughput; the CPU table follows).
 pub fn rows(table: &str) -> Vec<&str> {
-    table.lines().filter(|l| l.starts_with("| ")).collect()
+    table
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .filter(|l| l.starts_with("| "))
+        .collect()
 }

@@ -33,16 +33,34 @@ pub struct Measured {
     pub p99_us: f64,
     pub invalid: u64,
     pub timeouts: u64,
+    /// The tracker's CPU over the run (all its threads, user and system),
+    /// where /proc let it be read: how many CPUs it kept busy.
+    pub cpus_busy: Option<f64>,
 }
 
 impl Measured {
-    pub fn of(summary: &Summary) -> Measured {
+    /// A run's summary, with `cpu` the tracker's CPU time over `wall`, the
+    /// run's whole length (its set-up included).
+    pub fn of(
+        summary: &Summary,
+        cpu: Option<std::time::Duration>,
+        wall: std::time::Duration,
+    ) -> Measured {
         Measured {
             responses_per_sec: summary.responses_per_sec,
             p99_us: summary.latency.p99_us,
             invalid: summary.invalid,
             timeouts: summary.timeouts,
+            cpus_busy: cpu
+                .filter(|_| !wall.is_zero())
+                .map(|cpu| cpu.as_secs_f64() / wall.as_secs_f64()),
         }
+    }
+
+    /// The tracker's CPU microseconds per response.
+    pub fn cpu_us_per_response(&self) -> Option<f64> {
+        let busy = self.cpus_busy?;
+        (self.responses_per_sec > 0.0).then(|| busy * 1e6 / self.responses_per_sec)
     }
 }
 

@@ -80,6 +80,36 @@ impl TrackerProcess {
     }
 }
 
+impl TrackerProcess {
+    /// The CPU time the tracker has used so far, all its threads together
+    /// (`/proc/PID/stat`'s utime and stime); None where that is not readable.
+    /// A command such as `taskset ... tracker` execs the tracker in place, so
+    /// the process started is the tracker's.
+    pub(super) fn cpu_time(&self) -> Option<Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.0.id())).ok()?;
+        // SAFETY: sysconf only reads a constant of the system.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        cpu_ticks(&stat)
+            .zip(u64::try_from(hz).ok().filter(|&hz| hz > 0))
+            .map(|(ticks, hz)| {
+                Duration::from_secs(ticks / hz)
+                    + Duration::from_nanos((ticks % hz) * 1_000_000_000 / hz)
+            })
+    }
+}
+
+/// utime + stime, in clock ticks, from the text of `/proc/PID/stat`: the
+/// 14th and 15th fields, counted after the command name's closing
+/// parenthesis (the name may hold spaces and parentheses itself).
+pub(super) fn cpu_ticks(stat: &str) -> Option<u64> {
+    let (_, after_name) = stat.rsplit_once(')')?;
+    // After the name: state is field 3, so utime (14) is the 12th here.
+    let mut fields = after_name.split_ascii_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
 impl Drop for TrackerProcess {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -104,4 +134,25 @@ fn udp_answers(addr: SocketAddr) -> bool {
     .write(&mut connect);
     let mut buf = [0u8; 64];
     socket.send_to(&connect, addr).is_ok() && matches!(socket.recv_from(&mut buf), Ok((16, _)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_ticks_are_read_after_the_command_name() {
+        let stat = "4242 (tracker (x) y) S 1 4242 4242 0 -1 4194560 1000 0 0 0 \
+                    750 250 0 0 20 0 17 0 12345 1000000 2000 18446744073709551615";
+        assert_eq!(cpu_ticks(stat), Some(1000));
+        assert_eq!(cpu_ticks("4242 (tracker) S 1 2"), None);
+        assert_eq!(cpu_ticks("no name here"), None);
+    }
+
+    #[test]
+    fn this_process_has_a_cpu_time() {
+        let child = Command::new("sleep").arg("1").spawn().unwrap();
+        let tracker = TrackerProcess(child);
+        assert!(tracker.cpu_time().is_some());
+    }
 }

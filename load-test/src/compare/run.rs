@@ -3,7 +3,7 @@
 //! each, then the table and the plot.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::plot::svg;
 use super::process::{Proto, TrackerProcess};
@@ -201,11 +201,17 @@ impl Runner<'_> {
             }
         };
         let ready = child.wait_ready(self.proto, Duration::from_secs(20));
+        let (cpu_before, started) = (child.cpu_time(), Instant::now());
         let result = ready.and_then(|()| match self.proto {
             Proto::Udp(_) => crate::udp::run(self.config),
             Proto::Http(..) => crate::http::run(self.config),
             Proto::Ws(..) => super::ws::measure(self.config),
         });
+        let cpu = child
+            .cpu_time()
+            .zip(cpu_before)
+            .and_then(|(after, before)| after.checked_sub(before));
+        let wall = started.elapsed();
         drop(child);
         match result {
             Ok(summary) => {
@@ -214,7 +220,7 @@ impl Runner<'_> {
                     "load-test compare: {label}: {:.0} responses/s",
                     summary.responses_per_sec
                 );
-                Ok(Some(Measured::of(&summary)))
+                Ok(Some(Measured::of(&summary, cpu, wall)))
             }
             Err(e) => {
                 eprintln!("load-test compare: {label}: {e} (see {})", log.display());

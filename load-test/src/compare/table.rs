@@ -77,7 +77,52 @@ pub fn markdown(title: &str, others: &[String], points: &[Point]) -> String {
     out += "\nEfficiency: responses/s at N workers over N times the 1-worker figure of \
             the same series (1.00 = linear). Invalid answers and time-outs are summed \
             over every run of the row; each run's JSON summary has its own.\n";
+    cpu_table(&mut out, others, points);
     out
+}
+
+/// Each run's tracker CPU, where it was read: what tells a tracker that
+/// ran out of CPU from one the load could not feed.
+fn cpu_table(out: &mut String, others: &[String], points: &[Point]) {
+    let runs = |p: &Point| -> Vec<Option<Measured>> {
+        [p.pinned, p.unpinned]
+            .into_iter()
+            .chain(p.others.iter().copied())
+            .collect()
+    };
+    if !points
+        .iter()
+        .flat_map(runs)
+        .flatten()
+        .any(|m| m.cpus_busy.is_some())
+    {
+        return;
+    }
+    *out += "\nTracker CPU: µs per response, and in brackets the CPUs it kept busy, \
+             over each whole run (its set-up included; user and system time of all \
+             its threads, from /proc/PID/stat).\n\n| workers | ours pinned | ours unpinned |";
+    for name in others {
+        let _ = write!(out, " {name} |");
+    }
+    *out += "\n|";
+    *out += &"---:|".repeat(3 + others.len());
+    *out += "\n";
+    for p in points {
+        let _ = write!(out, "| {} |", p.workers);
+        for m in runs(p) {
+            let text = m
+                .and_then(|m| {
+                    Some(format!(
+                        "{:.2} ({:.1})",
+                        m.cpu_us_per_response()?,
+                        m.cpus_busy?
+                    ))
+                })
+                .unwrap_or_else(|| "–".to_string());
+            let _ = write!(out, " {text} |");
+        }
+        *out += "\n";
+    }
 }
 
 #[cfg(test)]
@@ -144,6 +189,35 @@ mod tests {
             "| 4 | 360000 | 240000 | 0.90 | 0.75 | 300000 | 170000 | 250 | 250 | 0 | 4 |"
         );
         assert!(table.contains("Efficiency: "));
+        // The CPU table: 10 µs a response in every run of the fixtures.
+        let cpu: Vec<&str> = table
+            .lines()
+            .skip_while(|l| !l.starts_with("Tracker CPU"))
+            .filter(|l| l.starts_with("| "))
+            .collect();
+        assert_eq!(
+            cpu[0],
+            "| workers | ours pinned | ours unpinned | aquatic | opentracker |"
+        );
+        assert_eq!(
+            cpu[2],
+            "| 2 | 10.00 (1.9) | 10.00 (1.6) | – | 10.00 (0.9) |"
+        );
+    }
+
+    #[test]
+    fn without_cpu_readings_there_is_no_cpu_table() {
+        let (names, mut points) = scaling();
+        for p in &mut points {
+            for m in [&mut p.pinned, &mut p.unpinned]
+                .into_iter()
+                .chain(p.others.iter_mut())
+                .flatten()
+            {
+                m.cpus_busy = None;
+            }
+        }
+        assert!(!markdown("UDP", &names, &points).contains("Tracker CPU"));
     }
 
     #[test]
