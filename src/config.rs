@@ -132,21 +132,7 @@ impl Config {
         self.metrics.validate()?;
         self.access.validate()?;
         self.state.validate()?;
-        self.private.validate()?;
-        let (min, interval) = (
-            self.private.min_announce_interval_secs,
-            self.swarm.announce_interval_secs,
-        );
-        if self.private.enabled && min > interval {
-            return Err(ConfigError::key(
-                "private.min_announce_interval_secs",
-                format!(
-                    "{min} is more than swarm.announce_interval_secs ({interval}): clients that \
-                     announce when told would get no peers"
-                ),
-            ));
-        }
-        Ok(())
+        self.private.validate()
     }
 
     /// The API's address: private mode's site API, or else the access
@@ -413,21 +399,6 @@ mod tests {
             let err = c.validate().unwrap_err().to_string();
             assert!(err.contains(key), "{key}: {err}");
         }
-    }
-
-    #[test]
-    fn private_mode_may_not_hold_back_announces_made_when_told() {
-        let mut c = Config::default();
-        c.private.enabled = true;
-        c.private.database_url = "mysql://u:p@127.0.0.1:3306/site".into();
-        c.private.api_listen.clear();
-        c.validate().unwrap();
-        c.swarm.announce_interval_secs = 900;
-        let err = c.validate().unwrap_err().to_string();
-        assert!(err.contains("private.min_announce_interval_secs"), "{err}");
-        assert!(err.contains("swarm.announce_interval_secs (900)"), "{err}");
-        c.private.min_announce_interval_secs = 0;
-        c.validate().unwrap();
     }
 
     #[test]

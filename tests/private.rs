@@ -793,7 +793,8 @@ fn a_leecher_past_its_groups_download_slots_is_told_and_kept_out() {
     tracker.stop();
 }
 
-/// A peer announcing again before `private.min_announce_interval_secs` is
+/// A peer announcing again before `private.min_announce_interval_percent` of
+/// the announce interval is
 /// accounted, but answered no peers and zero counts, without a word
 /// (UNIT3D-Announce's silent rate limit); its first completed is not held
 /// back.

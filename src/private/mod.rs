@@ -151,7 +151,9 @@ impl PrivateMode {
                     .unwrap_or(u16::MAX),
                 active_peer_ttl: private.active_peer_ttl_secs.into(),
                 max_upload_rate: private.max_upload_rate,
-                min_announce_interval: private.min_announce_interval_secs.into(),
+                min_announce_interval: u64::from(config.swarm.announce_interval_secs)
+                    * u64::from(private.min_announce_interval_percent)
+                    / 100,
                 max_unregistered_per_batch: private.max_unregistered_per_flush as usize,
             },
             flush_interval: Duration::from_millis(private.flush_interval_ms.into()),

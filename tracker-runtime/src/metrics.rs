@@ -122,7 +122,7 @@ families! {
     /// unknown_torrent, torrent_state, unknown_user, user_state,
     /// stopped_peer_missing, too_many_peers).
     PRIVATE_ANNOUNCES = "tracker_private_announces_total", Counter,
-        "Private announces at their torrent's owner, by outcome: admitted ones (flagged counts those whose upload passed private.max_upload_rate and was not credited, too_soon those that came before private.min_announce_interval_secs and were answered no peers), and refused ones by why.";
+        "Private announces at their torrent's owner, by outcome: admitted ones (flagged counts those whose upload passed private.max_upload_rate and was not credited, too_soon those that came before private.min_announce_interval_percent of the announce interval and were answered no peers), and refused ones by why.";
     /// Label: direction (uploaded, downloaded: credited with factors;
     /// actual_uploaded, actual_downloaded: as reported).
     PRIVATE_CREDITED_BYTES = "tracker_private_bytes_total", Counter,

@@ -71,13 +71,13 @@ pub struct PrivateConfig {
     /// the usual guard against clients that report invented uploads.
     /// 0: off. The default, 10 Gbit/s, leaves seedboxes alone.
     pub max_upload_rate: u64,
-    /// Seconds a peer must let pass between two announces
-    /// (UNIT3D-Announce's ANNOUNCE_MIN_ENFORCED): one sooner is still
-    /// accounted but gets no peers and zero counts, so that announcing in
-    /// a loop harvests no peer lists. A peer's first completed is never
-    /// held back. At most swarm.announce_interval_secs, with room for
-    /// clients that announce a little early. 0: off.
-    pub min_announce_interval_secs: u32,
+    /// Percent of swarm.announce_interval_secs a peer must let pass
+    /// between two announces (UNIT3D-Announce's ANNOUNCE_MIN_ENFORCED,
+    /// 1740 s of its 1800: 96): one sooner is still accounted but gets no
+    /// peers and zero counts, so that announcing in a loop harvests no peer
+    /// lists. Under 100 leaves room for clients that announce a little
+    /// early. A peer's first completed is never held back. 0: off.
+    pub min_announce_interval_percent: u8,
     /// Rows of unregistered_info_hashes (a user's client announcing a
     /// torrent the site does not serve, which UNIT3D shows the user) that
     /// one worker queues per flush at most; past it they are dropped and
@@ -119,7 +119,7 @@ impl Default for PrivateConfig {
             max_peers_per_torrent_per_user: 3,
             active_peer_ttl_secs: 7200,
             max_upload_rate: 1_250_000_000,
-            min_announce_interval_secs: 1740,
+            min_announce_interval_percent: 96,
             max_unregistered_per_flush: 10_000,
             pending_file: String::new(),
         }
@@ -175,6 +175,11 @@ impl PrivateConfig {
             api_key("private.api_key", &self.api_key, "private.api_listen")?;
         }
         at_most("private.download_factor", self.download_factor.into(), 100)?;
+        at_most(
+            "private.min_announce_interval_percent",
+            self.min_announce_interval_percent.into(),
+            100,
+        )?;
         positive(
             "private.max_peers_per_torrent_per_user",
             self.max_peers_per_torrent_per_user as usize,
@@ -197,6 +202,45 @@ impl PrivateConfig {
         match (rc, name.get(..len.min(64))) {
             (0, Some(host)) if !host.is_empty() => String::from_utf8_lossy(host).into_owned(),
             _ => "tracker".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enabled() -> PrivateConfig {
+        PrivateConfig {
+            enabled: true,
+            database_url: "mysql://u:p@127.0.0.1:3306/site".into(),
+            api_listen: String::new(),
+            ..PrivateConfig::default()
+        }
+    }
+
+    #[test]
+    fn the_defaults_of_an_enabled_config_pass_and_bad_values_name_their_key() {
+        enabled().validate().unwrap();
+        PrivateConfig::default().validate().unwrap();
+        type Edit = fn(&mut PrivateConfig);
+        let cases: [(Edit, &str); 4] = [
+            (
+                |c| c.database_url = "postgres://x".into(),
+                "private.database_url",
+            ),
+            (|c| c.download_factor = 101, "private.download_factor"),
+            (
+                |c| c.min_announce_interval_percent = 101,
+                "private.min_announce_interval_percent",
+            ),
+            (|c| c.flush_retry_max_ms = 10, "private.flush_retry_max_ms"),
+        ];
+        for (edit, key) in cases {
+            let mut c = enabled();
+            edit(&mut c);
+            let err = c.validate().unwrap_err().to_string();
+            assert!(err.contains(key), "{key}: {err}");
         }
     }
 }
