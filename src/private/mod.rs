@@ -111,17 +111,21 @@ impl PrivateMode {
             .map_err(|e| format!("private.database_url: {e}"))?;
         let records = tracker_db::load(&mut conn)
             .map_err(|e| format!("private.database_url: loading the site: {e}"))?;
-        // Checked now, not at the first flush, which would fail forever.
+        // Checked now: rows for a table that is not there would fail every
+        // flush, accounting included. Without it, only these rows are lost.
         let unregistered = "unregistered_info_hashes";
-        if private.max_unregistered_per_flush > 0
+        let mut max_unregistered = private.max_unregistered_per_flush as usize;
+        if max_unregistered > 0
             && !tracker_db::has_table(&mut conn, unregistered)
                 .map_err(|e| format!("private.database_url: {e}"))?
         {
-            return Err(format!(
-                "private.database_url: the site's database has no table {unregistered} \
-                 (deploy/unit3d/schema.sql has UNIT3D's): create it, or set \
-                 private.max_unregistered_per_flush = 0"
-            ));
+            warn!(
+                "private: the site's database has no table {unregistered} (UNIT3D's is in \
+                 deploy/unit3d/schema.sql): announces of torrents the site does not serve are \
+                 not recorded; create it and restart, or set \
+                 private.max_unregistered_per_flush = 0 to say so"
+            );
+            max_unregistered = 0;
         }
         drop(conn);
         let factors = GlobalFactors {
@@ -154,7 +158,7 @@ impl PrivateMode {
                 min_announce_interval: u64::from(config.swarm.announce_interval_secs)
                     * u64::from(private.min_announce_interval_percent)
                     / 100,
-                max_unregistered_per_batch: private.max_unregistered_per_flush as usize,
+                max_unregistered_per_batch: max_unregistered,
             },
             flush_interval: Duration::from_millis(private.flush_interval_ms.into()),
             sink: Arc::new(FlusherSink::default()),

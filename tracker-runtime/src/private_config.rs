@@ -82,8 +82,9 @@ pub struct PrivateConfig {
     /// torrent the site does not serve, which UNIT3D shows the user) that
     /// one worker queues per flush at most; past it they are dropped and
     /// counted, so that a passkey announcing made-up info-hashes grows
-    /// neither memory nor the table without bound. The table must exist
-    /// (UNIT3D has it). 0: none are written.
+    /// neither memory nor the table without bound. Where the site's
+    /// database has no such table (UNIT3D has it), none are written and the
+    /// start says so. 0: none are written.
     pub max_unregistered_per_flush: u32,
     /// Where the accounting not yet written is kept when the database is
     /// unreachable at a stop, for the next start to write (replaced
