@@ -130,6 +130,7 @@ impl Worker {
                 private.site.clone(),
                 private.ledger,
                 private.slots(),
+                private.lists.clone(),
                 private.sink.clone(),
             );
             shard.restore_private(restored_peers);

@@ -892,3 +892,57 @@ fn unregistered_info_hashes_reach_the_site() {
         "{log}"
     );
 }
+
+/// A user past its seed-list limit gets answers without seeders and with
+/// `complete` 0, wherever the torrent lives (the counts are shared by the
+/// workers); its bytes are credited all the same.
+#[test]
+fn seed_lists_past_a_users_limit_are_left_out() {
+    let _shared = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let db = SiteDb::new();
+    seed(&db);
+    let api_port = free_port();
+    let limited = config(&db, api_port, "t1").replacen(
+        "[runtime]",
+        "seed_list_limits = \"3600=1\"\n[runtime]",
+        1,
+    );
+    let tracker = Tracker::builder()
+        .http(None)
+        .udp(None)
+        .runtime_args(&["--workers", "2", "--no-pin"])
+        .config(&limited)
+        .metrics()
+        .start();
+    let http = tracker.http[0];
+    let answer = |user: u32, torrent: u32, port: u16, left: u64| {
+        let req = announce_request(info_hash(torrent), port, left, STARTED);
+        let path = target(&req).replacen("/announce?", &format!("/announce/{}?", passkey(user)), 1);
+        let (status, body) = http_get(http, &path, Duration::from_secs(5)).expect("an answer");
+        assert_eq!(status, 200);
+        let value = bencode::decode(&body).expect("bencoded");
+        assert!(value.get(b"failure reason").is_none(), "{value:?}");
+        let int = |key: &[u8]| value.get(key).and_then(|v| v.as_int()).unwrap();
+        let peers = value
+            .get(b"peers")
+            .and_then(|v| v.as_bytes())
+            .unwrap()
+            .len()
+            / 6;
+        (int(b"complete"), int(b"incomplete"), peers)
+    };
+    // User 2 seeds torrents 1 and 2 (on either worker).
+    assert_eq!(answer(2, 1, 7001, 0), (1, 0, 0));
+    assert_eq!(answer(2, 2, 7002, 0), (1, 0, 0));
+    // User 1's first seed list, then none for an hour.
+    assert_eq!(answer(1, 1, 7003, 1000), (1, 1, 1));
+    assert_eq!(answer(1, 2, 7004, 1000), (0, 1, 0));
+    assert_eq!(
+        tracker.metric(
+            "tracker_private_announces_total",
+            &[("outcome", "seed_list_limited")]
+        ),
+        1
+    );
+    tracker.stop();
+}

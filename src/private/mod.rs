@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 use tracker_db::{DbConfig, FlusherConfig, FlusherHandle, Leftover};
+use tracker_private::lists::{ListLimits, ListRates};
 use tracker_private::slots::LeechingCounts;
 use tracker_private::{Batch, GlobalFactors, LedgerConfig, PeerKey, PeerRow, Site};
 use tracker_runtime::metrics::{
@@ -44,6 +45,9 @@ pub struct PrivateMode {
     /// Each user's leeching peers, for the download slots: one table per
     /// serve, filled by its workers' restores and announces.
     slots: Mutex<Arc<LeechingCounts>>,
+    /// Each user's peer lists received, for their limits: kept for the
+    /// process's life, as UNIT3D-Announce keeps them (in memory only).
+    pub lists: Arc<ListRates>,
     config: PrivateConfig,
     pending_path: Option<PathBuf>,
 }
@@ -163,6 +167,12 @@ impl PrivateMode {
             flush_interval: Duration::from_millis(private.flush_interval_ms.into()),
             sink: Arc::new(FlusherSink::default()),
             slots: Mutex::new(Arc::new(LeechingCounts::default())),
+            lists: Arc::new(ListRates::new(
+                ListLimits::parse(&private.seed_list_limits)
+                    .map_err(|e| format!("private.seed_list_limits: {e}"))?,
+                ListLimits::parse(&private.leech_list_limits)
+                    .map_err(|e| format!("private.leech_list_limits: {e}"))?,
+            )),
             config: private.clone(),
             pending_path,
         })))

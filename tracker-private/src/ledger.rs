@@ -24,6 +24,7 @@
 use crate::account::{account_deltas, balance, Account, Deltas, Swarm};
 pub use crate::announce::{LedgerConfig, PrivateAnnounce};
 use crate::batch::{Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UnregisteredRow, UserRow};
+use crate::lists::{ListKind, ListRates};
 use crate::refusal::{check, Refusal};
 use crate::rules::{self, Factors};
 use crate::site::{Site, TorrentId, UserId};
@@ -65,6 +66,12 @@ pub struct Admitted {
     /// previous one: accounted, but the caller answers no peers and zero
     /// counts (UNIT3D-Announce's silent "Rate limit exceeded").
     pub too_soon: bool,
+    /// The user has received as many seed lists as its limits allow: the
+    /// answer carries no seeders, and `complete` 0 (UNIT3D-Announce's
+    /// peer-list limits, see [`crate::lists`]).
+    pub seed_list_refused: bool,
+    /// The same for leechers, and `incomplete`.
+    pub leech_list_refused: bool,
 }
 
 /// A peer as the ledger knows it, for the site API's torrent answer.
@@ -94,6 +101,8 @@ pub struct Ledger {
     /// Every user's leeching peers, shared by all the workers' ledgers;
     /// None: download slots are not enforced.
     slots: Option<Arc<LeechingCounts>>,
+    /// Every user's peer lists received, shared likewise; None: no limit.
+    lists: Option<Arc<ListRates>>,
 }
 
 impl Ledger {
@@ -108,6 +117,13 @@ impl Ledger {
     /// peers in `counts` (the same for every worker's ledger).
     pub fn with_slots(mut self, counts: Arc<LeechingCounts>) -> Ledger {
         self.slots = Some(counts);
+        self
+    }
+
+    /// Limits the peer lists each user receives, counting them in `rates`
+    /// (the same for every worker's ledger).
+    pub fn with_lists(mut self, rates: Arc<ListRates>) -> Ledger {
+        self.lists = Some(rates);
         self
     }
 
@@ -220,8 +236,27 @@ impl Ledger {
             }
         }
         let user_still_active = !stopped || swarm.user_peers(user.id) > 0;
+        let (seeders, leechers) = (swarm.seeders, swarm.leechers);
         if swarm.peers.is_empty() {
             self.swarms.remove(&torrent.id);
+        }
+        // Lists are counted as UNIT3D-Announce counts them: only for an
+        // answer that carries peers at all (a peer staying, not held back,
+        // on a torrent with leechers), a seed list for a leecher where
+        // there are seeders, a leech list where there are other leechers.
+        let (mut seed_list_refused, mut leech_list_refused) = (false, false);
+        if let Some(lists) = self
+            .lists
+            .as_deref()
+            .filter(|_| !stopped && !hidden && !too_soon)
+        {
+            let others_leeching = leechers.saturating_sub(u32::from(!seeder));
+            if leechers > 0 && !seeder && seeders > 0 {
+                seed_list_refused = !lists.take(user.id, ListKind::Seeders, now_secs);
+            }
+            if others_leeching > 0 {
+                leech_list_refused = !lists.take(user.id, ListKind::Leechers, now_secs);
+            }
         }
 
         let credited_uploaded = if deltas.flagged {
@@ -297,6 +332,8 @@ impl Ledger {
             completed: deltas.completed,
             flagged: deltas.flagged,
             too_soon,
+            seed_list_refused,
+            leech_list_refused,
         })
     }
 

@@ -663,3 +663,49 @@ fn a_known_users_announce_of_a_torrent_not_served_is_noted_within_a_bound() {
     assert!(off.take_batch().is_empty());
     assert_eq!(off.unregistered_dropped(), 0);
 }
+
+#[test]
+fn peer_lists_past_a_users_limits_are_refused_by_kind() {
+    use crate::lists::{ListLimits, ListRates};
+    let site = site();
+    let rates = Arc::new(ListRates::new(
+        ListLimits::parse("60=1").unwrap(),
+        ListLimits::parse("60=2").unwrap(),
+    ));
+    let mut ledger = Ledger::new(LedgerConfig::default()).with_lists(rates.clone());
+    // Another worker's ledger counts into the same table.
+    let mut other = Ledger::new(LedgerConfig::default()).with_lists(rates);
+    let mut seeding = announce(2, 1, 1);
+    seeding.left = 0;
+    let alone = ledger.announce(&site, &seeding, 100).unwrap();
+    assert!(
+        !alone.seed_list_refused && !alone.leech_list_refused,
+        "no leechers: no lists"
+    );
+    // User 1 leeches torrent 1: a seed list (its one a minute); no other
+    // leecher, no leech list.
+    let first = ledger.announce(&site, &announce(1, 1, 1), 100).unwrap();
+    assert!(!first.seed_list_refused && !first.leech_list_refused);
+    let mut seeding2 = announce(2, 2, 1);
+    seeding2.left = 0;
+    other.announce(&site, &seeding2, 100).unwrap();
+    let second = other.announce(&site, &announce(1, 2, 1), 101).unwrap();
+    assert!(
+        second.seed_list_refused,
+        "the minute's one seed list is spent"
+    );
+    assert!(!second.leech_list_refused);
+    // Leech lists: user 1's second peer on torrent 1 sees a leecher.
+    let third = ledger.announce(&site, &announce(1, 1, 2), 102).unwrap();
+    assert!(third.seed_list_refused && !third.leech_list_refused);
+    // The seeder now sees leechers: its leech lists count for user 2.
+    seeding.event = AnnounceEvent::None;
+    let seeder_again = ledger.announce(&site, &seeding, 2000).unwrap();
+    assert!(!seeder_again.seed_list_refused && !seeder_again.leech_list_refused);
+    // Nothing is counted without limits.
+    let mut free = Ledger::new(LedgerConfig::default());
+    for peer in 1..=3 {
+        let a = free.announce(&site, &announce(1, 1, peer), 100).unwrap();
+        assert!(!a.seed_list_refused && !a.leech_list_refused);
+    }
+}

@@ -15,6 +15,8 @@
 //!   `torrents`), merged per key.
 //! - [`codec`]: the binary form of rows not yet written, for the state
 //!   file and a hand-over.
+//! - [`slots`], [`lists`]: what the workers count together, per user:
+//!   leeching peers (download slots) and peer lists received.
 
 mod account;
 mod announce;
@@ -26,6 +28,7 @@ pub mod change;
 pub mod client;
 pub mod codec;
 pub mod ledger;
+pub mod lists;
 pub mod refusal;
 pub mod rules;
 pub mod site;

@@ -118,11 +118,12 @@ families! {
     /// Label: kind (connection_limit, address_limit, evicted_idle, timeout).
     METRICS_ENDPOINT_ERRORS = "tracker_metrics_endpoint_errors_total", Counter,
         "Connections to the metrics endpoint refused, closed to make room, or timed out, by kind.";
-    /// Label: outcome (admitted, flagged, too_soon, blacklisted,
+    /// Label: outcome (admitted, flagged, too_soon, seed_list_limited,
+    /// leech_list_limited, blacklisted,
     /// unknown_torrent, torrent_state, unknown_user, user_state,
     /// stopped_peer_missing, too_many_peers).
     PRIVATE_ANNOUNCES = "tracker_private_announces_total", Counter,
-        "Private announces at their torrent's owner, by outcome: admitted ones (flagged counts those whose upload passed private.max_upload_rate and was not credited, too_soon those that came before private.min_announce_interval_percent of the announce interval and were answered no peers), and refused ones by why.";
+        "Private announces at their torrent's owner, by outcome: admitted ones (flagged counts those whose upload passed private.max_upload_rate and was not credited, too_soon those that came before private.min_announce_interval_percent of the announce interval and were answered no peers, seed_list_limited and leech_list_limited those answered without that kind of peer past the user's private.*_list_limits), and refused ones by why.";
     /// Label: direction (uploaded, downloaded: credited with factors;
     /// actual_uploaded, actual_downloaded: as reported).
     PRIVATE_CREDITED_BYTES = "tracker_private_bytes_total", Counter,

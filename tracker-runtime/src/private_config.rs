@@ -6,6 +6,7 @@ use crate::config::{api_key, at_most, positive, within, ConfigError};
 use documented::{Documented, DocumentedFields};
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use tracker_private::lists::ListLimits;
 
 /// Private mode: announces need a user's passkey in the URL
 /// (`/announce/{passkey}` or `/{passkey}/announce` over HTTP and HTTPS; the
@@ -78,6 +79,16 @@ pub struct PrivateConfig {
     /// lists. Under 100 leaves room for clients that announce a little
     /// early. A peer's first completed is never held back. 0: off.
     pub min_announce_interval_percent: u8,
+    /// Seed lists one user may receive (UNIT3D-Announce's
+    /// USER_RECEIVE_SEED_LIST_RATE_LIMITS), as WINDOW_SECONDS=MOST;...:
+    /// each window's count decays exponentially, and past any window's
+    /// most the user's answers carry no seeders and `complete` 0, so that
+    /// no one harvests every swarm's seeders. Counted across every worker,
+    /// in memory only. Empty: no limit.
+    pub seed_list_limits: String,
+    /// The same for leech lists (USER_RECEIVE_LEECH_LIST_RATE_LIMITS);
+    /// past it, answers carry no leechers and `incomplete` 0.
+    pub leech_list_limits: String,
     /// Rows of unregistered_info_hashes (a user's client announcing a
     /// torrent the site does not serve, which UNIT3D shows the user) that
     /// one worker queues per flush at most; past it they are dropped and
@@ -121,6 +132,8 @@ impl Default for PrivateConfig {
             active_peer_ttl_secs: 7200,
             max_upload_rate: 1_250_000_000,
             min_announce_interval_percent: 96,
+            seed_list_limits: "60=10;900=25;7200=125;86400=500;604800=2500".into(),
+            leech_list_limits: "60=20;900=50;7200=250;86400=1000;604800=5000".into(),
             max_unregistered_per_flush: 10_000,
             pending_file: String::new(),
         }
@@ -181,6 +194,12 @@ impl PrivateConfig {
             self.min_announce_interval_percent.into(),
             100,
         )?;
+        for (key, limits) in [
+            ("private.seed_list_limits", &self.seed_list_limits),
+            ("private.leech_list_limits", &self.leech_list_limits),
+        ] {
+            ListLimits::parse(limits).map_err(|e| ConfigError::key(key, e.to_string()))?;
+        }
         positive(
             "private.max_peers_per_torrent_per_user",
             self.max_peers_per_torrent_per_user as usize,
@@ -225,7 +244,7 @@ mod tests {
         enabled().validate().unwrap();
         PrivateConfig::default().validate().unwrap();
         type Edit = fn(&mut PrivateConfig);
-        let cases: [(Edit, &str); 4] = [
+        let cases: [(Edit, &str); 6] = [
             (
                 |c| c.database_url = "postgres://x".into(),
                 "private.database_url",
@@ -236,6 +255,14 @@ mod tests {
                 "private.min_announce_interval_percent",
             ),
             (|c| c.flush_retry_max_ms = 10, "private.flush_retry_max_ms"),
+            (
+                |c| c.seed_list_limits = "60".into(),
+                "private.seed_list_limits",
+            ),
+            (
+                |c| c.leech_list_limits = "60=0".into(),
+                "private.leech_list_limits",
+            ),
         ];
         for (edit, key) in cases {
             let mut c = enabled();

@@ -225,16 +225,18 @@ impl SwarmStore {
         now: u32,
         peers: &mut AnswerPeers,
     ) -> Result<SwarmCounts, AnnounceRefused> {
-        self.announce_as(req, now, Quota::Counted, peers)
+        self.announce_as(req, now, Quota::Counted, HandOut::ALL, peers)
     }
 
     /// `announce` from a client whose announces count against the limits per
-    /// client, or not (`quota`).
+    /// client, or not (`quota`), whose answer may carry the peers `hand_out`
+    /// allows.
     pub fn announce_as(
         &mut self,
         req: &Announce,
         now: u32,
         quota: Quota,
+        hand_out: HandOut,
         peers: &mut AnswerPeers,
     ) -> Result<SwarmCounts, AnnounceRefused> {
         peers.reset(IpFamily::of(req.peer_addr.ip()));
@@ -257,6 +259,7 @@ impl SwarmStore {
             room: ((before.seeders + before.leechers) as usize) < self.limits.max_peers_per_torrent
                 && store_room,
             per_address: self.limits.address_cap(quota),
+            hand_out,
         };
         match torrent.announce(&visit, &mut self.rng, peers) {
             None => {}
@@ -638,4 +641,19 @@ impl SwarmStore {
         self.rtc_memory(&mut memory);
         memory
     }
+}
+
+/// Which peers an answer may carry: both kinds, unless a private tracker's
+/// peer-list limits refuse one (a seeder is never handed seeders anyway).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HandOut {
+    pub seeders: bool,
+    pub leechers: bool,
+}
+
+impl HandOut {
+    pub const ALL: HandOut = HandOut {
+        seeders: true,
+        leechers: true,
+    };
 }

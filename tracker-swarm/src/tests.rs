@@ -1686,7 +1686,8 @@ fn an_exempt_client_counts_against_no_limit_per_client_and_others_still_do() {
     let mut peers = AnswerPeers::default();
     let exempt = |port| SocketAddr::new([127, 0, 0, 1].into(), port);
     let mut as_exempt = |s: &mut SwarmStore, req: Announce| {
-        s.announce_as(&req, 0, Quota::Exempt, &mut peers).unwrap()
+        s.announce_as(&req, 0, Quota::Exempt, HandOut::ALL, &mut peers)
+            .unwrap()
     };
     for n in 1..=50 {
         as_exempt(&mut s, on_torrent(hash(n), ann(exempt(6881))));
@@ -1946,4 +1947,59 @@ fn a_snapshot_taken_a_segment_at_a_time_while_serving_holds_each_torrent_once() 
         s.save_segment(segment, 1, UNIX, &mut stepped);
     }
     assert_eq!(whole.as_bytes(), stepped.as_bytes());
+}
+
+/// A private tracker's peer-list limits: an answer may leave out seeders,
+/// leechers or both, and the ids handed out stay with their addresses.
+#[test]
+fn an_answer_carries_only_the_kinds_of_peer_handed_out() {
+    let mut s = store();
+    let id = |n: u8| PeerId([n; 20]);
+    let join = |s: &mut SwarmStore, n: u8, left: u64| {
+        let req = Announce {
+            peer_id: id(n),
+            left,
+            ..ann(v4(n))
+        };
+        go(s, req, 0);
+    };
+    join(&mut s, 1, 5);
+    join(&mut s, 2, 5);
+    join(&mut s, 3, 0);
+    join(&mut s, 4, 0);
+    let asking = Announce {
+        peer_id: id(9),
+        ..ann(v4(9))
+    };
+    let answer = |s: &mut SwarmStore, seeders, leechers| {
+        let mut peers = AnswerPeers::default();
+        let hand_out = HandOut { seeders, leechers };
+        s.announce_as(&asking, 0, Quota::Counted, hand_out, &mut peers)
+            .unwrap();
+        let mut got: Vec<(SocketAddr, PeerId)> = peers
+            .addrs()
+            .zip(peers.peer_ids().iter().copied())
+            .collect();
+        got.sort();
+        got
+    };
+    let pair = |n: u8| (v4(n), id(n));
+    assert_eq!(
+        answer(&mut s, true, true),
+        vec![pair(1), pair(2), pair(3), pair(4)]
+    );
+    assert_eq!(answer(&mut s, false, true), vec![pair(1), pair(2)]);
+    assert_eq!(answer(&mut s, true, false), vec![pair(3), pair(4)]);
+    assert_eq!(answer(&mut s, false, false), vec![]);
+    // A seeder is handed leechers only, whatever is allowed.
+    let seeding = Announce {
+        peer_id: id(3),
+        ..seeder(v4(3))
+    };
+    let mut peers = AnswerPeers::default();
+    s.announce_as(&seeding, 0, Quota::Counted, HandOut::ALL, &mut peers)
+        .unwrap();
+    let mut got: Vec<SocketAddr> = peers.addrs().collect();
+    got.sort();
+    assert_eq!(got, vec![v4(1), v4(2), v4(9)]);
 }

@@ -9,6 +9,7 @@ use crate::expiry::Expiry;
 use crate::peers::{Peer, PeerIp, Peers};
 use crate::rng::{scale, WyRand};
 use crate::state::{SavedHalf, SavedPeer, SavedTorrent};
+use crate::store::HandOut;
 use tracker_proto::{
     block_key, Announce, AnnounceEvent, AnswerPeers, BlockLevel, IpFamily, PeerId, ScrapeStats,
 };
@@ -57,6 +58,8 @@ pub(super) struct Visit<'a> {
     pub room: bool,
     /// The cap on the peers of this peer's client.
     pub per_address: AddressCap,
+    /// Which peers the answer may carry.
+    pub hand_out: HandOut,
 }
 
 /// The cap on one client's peers in a swarm, as it applies to one peer.
@@ -296,6 +299,7 @@ impl<I: PeerIp> Half<I> {
     /// Writes up to `numwant` live peers other than the one at `requester` to `out`:
     /// a run through the peers from a random start, wrapping around, which reads
     /// memory in order. A seeder gets only leechers; it has no use for seeders.
+    /// Leechers come before seeders in the peers, so each kind is a range.
     fn select(
         &self,
         kept: Option<&[PeerId]>,
@@ -307,11 +311,15 @@ impl<I: PeerIp> Half<I> {
     ) {
         debug_assert_eq!(out.family(), I::FAMILY);
         let peers = self.peers.as_slice();
-        let pool = if for_seeder {
-            &peers[..self.leechers as usize]
+        let leechers = self.leechers as usize;
+        let seeders_wanted = visit.hand_out.seeders && !for_seeder;
+        let first = if visit.hand_out.leechers { 0 } else { leechers };
+        let end = if seeders_wanted {
+            peers.len()
         } else {
-            peers
+            leechers
         };
+        let pool = peers.get(first..end).unwrap_or_default();
         if pool.is_empty() {
             return;
         }
@@ -320,7 +328,9 @@ impl<I: PeerIp> Half<I> {
             None => rng.below(pool.len()),
         };
         // The requester's position (within `pool`, if there), or one no peer has.
-        let skip = requester.unwrap_or(usize::MAX);
+        let skip = requester
+            .and_then(|r| r.checked_sub(first))
+            .unwrap_or(usize::MAX);
         let now = visit.now;
         // Ids go out only when asked for and kept; otherwise the answer's
         // dictionaries go without them (BEP 23's no_peer_id form).
@@ -338,7 +348,7 @@ impl<I: PeerIp> Half<I> {
                         };
                         peer.ip.write_compact(peer.port, entry);
                         if let Some(kept) = ids_kept {
-                            ids.extend(kept.get(offset + i));
+                            ids.extend(kept.get(first + offset + i));
                         }
                     }
                 }

@@ -29,7 +29,7 @@ use std::time::Duration;
 use tracker_proto::{
     Announce, AnnounceAnswer, AnswerPeers, BlockLevel, InfoHash, IpFamily, ScrapeStats,
 };
-use tracker_swarm::{AnnounceRefused, SwarmCounts, SwarmStore};
+use tracker_swarm::{AnnounceRefused, HandOut, SwarmCounts, SwarmStore};
 
 mod exchange;
 mod private;
@@ -259,7 +259,7 @@ impl Shard {
             peers.reset(IpFamily::of(req.peer_addr.ip()));
             return Err(AnnounceRefused::NotAllowed);
         }
-        self.announce_unchecked(req, peers)
+        self.announce_unchecked(req, HandOut::ALL, peers)
     }
 
     /// An announce to a torrent of this shard that the access list (or, in
@@ -267,6 +267,7 @@ impl Shard {
     fn announce_unchecked(
         &self,
         req: &Announce,
+        hand_out: HandOut,
         peers: &mut AnswerPeers,
     ) -> Result<SwarmCounts, AnnounceRefused> {
         let ip = req.peer_addr.ip();
@@ -276,7 +277,7 @@ impl Shard {
         // store borrowed, to prove that the panic is contained and the borrow
         // released.
         crate::contain::test_panic_hook(&req.info_hash);
-        let answer = store.announce_as(req, clock::now_secs(), quota, peers);
+        let answer = store.announce_as(req, clock::now_secs(), quota, hand_out, peers);
         if let Err(AnnounceRefused::AddressBudget(level)) = answer {
             let budgets = store.limits().new_torrents_per_minute;
             budget_spent(ip, level, budgets.get(level as usize).copied());

@@ -9,6 +9,7 @@ use crate::metrics::{
     PRIVATE_ANNOUNCES, PRIVATE_CREDITED_BYTES, PRIVATE_LEDGER_PEERS, PRIVATE_UNREGISTERED_DROPPED,
 };
 use std::cell::OnceCell;
+use tracker_private::lists::ListRates;
 use tracker_private::slots::LeechingCounts;
 use tracker_private::{
     Batch, Ledger, LedgerConfig, PeerKey, PeerRow, Refusal, RefusalKind, Site, TorrentId, UserId,
@@ -27,6 +28,8 @@ crate::counters! {
         pub admitted: Counter => PRIVATE_ANNOUNCES { outcome = "admitted" },
         pub flagged: Counter => PRIVATE_ANNOUNCES { outcome = "flagged" },
         pub too_soon: Counter => PRIVATE_ANNOUNCES { outcome = "too_soon" },
+        pub seed_list_refused: Counter => PRIVATE_ANNOUNCES { outcome = "seed_list_limited" },
+        pub leech_list_refused: Counter => PRIVATE_ANNOUNCES { outcome = "leech_list_limited" },
         pub blacklisted: Counter => PRIVATE_ANNOUNCES { outcome = "blacklisted" },
         pub unknown_torrent: Counter => PRIVATE_ANNOUNCES { outcome = "unknown_torrent" },
         pub torrent_state: Counter => PRIVATE_ANNOUNCES { outcome = "torrent_state" },
@@ -70,11 +73,12 @@ impl Shard {
         site: Arc<Reloadable<Site>>,
         config: LedgerConfig,
         slots: Arc<LeechingCounts>,
+        lists: Arc<ListRates>,
         sink: Arc<dyn BatchSink>,
     ) {
         let _ = self.private.set(PrivateShard {
             site: RefCell::new(LocalCopy::new(site)),
-            ledger: RefCell::new(Ledger::new(config).with_slots(slots)),
+            ledger: RefCell::new(Ledger::new(config).with_slots(slots).with_lists(lists)),
             sink,
             stats: PrivateStats::default(),
         });
@@ -135,8 +139,12 @@ impl Shard {
         if !admitted.in_swarm {
             announce.event = AnnounceEvent::Stopped;
         }
+        let hand_out = HandOut {
+            seeders: !admitted.seed_list_refused,
+            leechers: !admitted.leech_list_refused,
+        };
         let counts = self
-            .announce_unchecked(&announce, peers)
+            .announce_unchecked(&announce, hand_out, peers)
             .map_err(PrivateRefused::Store);
         if admitted.hidden {
             peers.reset(IpFamily::of(req.announce.peer_addr.ip()));
@@ -147,7 +155,26 @@ impl Shard {
             peers.reset(IpFamily::of(req.announce.peer_addr.ip()));
             return counts.map(|_| SwarmCounts::default());
         }
-        counts
+        // A list refused is not hinted at by its count either, as
+        // UNIT3D-Announce answers it.
+        if admitted.seed_list_refused {
+            s.seed_list_refused.inc();
+        }
+        if admitted.leech_list_refused {
+            s.leech_list_refused.inc();
+        }
+        counts.map(|c| SwarmCounts {
+            seeders: if admitted.seed_list_refused {
+                0
+            } else {
+                c.seeders
+            },
+            leechers: if admitted.leech_list_refused {
+                0
+            } else {
+                c.leechers
+            },
+        })
     }
 
     /// A private announce to a torrent of this shard, answered at once
