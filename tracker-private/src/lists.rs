@@ -19,10 +19,12 @@ use std::sync::OnceLock;
 /// Windows per kind of list at most (UNIT3D-Announce's defaults have 5).
 pub const MAX_WINDOWS: usize = 8;
 
-/// Users per chunk of the table.
-const CHUNK: usize = 1 << 12;
+/// Users per chunk of the table: with the default ten windows, 5 MiB a
+/// chunk, allocated when one of its users first receives a list; the
+/// table of chunks itself takes 1.5 MiB.
+const CHUNK: usize = 1 << 16;
 /// Chunks: enough for every u32 user id.
-const CHUNKS: usize = (u32::MAX as usize >> 12) + 1;
+const CHUNKS: usize = (u32::MAX as usize >> 16) + 1;
 /// A count's fixed-point unit.
 const ONE: f64 = 1024.0;
 
