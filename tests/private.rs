@@ -7,7 +7,7 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::sync::RwLock;
+use std::sync::{RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use support::site_db::{info_hash, passkey, server_start, server_stop, SiteDb};
@@ -44,6 +44,23 @@ fn start(db: &SiteDb, state: &std::path::Path) -> (Tracker, u16) {
         .metrics()
         .start();
     (tracker, api_port)
+}
+
+/// The start of most tests here: the shared database server held (see
+/// [`SERVER`]) for as long as the guard lives, a database seeded with
+/// [`seed`] and then `prepare`, and a private tracker of two workers on it
+/// with a state file of its own (`name`); also the site API's port.
+fn seeded(
+    name: &str,
+    prepare: impl FnOnce(&SiteDb),
+) -> (RwLockReadGuard<'static, ()>, SiteDb, TempPath, Tracker, u16) {
+    let shared = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let db = SiteDb::new();
+    seed(&db);
+    prepare(&db);
+    let state = TempPath::new(name, "state");
+    let (tracker, api_port) = start(&db, &state.0);
+    (shared, db, state, tracker, api_port)
 }
 
 /// One announce of user `user` (peer `port`) with these totals; the
@@ -97,6 +114,34 @@ fn failure_with(tracker: SocketAddr, path: &str, headers: &[&str]) -> Option<Str
     failure_of(path, status, &answer[head_end..])
 }
 
+/// One announce of user `user` that must succeed without a warning: the
+/// answer's `complete`, `incomplete` and the IPv4 peers it carries.
+fn counts_of(
+    tracker: SocketAddr,
+    user: u32,
+    torrent: u32,
+    port: u16,
+    (uploaded, left): (u64, u64),
+    event: AnnounceEvent,
+) -> (i64, i64, usize) {
+    let mut req = announce_request(info_hash(torrent), port, left, event);
+    req.uploaded = uploaded;
+    let path = target(&req).replacen("/announce?", &format!("/announce/{}?", passkey(user)), 1);
+    let (status, body) = http_get(tracker, &path, Duration::from_secs(5)).expect("an answer");
+    assert_eq!(status, 200);
+    let value = bencode::decode(&body).expect("bencoded");
+    assert!(value.get(b"failure reason").is_none(), "{value:?}");
+    assert!(value.get(b"warning message").is_none(), "{value:?}");
+    let int = |key: &[u8]| value.get(key).and_then(|v| v.as_int()).unwrap();
+    let peers = value
+        .get(b"peers")
+        .and_then(|v| v.as_bytes())
+        .unwrap()
+        .len()
+        / 6;
+    (int(b"complete"), int(b"incomplete"), peers)
+}
+
 fn failure_of(path: &str, status: u16, body: &[u8]) -> Option<String> {
     assert_eq!(status, 200, "{path}: {}", String::from_utf8_lossy(body));
     let value = bencode::decode(body).expect("bencoded");
@@ -147,11 +192,7 @@ const NONE: AnnounceEvent = AnnounceEvent::None;
 
 #[test]
 fn announces_are_credited_by_unit3ds_rules_and_refused_in_its_words() {
-    let _shared = SERVER.read().unwrap_or_else(|e| e.into_inner());
-    let db = SiteDb::new();
-    seed(&db);
-    let state = TempPath::new("tracker-test-private", "state");
-    let (tracker, _) = start(&db, &state.0);
+    let (_shared, db, _state, tracker, _) = seeded("tracker-test-private", |_| {});
     let http = tracker.http[0];
 
     // A first announce credits nothing; the next its deltas.
@@ -420,11 +461,7 @@ fn the_site_api_changes_what_is_served() {
 
 #[test]
 fn udp_announces_carry_the_passkey_in_url_data() {
-    let _shared = SERVER.read().unwrap_or_else(|e| e.into_inner());
-    let db = SiteDb::new();
-    seed(&db);
-    let state = TempPath::new("tracker-test-private-udp", "state");
-    let (tracker, _) = start(&db, &state.0);
+    let (_shared, db, _state, tracker, _) = seeded("tracker-test-private-udp", |_| {});
     let mut client = support::udp_client::Client::new("127.0.0.1:0", tracker.udp[0]);
     let url = format!("/announce/{}", passkey(2));
     let answer = client.announce_with_url(info_hash(1), 7101, (0, 0, 10), STARTED, &url);
@@ -643,11 +680,7 @@ fn two_trackers_on_one_database_count_exactly() {
 
 #[test]
 fn every_site_api_change_is_served_at_once() {
-    let _shared = SERVER.read().unwrap_or_else(|e| e.into_inner());
-    let db = SiteDb::new();
-    seed(&db);
-    let state = TempPath::new("tracker-test-private-api-all", "state");
-    let (tracker, api_port) = start(&db, &state.0);
+    let (_shared, db, _state, tracker, api_port) = seeded("tracker-test-private-api-all", |_| {});
     let http = tracker.http[0];
     let history = "SELECT uploaded, actual_uploaded, downloaded, actual_downloaded FROM history \
                    WHERE user_id = 1 AND torrent_id = 1";
@@ -764,13 +797,10 @@ fn every_site_api_change_is_served_at_once() {
 
 #[test]
 fn a_leecher_past_its_groups_download_slots_is_told_and_kept_out() {
-    let _shared = SERVER.read().unwrap_or_else(|e| e.into_inner());
-    let db = SiteDb::new();
-    seed(&db);
-    db.exec("UPDATE `groups` SET download_slots = 1 WHERE id = 1");
-    let state = TempPath::new("tracker-test-private-slots", "state");
-    db.torrent(4, 0, 1);
-    let (tracker, _) = start(&db, &state.0);
+    let (_shared, db, _state, tracker, _) = seeded("tracker-test-private-slots", |db| {
+        db.exec("UPDATE `groups` SET download_slots = 1 WHERE id = 1");
+        db.torrent(4, 0, 1);
+    });
     let http2 = tracker.http[0];
     // Two workers: the torrents may have different owners, the count is
     // the user's on all of them.
@@ -800,29 +830,10 @@ fn a_leecher_past_its_groups_download_slots_is_told_and_kept_out() {
 /// back.
 #[test]
 fn an_announce_too_soon_is_credited_but_gets_no_peers() {
-    let _shared = SERVER.read().unwrap_or_else(|e| e.into_inner());
-    let db = SiteDb::new();
-    seed(&db);
-    let state = TempPath::new("tracker-test-private-too-soon", "state");
-    let (tracker, _) = start(&db, &state.0);
+    let (_shared, db, _state, tracker, _) = seeded("tracker-test-private-too-soon", |_| {});
     let http = tracker.http[0];
-    let answer = |user: u32, port: u16, (up, left): (u64, u64), event| {
-        let mut req = announce_request(info_hash(1), port, left, event);
-        req.uploaded = up;
-        let path = target(&req).replacen("/announce?", &format!("/announce/{}?", passkey(user)), 1);
-        let (status, body) = http_get(http, &path, Duration::from_secs(5)).expect("an answer");
-        assert_eq!(status, 200);
-        let value = bencode::decode(&body).expect("bencoded");
-        assert!(value.get(b"failure reason").is_none(), "{value:?}");
-        assert!(value.get(b"warning message").is_none(), "silent: {value:?}");
-        let int = |key: &[u8]| value.get(key).and_then(|v| v.as_int()).unwrap();
-        let peers = value
-            .get(b"peers")
-            .and_then(|v| v.as_bytes())
-            .unwrap()
-            .len()
-            / 6;
-        (int(b"complete"), int(b"incomplete"), peers)
+    let answer = |user: u32, port: u16, totals: (u64, u64), event| {
+        counts_of(http, user, 1, port, totals, event)
     };
     assert_eq!(answer(2, 7002, (0, 0), STARTED), (1, 0, 0));
     assert_eq!(answer(1, 7001, (0, 1000), STARTED), (1, 1, 1));
@@ -850,11 +861,7 @@ fn an_announce_too_soon_is_credited_but_gets_no_peers() {
 /// `unregistered_info_hashes`; an unknown passkey's does not reach it.
 #[test]
 fn unregistered_info_hashes_reach_the_site() {
-    let _shared = SERVER.read().unwrap_or_else(|e| e.into_inner());
-    let db = SiteDb::new();
-    seed(&db);
-    let state = TempPath::new("tracker-test-private-unregistered", "state");
-    let (tracker, _) = start(&db, &state.0);
+    let (_shared, db, _state, tracker, _) = seeded("tracker-test-private-unregistered", |_| {});
     let http = tracker.http[0];
     assert_eq!(
         announce(http, 2, 77, 7001, (0, 0, 1000), STARTED).as_deref(),
@@ -916,20 +923,7 @@ fn seed_lists_past_a_users_limit_are_left_out() {
         .start();
     let http = tracker.http[0];
     let answer = |user: u32, torrent: u32, port: u16, left: u64| {
-        let req = announce_request(info_hash(torrent), port, left, STARTED);
-        let path = target(&req).replacen("/announce?", &format!("/announce/{}?", passkey(user)), 1);
-        let (status, body) = http_get(http, &path, Duration::from_secs(5)).expect("an answer");
-        assert_eq!(status, 200);
-        let value = bencode::decode(&body).expect("bencoded");
-        assert!(value.get(b"failure reason").is_none(), "{value:?}");
-        let int = |key: &[u8]| value.get(key).and_then(|v| v.as_int()).unwrap();
-        let peers = value
-            .get(b"peers")
-            .and_then(|v| v.as_bytes())
-            .unwrap()
-            .len()
-            / 6;
-        (int(b"complete"), int(b"incomplete"), peers)
+        counts_of(http, user, torrent, port, (0, left), STARTED)
     };
     // User 2 seeds torrents 1 and 2 (on either worker).
     assert_eq!(answer(2, 1, 7001, 0), (1, 0, 0));

@@ -26,6 +26,7 @@ pub(crate) enum Eviction {
 use crate::rng::WyRand;
 use crate::rtc::RtcSwarms;
 use crate::table::Table;
+pub use crate::torrent::HandOut;
 use crate::torrent::{AddressCap, Torrent, Unstored, Visit, CLEAN_WINDOW};
 
 use tracker_proto::{
@@ -641,19 +642,4 @@ impl SwarmStore {
         self.rtc_memory(&mut memory);
         memory
     }
-}
-
-/// Which peers an answer may carry: both kinds, unless a private tracker's
-/// peer-list limits refuse one (a seeder is never handed seeders anyway).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HandOut {
-    pub seeders: bool,
-    pub leechers: bool,
-}
-
-impl HandOut {
-    pub const ALL: HandOut = HandOut {
-        seeders: true,
-        leechers: true,
-    };
 }

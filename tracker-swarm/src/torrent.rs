@@ -9,7 +9,6 @@ use crate::expiry::Expiry;
 use crate::peers::{Peer, PeerIp, Peers};
 use crate::rng::{scale, WyRand};
 use crate::state::{SavedHalf, SavedPeer, SavedTorrent};
-use crate::store::HandOut;
 use tracker_proto::{
     block_key, Announce, AnnounceEvent, AnswerPeers, BlockLevel, IpFamily, PeerId, ScrapeStats,
 };
@@ -60,6 +59,21 @@ pub(super) struct Visit<'a> {
     pub per_address: AddressCap,
     /// Which peers the answer may carry.
     pub hand_out: HandOut,
+}
+
+/// Which peers an answer may carry: both kinds, unless a private tracker's
+/// peer-list limits refuse one (a seeder is never handed seeders anyway).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HandOut {
+    pub seeders: bool,
+    pub leechers: bool,
+}
+
+impl HandOut {
+    pub const ALL: HandOut = HandOut {
+        seeders: true,
+        leechers: true,
+    };
 }
 
 /// The cap on one client's peers in a swarm, as it applies to one peer.
