@@ -45,6 +45,19 @@ pub(crate) enum Head {
     Gone,
 }
 
+/// The method and the path (its query cut off) of a head's request line;
+/// None unless it is `METHOD /TARGET HTTP/1.x`.
+pub(crate) fn request_line(head: &[u8]) -> Option<(&[u8], &[u8])> {
+    let line = head.split(|&b| b == b'\n').next()?.trim_ascii_end();
+    let mut parts = line.split(|&b| b == b' ');
+    let (method, target, version) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || !version.starts_with(b"HTTP/1.") || !target.starts_with(b"/") {
+        return None;
+    }
+    let path = target.split(|&b| b == b'?').next().unwrap_or_default();
+    Some((method, path))
+}
+
 /// The end of a request head (after the blank line) in `buf`, if complete.
 pub(crate) fn head_end(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)

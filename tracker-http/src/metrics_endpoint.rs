@@ -13,7 +13,7 @@ use tracker_runtime::shard::Shard;
 
 use crate::config::MetricsConfig;
 use crate::connections::{AdmissionCounters, ConnectionTable, Slot};
-use crate::endpoint::{read_head, Head, SmallEndpoint};
+use crate::endpoint::{read_head, request_line, Head, SmallEndpoint};
 
 /// What a request to the endpoint asks for.
 #[derive(Debug, PartialEq, Eq)]
@@ -29,20 +29,9 @@ enum Route {
 
 /// Reads the request line of a complete head (pure).
 fn route(head: &[u8]) -> Route {
-    let line = head
-        .split(|&b| b == b'\r' || b == b'\n')
-        .next()
-        .unwrap_or(b"");
-    let mut parts = line.split(|&b| b == b' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
+    let Some((method, path)) = request_line(head) else {
         return Route::BadRequest;
     };
-    if !version.starts_with(b"HTTP/1.") || !target.starts_with(b"/") {
-        return Route::BadRequest;
-    }
-    let path = target.split(|&b| b == b'?').next().unwrap_or(b"");
     if path != b"/metrics" {
         return Route::NotFound;
     }

@@ -14,7 +14,7 @@ use glommio::net::TcpStream;
 use tracker_runtime::metrics::{MetricSource, Sample, SITE_API_REQUESTS};
 
 use crate::connections::{AdmissionCounters, ConnectionTable, Slot};
-use crate::endpoint::{read_head, Head as HeadRead, SmallEndpoint};
+use crate::endpoint::{read_head, request_line, Head as HeadRead, SmallEndpoint};
 
 /// Bytes of a request head at most.
 const MAX_HEAD: usize = 8 << 10;
@@ -81,15 +81,13 @@ struct Head<'a> {
 /// Parses a complete head (pure). `None`: not HTTP/1.x, or a bad or
 /// missing length where a body is sent.
 fn parse_head(head: &[u8]) -> Option<Head<'_>> {
-    let mut lines = head.split(|&b| b == b'\n').map(|l| l.trim_ascii_end());
-    let mut parts = lines.next()?.split(|&b| b == b' ');
-    let (method, target, version) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() || !version.starts_with(b"HTTP/1.") || !target.starts_with(b"/") {
-        return None;
-    }
-    let path = target.split(|&b| b == b'?').next().unwrap_or_default();
+    let (method, path) = request_line(head)?;
     let mut content_length = 0;
-    for line in lines {
+    for line in head
+        .split(|&b| b == b'\n')
+        .skip(1)
+        .map(|l| l.trim_ascii_end())
+    {
         let Some(colon) = line.iter().position(|&b| b == b':') else {
             continue;
         };
