@@ -52,23 +52,32 @@ impl AccessApi {
         let Ok(_turn) = self.one_at_a_time.acquire_permit(1).await else {
             return answer(503, "");
         };
-        let current = self.list.load().0;
-        let Some(changed) = current.with(info_hash, listed) else {
-            return answer(200, "");
-        };
-        let (file, bytes) = (self.file.clone(), changed.to_file());
-        let written = glommio::executor()
-            .spawn_blocking(move || tracker_runtime::state_file::write_atomic(&file, &[&bytes]))
+        // The copy, the sorted file and its write take a while for a long
+        // list: off worker 0, which also serves announces.
+        let (current, file) = (self.list.load().0, self.file.clone());
+        let changed = glommio::executor()
+            .spawn_blocking(move || {
+                let Some(changed) = current.with(info_hash, listed) else {
+                    return Ok(None);
+                };
+                tracker_runtime::state_file::write_atomic(&file, &[&changed.to_file()])
+                    .map(|()| Some(changed))
+            })
             .await;
-        if let Err(e) = written {
-            warn!(
-                "access API: cannot write {}: {e}; the list is unchanged",
-                self.file.display()
-            );
-            return answer(500, "");
+        match changed {
+            Ok(None) => answer(200, ""),
+            Ok(Some(changed)) => {
+                self.list.store(Arc::new(changed));
+                answer(200, "")
+            }
+            Err(e) => {
+                warn!(
+                    "access API: cannot write {}: {e}; the list is unchanged",
+                    self.file.display()
+                );
+                answer(500, "")
+            }
         }
-        self.list.store(Arc::new(changed));
-        answer(200, "")
     }
 }
 

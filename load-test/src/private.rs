@@ -71,17 +71,8 @@ pub fn parse_info_hashes(text: &str) -> Result<Vec<InfoHash>, String> {
 }
 
 fn parse_info_hash(text: &str) -> Result<InfoHash, String> {
-    let bad = || format!("`{text}` is not an info-hash (40 hex digits)");
-    let bytes = text.as_bytes();
-    if bytes.len() != 40 {
-        return Err(bad());
-    }
-    let mut out = [0u8; 20];
-    for (slot, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
-        let digit = |c: u8| char::from(c).to_digit(16).ok_or_else(bad);
-        *slot = (digit(pair[0])? << 4 | digit(pair[1])?) as u8;
-    }
-    Ok(InfoHash(out))
+    InfoHash::from_hex(text.as_bytes())
+        .ok_or_else(|| format!("`{text}` is not an info-hash (40 hex digits)"))
 }
 
 /// The lists a private load draws from; empty for a public one.
@@ -121,9 +112,16 @@ impl Lists {
     }
 }
 
-/// The path of an announce with `passkey`: `/announce/{passkey}`.
-pub fn announce_path(passkey: &Passkey) -> String {
-    format!("/announce/{}", passkey.as_str())
+const ANNOUNCE: &[u8] = b"/announce/";
+
+/// The path of an announce with `passkey`, `/announce/{passkey}`, built on
+/// the stack: it goes into every private UDP announce.
+pub fn announce_path(passkey: &Passkey) -> [u8; ANNOUNCE.len() + PASSKEY_LEN] {
+    let mut path = [0u8; ANNOUNCE.len() + PASSKEY_LEN];
+    let (prefix, key) = path.split_at_mut(ANNOUNCE.len());
+    prefix.copy_from_slice(ANNOUNCE);
+    key.copy_from_slice(&passkey.0);
+    path
 }
 
 /// Puts `passkey` into the HTTP request target that `start..` of `out`
@@ -143,7 +141,7 @@ pub fn insert_passkey(out: &mut Vec<u8>, start: usize, passkey: &Passkey) {
 /// Appends BEP 41 URLData options carrying `/announce/{passkey}` to an
 /// announce datagram.
 pub fn write_url_data(out: &mut Vec<u8>, passkey: &Passkey) {
-    AnnounceOptions::write_url_data(out, announce_path(passkey).as_bytes());
+    AnnounceOptions::write_url_data(out, &announce_path(passkey));
 }
 
 #[cfg(test)]

@@ -15,7 +15,8 @@ use std::path::PathBuf;
 use ahash::RandomState;
 use serde::{Deserialize, Serialize};
 
-use tracker_proto::InfoHash;
+use std::io::Write as _;
+use tracker_proto::{Hex, InfoHash};
 
 /// What the list means.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -140,10 +141,8 @@ impl AccessList {
         let mut out = Vec::with_capacity(hashes.len() * 41 + 64);
         out.extend_from_slice(b"# written by the tracker's access API\n");
         for hash in hashes {
-            for byte in hash.0 {
-                out.extend_from_slice(format!("{byte:02x}").as_bytes());
-            }
-            out.push(b'\n');
+            // Writing into a Vec cannot fail.
+            let _ = writeln!(out, "{}", Hex(&hash.0));
         }
         out
     }

@@ -72,7 +72,7 @@ fn the_passkey_goes_into_the_path_before_the_query() {
     assert_eq!(out, format!("GET /scrape/{KEY_A}").as_bytes());
     // What the tracker's router reads back.
     let path = announce_path(&key);
-    let (endpoint, found) = tracker_proto::http::route(path.as_bytes()).unwrap();
+    let (endpoint, found) = tracker_proto::http::route(&path).unwrap();
     assert_eq!(endpoint, tracker_proto::http::Endpoint::Announce);
     assert_eq!(found, Some(KEY_A.as_bytes()));
 }
