@@ -251,9 +251,7 @@ impl PrivateMode {
         let Some(handle) = handle else {
             return Ok(());
         };
-        let last = handle.stats().last_sequence;
-        let leftover = number(handle.stop(deadline), last);
-        self.write_pending(&leftover)
+        self.write_pending(&handle.stop(deadline))
     }
 
     fn read_pending(&self) -> Result<Leftover, String> {
@@ -316,28 +314,6 @@ impl PrivateMode {
         );
         Ok(())
     }
-}
-
-/// Gives every batch not yet numbered the next number after `last` and
-/// those before it: a batch written to the pending file is frozen, so that
-/// the number says for good whether it is in the database.
-fn number(leftover: Leftover, last: u64) -> Leftover {
-    let mut next = leftover
-        .iter()
-        .filter_map(|(n, _)| *n)
-        .max()
-        .unwrap_or(0)
-        .max(last);
-    leftover
-        .into_iter()
-        .map(|(n, batch)| match n {
-            Some(n) => (Some(n), batch),
-            None => {
-                next += 1;
-                (Some(next), batch)
-            }
-        })
-        .collect()
 }
 
 fn with_suffix(path: &Path, suffix: &str) -> PathBuf {

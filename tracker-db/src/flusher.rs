@@ -23,8 +23,9 @@
 //!   would drop them.
 //!
 //! Across a restart, [`FlusherHandle::stop`] returns what is unwritten,
-//! numbered batches with their numbers (each may in fact have been
-//! committed, its acknowledgement lost) and `next` without one; the caller
+//! every batch numbered: those already numbered with their numbers (each
+//! may in fact have been committed, its acknowledgement lost), and `next`
+//! with the next number, past every one this run gave; the caller
 //! keeps them (the state file) and hands them to the next
 //! [`Flusher::spawn`], which drops the numbered ones the database already
 //! holds, queues the others with their own numbers (so the in-transaction
@@ -56,8 +57,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tracker_private::Batch;
 
 /// Batches not yet written, oldest first: `Some(n)` for one that was
-/// given sequence number `n` (it may have been committed), `None` for one
-/// never tried. What [`FlusherHandle::stop`] returns and
+/// given sequence number `n` (it may have been committed, unless it is the
+/// last), `None` for one never numbered (which only an older version's
+/// pending file holds). What [`FlusherHandle::stop`] returns and
 /// [`Flusher::spawn`] takes back.
 pub type Leftover = Vec<(Option<u64>, Batch)>;
 
@@ -427,8 +429,12 @@ impl Flusher {
         let mut left: Leftover = (self.pending.drain(..))
             .map(|n| (Some(n.sequence), n.batch))
             .collect();
+        // Numbered here, past every number this thread gave (committed or
+        // not), so that the next start can never take it for a batch it
+        // already has: a number read from outside before the stop would be
+        // stale if a retried batch committed during the stop.
         if !self.next.is_empty() {
-            left.push((None, std::mem::take(&mut self.next)));
+            left.push((Some(self.next_sequence), std::mem::take(&mut self.next)));
         }
         let rows: usize = left.iter().map(|(_, b)| b.rows()).sum();
         if rows > 0 {

@@ -507,10 +507,11 @@ fn what_a_stop_leaves_lands_once_after_a_restart() {
     });
     handle.submit(credit(&[2], &[1], 3, T0 + 1));
     let leftover = handle.stop(Instant::now() + Duration::from_millis(200));
-    // The batch that was tried keeps its number; the later one has none.
+    // The batch that was tried keeps its number; the later one gets the
+    // next.
     assert_eq!(leftover.len(), 2, "{leftover:?}");
     assert_eq!(leftover[0].0, Some(1));
-    assert_eq!(leftover[1].0, None);
+    assert_eq!(leftover[1].0, Some(2));
     assert_eq!(user_totals(&db), vec![(1, 0), (2, 0)]);
 
     let handle = Flusher::spawn(fast(db.url.clone(), "restart"), leftover).unwrap();
