@@ -296,6 +296,26 @@ struct Upsert {
     tail: &'static str,
 }
 
+// Sums that saturate instead of failing the statement: a sum past the
+// column's range is an error (1690), which would fail the flush, and every
+// retry of it, and every flush queued behind it, for good, over one
+// client's absurd totals. BIGINT UNSIGNED for bytes and seconds, BIGINT for
+// the balance.
+macro_rules! add_unsigned {
+    ($col:literal) => {
+        concat!(
+            $col,
+            " = ",
+            $col,
+            " + LEAST(VALUES(",
+            $col,
+            "), 18446744073709551615 - ",
+            $col,
+            ")"
+        )
+    };
+}
+
 /// `users`: credited bytes added. The other NOT NULL columns without a
 /// default get UNIT3D-Announce's dummy values; the insert branch is never
 /// taken, as only users that exist (locked above) are written.
@@ -305,9 +325,12 @@ const USERS: Upsert = Upsert {
            VALUES ",
     tuple: "(?, '', '', '', '', 0, ?, ?, '')",
     placeholders: 3,
-    tail: " ON DUPLICATE KEY UPDATE \
-           uploaded = uploaded + VALUES(uploaded), \
-           downloaded = downloaded + VALUES(downloaded)",
+    tail: concat!(
+        " ON DUPLICATE KEY UPDATE ",
+        add_unsigned!("uploaded"),
+        ", ",
+        add_unsigned!("downloaded")
+    ),
 };
 
 /// `torrents`: peer counts, completions and balance added; `updated_at`
@@ -324,7 +347,12 @@ const TORRENTS: Upsert = Upsert {
            seeders = seeders + VALUES(seeders), \
            leechers = leechers + VALUES(leechers), \
            times_completed = times_completed + VALUES(times_completed), \
-           balance = balance + VALUES(balance), \
+           balance = CASE \
+             WHEN VALUES(balance) > 0 AND balance > 0 \
+               THEN balance + LEAST(VALUES(balance), 9223372036854775807 - balance) \
+             WHEN VALUES(balance) < 0 AND balance < 0 \
+               THEN balance + GREATEST(VALUES(balance), -9223372036854775807 - 1 - balance) \
+             ELSE balance + VALUES(balance) END, \
            updated_at = VALUES(updated_at)",
 };
 
@@ -355,20 +383,23 @@ const HISTORY: Upsert = Upsert {
     tuple: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
             FROM_UNIXTIME(?), FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
     placeholders: 16,
-    tail: " ON DUPLICATE KEY UPDATE \
-           agent = VALUES(agent), \
-           uploaded = uploaded + VALUES(uploaded), \
-           actual_uploaded = actual_uploaded + VALUES(actual_uploaded), \
-           client_uploaded = VALUES(client_uploaded), \
-           downloaded = downloaded + VALUES(downloaded), \
-           actual_downloaded = actual_downloaded + VALUES(actual_downloaded), \
-           client_downloaded = VALUES(client_downloaded), \
-           seedtime = seedtime + VALUES(seedtime), \
-           updated_at = VALUES(updated_at), \
+    tail: concat!(
+        " ON DUPLICATE KEY UPDATE agent = VALUES(agent), ",
+        add_unsigned!("uploaded"),
+        ", ",
+        add_unsigned!("actual_uploaded"),
+        ", client_uploaded = VALUES(client_uploaded), ",
+        add_unsigned!("downloaded"),
+        ", ",
+        add_unsigned!("actual_downloaded"),
+        ", client_downloaded = VALUES(client_downloaded), ",
+        add_unsigned!("seedtime"),
+        ", updated_at = VALUES(updated_at), \
            seeder = VALUES(seeder), \
            active = VALUES(active), \
            immune = (immune AND VALUES(immune)), \
-           completed_at = COALESCE(completed_at, VALUES(completed_at))",
+           completed_at = COALESCE(completed_at, VALUES(completed_at))"
+    ),
 };
 
 /// `unregistered_info_hashes`: the first sighting kept, the latest time

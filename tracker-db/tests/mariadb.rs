@@ -614,3 +614,43 @@ fn unregistered_info_hashes_are_written_as_unit3d_announce_writes_them() {
         ]
     );
 }
+
+/// Sums past a column's range saturate: one client's absurd totals must not
+/// fail the flush (and every flush behind it, for good).
+#[test]
+fn sums_past_a_columns_range_saturate_instead_of_failing_the_flush() {
+    let db = TestDb::new();
+    db.seed(1, 1);
+    let mut conn = db.conn();
+    let huge = u64::MAX - 10;
+    let mut batch = credit(&[1], &[1], huge, T0);
+    batch.torrents.get_mut(&1).unwrap().balance = i64::MAX - 5;
+    flush(&mut conn, "t1", 1, &batch, MAX_ROWS).unwrap();
+    let mut again = credit(&[1], &[1], huge, T0 + 1);
+    again.torrents.get_mut(&1).unwrap().balance = i64::MAX - 5;
+    assert!(matches!(
+        flush(&mut conn, "t1", 2, &again, MAX_ROWS).unwrap(),
+        FlushOutcome::Applied { .. }
+    ));
+    let user: (u64, u64) = db.one("SELECT uploaded, downloaded FROM users WHERE id = 1");
+    assert_eq!(user, (u64::MAX, huge / 2 * 2));
+    let history: (u64, u64) =
+        db.one("SELECT uploaded, actual_uploaded FROM history WHERE user_id = 1");
+    assert_eq!(history, (u64::MAX, u64::MAX));
+    let balance: i64 = db.one("SELECT balance FROM torrents WHERE id = 1");
+    assert_eq!(balance, i64::MAX);
+    // And down: a negative balance saturates at the bottom.
+    let mut down = Batch::default();
+    down.torrents.insert(
+        1,
+        TorrentRow {
+            balance: i64::MIN,
+            updated_at: T0 + 2,
+            ..TorrentRow::default()
+        },
+    );
+    flush(&mut conn, "t1", 3, &down, MAX_ROWS).unwrap();
+    flush(&mut conn, "t1", 4, &down, MAX_ROWS).unwrap();
+    let balance: i64 = db.one("SELECT balance FROM torrents WHERE id = 1");
+    assert_eq!(balance, i64::MIN);
+}
