@@ -100,18 +100,19 @@ impl fmt::Debug for DbConfig {
     }
 }
 
-/// `scheme://user:password@host...` as `scheme://user:***@host...`.
+/// `scheme://user:password@host...` as `scheme://user:***@host...`. The
+/// password ends at the last `@` of the whole URL, not of its authority: a
+/// password may hold an unencoded `/` or `?`, and hiding too much is the
+/// safe mistake.
 fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
+    match rest.rsplit_once('@') {
+        Some((userinfo, host_and_tail)) => {
             let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
             let hidden = if userinfo.contains(':') { ":***" } else { "" };
-            format!("{scheme}://{user}{hidden}@{host}{tail}")
+            format!("{scheme}://{user}{hidden}@{host_and_tail}")
         }
         None => url.to_owned(),
     }
@@ -130,6 +131,7 @@ mod tests {
         assert_eq!(redact("mysql://u@h/db"), "mysql://u@h/db");
         assert_eq!(redact("mysql://h/db"), "mysql://h/db");
         assert_eq!(redact("mysql://u:p@ss@h/db"), "mysql://u:***@h/db");
+        assert_eq!(redact("mysql://u:pa/ss?x@h/db"), "mysql://u:***@h/db");
         let debug = format!("{:?}", DbConfig::new("mysql://u:hunter2@h/db"));
         assert!(!debug.contains("hunter2"), "{debug}");
     }
