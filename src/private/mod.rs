@@ -21,7 +21,7 @@ use tracker_private::slots::LeechingCounts;
 use tracker_private::{Batch, GlobalFactors, LedgerConfig, PeerKey, PeerRow, Site};
 use tracker_runtime::metrics::{
     MetricSource, Sample, PRIVATE_DATABASE_UP, PRIVATE_FLUSHES, PRIVATE_LAST_FLUSH,
-    PRIVATE_PENDING_ROWS, PRIVATE_ROWS_WRITTEN,
+    PRIVATE_PENDING_ROWS, PRIVATE_ROWS_SKIPPED, PRIVATE_ROWS_WRITTEN,
 };
 use tracker_runtime::owner::Owners;
 use tracker_runtime::private_config::PrivateConfig;
@@ -91,6 +91,7 @@ impl MetricSource for FlusherMetrics {
             out.push(Sample::new(&PRIVATE_FLUSHES, labels, value));
         }
         out.push(Sample::new(&PRIVATE_ROWS_WRITTEN, &[], s.rows_written));
+        out.push(Sample::new(&PRIVATE_ROWS_SKIPPED, &[], s.rows_skipped));
         out.push(Sample::new(&PRIVATE_PENDING_ROWS, &[], s.pending_rows));
         out.push(Sample::new(&PRIVATE_LAST_FLUSH, &[], s.last_success_unix));
         out.push(Sample::new(

@@ -58,15 +58,6 @@ pub enum PrivateRefused {
     Store(AnnounceRefused),
 }
 
-impl PrivateRefused {
-    pub fn reason(&self) -> std::borrow::Cow<'static, str> {
-        match self {
-            PrivateRefused::Site(refusal) => refusal.reason(),
-            PrivateRefused::Store(refused) => refused.reason().into(),
-        }
-    }
-}
-
 /// A question to a worker's ledger, for the site API's reads.
 #[derive(Clone, Copy, Debug)]
 pub enum PrivateQuery {

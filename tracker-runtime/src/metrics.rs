@@ -135,6 +135,8 @@ families! {
     /// Label: outcome (applied, already_applied, failed).
     PRIVATE_FLUSHES = "tracker_private_flushes_total", Counter,
         "Flushes of the accounting into the site's database, by outcome: already_applied counts retries whose commit had landed (a lost acknowledgement), failed counts attempts that did not commit.";
+    PRIVATE_ROWS_SKIPPED = "tracker_private_rows_skipped_total", Counter,
+        "Rows the applied flushes left out: their user or torrent was deleted on the site since the tracker read it.";
     PRIVATE_ROWS_WRITTEN = "tracker_private_rows_written_total", Counter,
         "Rows the applied flushes wrote (peers, history, users, torrents, unregistered_info_hashes).";
     PRIVATE_PENDING_ROWS = "tracker_private_pending_rows", Gauge,

@@ -139,9 +139,11 @@ impl Shard {
         if !admitted.in_swarm {
             announce.event = AnnounceEvent::Stopped;
         }
+        // Peers held back are not picked at all (a hidden peer's announce
+        // goes in as a stop, which picks none).
         let hand_out = HandOut {
-            seeders: !admitted.seed_list_refused,
-            leechers: !admitted.leech_list_refused,
+            seeders: !admitted.seed_list_refused && !admitted.too_soon,
+            leechers: !admitted.leech_list_refused && !admitted.too_soon,
         };
         let counts = self
             .announce_unchecked(&announce, hand_out, peers)
@@ -152,7 +154,6 @@ impl Shard {
         }
         if admitted.too_soon {
             s.too_soon.inc();
-            peers.reset(IpFamily::of(req.announce.peer_addr.ip()));
             return counts.map(|_| SwarmCounts::default());
         }
         // A list refused is not hinted at by its count either, as
