@@ -265,9 +265,12 @@ impl HttpSession {
                 let start = out.len();
                 write_scrape_target(out, &self.scrape[..n]);
                 // A private tracker's scrape needs a passkey too (one of
-                // this connection's peers').
-                if let Some(passkey) = model.passkey(&model.peer_on_source(rng, self.source)) {
-                    private::insert_passkey(out, start, passkey);
+                // this connection's peers'); a public one draws no peer.
+                if model.has_passkeys() {
+                    let peer = model.peer_on_source(rng, self.source);
+                    if let Some(passkey) = model.passkey(&peer) {
+                        private::insert_passkey(out, start, passkey);
+                    }
                 }
             }
         }

@@ -237,8 +237,6 @@ pub struct Peer {
     pub key: u32,
     /// What a leecher still has to download.
     pub left: u64,
-    pub downloaded: u64,
-    pub uploaded: u64,
 }
 
 /// One announce to send.
@@ -389,6 +387,11 @@ impl TrafficModel {
         }
     }
 
+    /// Whether the load is a private tracker's (its peers have passkeys).
+    pub fn has_passkeys(&self) -> bool {
+        self.lists.passkeys.is_some()
+    }
+
     /// The passkey peer `peer` announces with, always the same one (a
     /// user's client; a user has many): `None` for a public tracker.
     pub fn passkey(&self, peer: &Peer) -> Option<&Passkey> {
@@ -427,8 +430,6 @@ impl TrafficModel {
             seeder: h < self.seeder_threshold || self.seeder_threshold == u64::MAX,
             key: h2 as u32,
             left: 1 + (h2 >> 32) % (4 << 30),
-            downloaded: (h2 >> 8) % (1 << 30),
-            uploaded: (h >> 16) % (1 << 32),
         }
     }
 
