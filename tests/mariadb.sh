@@ -106,6 +106,8 @@ start() {
     sleep 0.1
   done
   tail -n 30 "$datadir/error.log" >&2 || true
+  # Not left running behind a failed setup.
+  kill "$pid" 2>/dev/null || true
   die "the server of $datadir did not start (log: $datadir/error.log)"
 }
 
