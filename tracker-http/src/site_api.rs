@@ -172,9 +172,9 @@ impl SiteApiServer {
             self.stats.bad_request.inc();
             return respond(&mut stream, 400, "").await;
         };
-        let (method, content_length) = (head.method.to_vec(), head.content_length);
+        let (method, content_length) = (head.method, head.content_length);
         let path = match after_key(head.path, &self.key) {
-            Ok(path) => path.to_vec(),
+            Ok(path) => path,
             Err(wrong_key) => {
                 if wrong_key {
                     self.stats.wrong_key.inc();
@@ -195,7 +195,7 @@ impl SiteApiServer {
         if let Some(rest) = body.get_mut(have..) {
             stream.read_exact(rest).await?;
         }
-        let answer = self.api.handle(&method, &path, &body).await;
+        let answer = self.api.handle(method, path, &body).await;
         match answer.status {
             200 => self.stats.ok.inc(),
             404 => self.stats.not_found.inc(),

@@ -54,12 +54,15 @@ impl UdpService {
         reply: (SocketAddr, Option<LocalAddr>),
     ) {
         let txid = req.transaction_id;
+        let family = IpFamily::of(announce.peer_addr.ip());
         let Some(passkey) = passkey(req) else {
+            self.count_announce_response(family);
             self.stats.errors_sent.inc();
             write_error_response(tx.push(reply.0, reply.1), txid, INVALID_PASSKEY);
             return;
         };
         if let Err(refusal) = check_port(req.port, req.event) {
+            self.count_announce_response(family);
             self.stats.refused.inc();
             self.stats.errors_sent.inc();
             let message = refusal.to_string();
@@ -78,7 +81,6 @@ impl UdpService {
             left: req.left,
             agent: Agent::default(),
         };
-        let family = IpFamily::of(announce.peer_addr.ip());
         let request = PrivateRequest { announce, account };
         // Steering brings nearly every announce to its owner: answered in
         // this receive batch's answers, with no task and no buffer of its
@@ -127,6 +129,7 @@ impl UdpService {
                 self.write_announce(out, txid, family, Err(refused), &[])
             }
             Err(PrivateRefused::Site(refusal)) => {
+                self.count_announce_response(family);
                 self.stats.refused.inc();
                 self.stats.errors_sent.inc();
                 write_error_response(out, txid, refusal.reason().as_bytes());

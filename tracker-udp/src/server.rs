@@ -523,6 +523,14 @@ impl UdpService {
         valid
     }
 
+    /// One more answer to an announce, of `family`, whatever it says.
+    pub(crate) fn count_announce_response(&self, family: IpFamily) {
+        match family {
+            IpFamily::V4 => self.stats.announce_responses.ipv4.inc(),
+            IpFamily::V6 => self.stats.announce_responses.ipv6.inc(),
+        }
+    }
+
     pub(crate) fn write_announce(
         &self,
         out: &mut Vec<u8>,
@@ -531,10 +539,7 @@ impl UdpService {
         counts: Result<SwarmCounts, AnnounceRefused>,
         peers: &[u8],
     ) {
-        match family {
-            IpFamily::V4 => self.stats.announce_responses.ipv4.inc(),
-            IpFamily::V6 => self.stats.announce_responses.ipv6.inc(),
-        }
+        self.count_announce_response(family);
         match counts {
             Ok(SwarmCounts { seeders, leechers }) => {
                 write_announce_response(
