@@ -11,8 +11,10 @@
 //! - A peer not seen for the active TTL is forgotten, not kept inactive:
 //!   if it comes back it is a new peer, whose first announce credits
 //!   nothing.
-//! - Download slots are not enforced here: a worker sees only its own
-//!   torrents, not how many a user leeches overall.
+//! - Download slots and peer-list limits count each user across every
+//!   worker, in tables the ledgers share ([`crate::slots`],
+//!   [`crate::lists`]); a slot is checked, then taken, so workers admitting
+//!   the same user's leechers at the same instant may pass it by one each.
 //! - An optional upload-rate bound flags announces whose upload implies
 //!   more than `max_upload_rate` bytes per second (UNIT3D-Announce has no
 //!   such setting).

@@ -84,16 +84,6 @@ impl TorrentStatus {
             other => TorrentStatus::Other(other),
         }
     }
-
-    pub fn to_db(self) -> i16 {
-        match self {
-            TorrentStatus::Pending => 0,
-            TorrentStatus::Approved => 1,
-            TorrentStatus::Rejected => 2,
-            TorrentStatus::Postponed => 3,
-            TorrentStatus::Other(other) => other,
-        }
-    }
 }
 
 /// A registered torrent (`torrents`).

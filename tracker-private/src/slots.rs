@@ -40,9 +40,13 @@ impl LeechingCounts {
         chunk.get(user % CHUNK)
     }
 
-    /// The user's leeching peers now.
+    /// The user's leeching peers now (a read allocates no chunk).
     pub fn get(&self, user: UserId) -> u32 {
-        self.counter(user).map_or(0, |c| c.load(Ordering::Relaxed))
+        let user = user as usize;
+        let counter = self.chunks.get(user / CHUNK).and_then(OnceLock::get);
+        counter
+            .and_then(|chunk| chunk.get(user % CHUNK))
+            .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
     /// One more leeching peer (`up`), or one fewer.
