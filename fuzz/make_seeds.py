@@ -69,6 +69,13 @@ def main():
         "announce-url-data",
         udp_announce(url_data(b"/announce") + url_data(b"?passkey=abc") + b"\x01\x00"),
     )
+    # An option of a type the tracker does not know (skipped by its length)
+    # before the passkey's URLData.
+    seed(
+        "udp_request",
+        "announce-unknown-option",
+        udp_announce(url_data(b"/announce") + bytes([9, 3, 1, 2, 3]) + url_data(b"?passkey=abc") + b"\x00"),
+    )
     seed("udp_request", "scrape", udp_header(0x1234_5678_9ABC_DEF0, 2, 9) + HASH_A + HASH_B)
 
     # UDP responses: connect, announce (IPv4 and IPv6 peers), scrape, error.

@@ -42,6 +42,7 @@ pub const ACTION_OFFSET: usize = 8;
 /// action and the transaction id).
 pub const INFO_HASH_OFFSET: usize = 16;
 
+const OPTION_END: u8 = 0;
 const OPTION_NOP: u8 = 1;
 const OPTION_URL_DATA: u8 = 2;
 
@@ -85,7 +86,8 @@ pub enum ParseErrorKind {
     BadLength,
     /// An announce event other than 0..=3.
     BadEvent,
-    /// A BEP 41 option whose length byte or payload runs past the end.
+    /// A BEP 41 option (of any type but EndOfOptions and NOP) whose length
+    /// byte or data runs past the end.
     TruncatedOption,
     NoInfoHashes,
     TooManyInfoHashes,

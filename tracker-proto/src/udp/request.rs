@@ -192,8 +192,10 @@ pub struct AnnounceOptions<'a>(&'a [u8]);
 impl<'a> AnnounceOptions<'a> {
     pub const EMPTY: Self = Self(&[]);
 
-    /// Validates `bytes` as options: a truncated URLData is refused; whatever
-    /// follows EndOfOptions or an unknown option type is ignored.
+    /// Validates `bytes` as options: an option whose length byte or data
+    /// runs past the end is refused, whatever its type; an unknown type is
+    /// skipped by its length (BEP 41), so URLData after it still counts;
+    /// whatever follows EndOfOptions is ignored.
     pub fn parse(bytes: &'a [u8]) -> Result<Self, ParseErrorKind> {
         OptionWalk(bytes).try_for_each(|payload| payload.map(drop))?;
         Ok(Self(bytes))
@@ -222,7 +224,8 @@ impl<'a> AnnounceOptions<'a> {
 }
 
 /// Walks BEP 41 options, yielding each URLData payload, or one error for a
-/// truncated option; it stops at EndOfOptions and at a type it cannot skip.
+/// truncated option; it stops at EndOfOptions. Every type but EndOfOptions
+/// and NOP has a length byte, so one it does not know is stepped over.
 struct OptionWalk<'a>(&'a [u8]);
 
 impl<'a> Iterator for OptionWalk<'a> {
@@ -232,22 +235,23 @@ impl<'a> Iterator for OptionWalk<'a> {
         loop {
             let (&option, tail) = self.0.split_first()?;
             match option {
+                OPTION_END => {
+                    self.0 = &[];
+                    return None;
+                }
                 OPTION_NOP => self.0 = tail,
-                OPTION_URL_DATA => {
+                _ => {
                     let split = tail
                         .split_first()
                         .and_then(|(&len, tail)| tail.split_at_checked(len.into()));
-                    let Some((payload, tail)) = split else {
+                    let Some((data, tail)) = split else {
                         self.0 = &[];
                         return Some(Err(ParseErrorKind::TruncatedOption));
                     };
                     self.0 = tail;
-                    return Some(Ok(payload));
-                }
-                // EndOfOptions (0), or an unknown type whose length we cannot know.
-                _ => {
-                    self.0 = &[];
-                    return None;
+                    if option == OPTION_URL_DATA {
+                        return Some(Ok(data));
+                    }
                 }
             }
         }

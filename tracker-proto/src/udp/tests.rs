@@ -3,8 +3,6 @@ use crate::AnswerPeers;
 use proptest::collection::vec;
 use proptest::prelude::*;
 
-const OPTION_END: u8 = 0;
-
 fn header(connection_id: i64, action: i32, txid: i32) -> Vec<u8> {
     let mut out = Vec::new();
     write_request_header(&mut out, connection_id, action, TransactionId(txid));
@@ -89,25 +87,53 @@ fn bad_event_is_refused() {
 
 #[test]
 fn truncated_options_are_refused() {
-    for tail in [&[2][..], &[2, 3, b'a', b'b'], &[1, 2], &[2, 0, 2, 255]] {
+    for tail in [
+        &[2][..],
+        &[2, 3, b'a', b'b'],
+        &[1, 2],
+        &[2, 0, 2, 255],
+        // Unknown types have a length byte too: cut short, they are refused
+        // the same way.
+        &[7],
+        &[7, 3, 1, 2],
+        &[2, 1, b'a', 255, 1],
+    ] {
         let error = request_error(&announce_bytes(tail));
         assert_eq!(error.kind, ParseErrorKind::TruncatedOption, "{tail:?}");
     }
 }
 
 #[test]
-fn options_stop_at_end_or_unknown_type() {
-    for tail in [
-        &[2, 1, b'a', 0, 2, 9][..],
-        &[2, 1, b'a', 7, 2, 9],
-        &[1, 1, 2, 1, b'a'],
-    ] {
+fn options_stop_at_end_of_options() {
+    for tail in [&[2, 1, b'a', 0, 2, 9][..], &[1, 1, 2, 1, b'a', 0, 7]] {
         let bytes = announce_bytes(tail);
         let Ok(Request::Announce(request)) = Request::parse(&bytes) else {
             panic!("announce with options {tail:?} refused");
         };
         assert_eq!(request.url_data().collect::<Vec<_>>(), [b"a"]);
     }
+}
+
+/// BEP 41: an option of a type the tracker does not know is skipped by its
+/// length, so URLData after it (the passkey of a private tracker) is kept.
+#[test]
+fn unknown_option_types_are_skipped_by_their_length() {
+    let mut options = Vec::new();
+    AnnounceOptions::write_url_data(&mut options, b"/announce");
+    options.extend_from_slice(&[3, 0, 0x7f, 4, 2, 0, 1, 9, 255, 2, 0xaa, 0xbb, 1]);
+    AnnounceOptions::write_url_data(&mut options, b"?passkey=abc");
+    options.extend_from_slice(&[0, 3, 200]);
+    let bytes = announce_bytes(&options);
+    let Ok(Request::Announce(request)) = Request::parse(&bytes) else {
+        panic!("announce refused");
+    };
+    assert_eq!(
+        request.url_data().collect::<Vec<_>>(),
+        [&b"/announce"[..], b"?passkey=abc"]
+    );
+    let mut again = Vec::new();
+    request.write(&mut again);
+    assert_eq!(again, bytes, "written back as read");
 }
 
 #[test]
@@ -217,12 +243,26 @@ fn family() -> impl Strategy<Value = IpFamily> {
     prop_oneof![Just(IpFamily::V4), Just(IpFamily::V6)]
 }
 
-/// Options as a client might send them: URLData (`Some`) and NOPs (`None`),
-/// then maybe EndOfOptions followed by junk.
-fn options() -> impl Strategy<Value = (Vec<Option<Vec<u8>>>, Option<Vec<u8>>)> {
-    let option = prop_oneof![Just(None), vec(any::<u8>(), 0..=255).prop_map(Some)];
+/// One BEP 41 option as a client might send it.
+#[derive(Clone, Debug)]
+enum TestOption {
+    Nop,
+    UrlData(Vec<u8>),
+    /// A type the tracker does not know (3 to 255), with its data.
+    Unknown(u8, Vec<u8>),
+}
+
+/// Options as a client might send them: URLData, NOPs and options of types
+/// unknown to the tracker, then maybe EndOfOptions followed by junk.
+fn options() -> impl Strategy<Value = (Vec<TestOption>, Option<Vec<u8>>)> {
+    let data = || vec(any::<u8>(), 0..=255);
+    let option = prop_oneof![
+        Just(TestOption::Nop),
+        data().prop_map(TestOption::UrlData),
+        (3..=u8::MAX, data()).prop_map(|(kind, data)| TestOption::Unknown(kind, data)),
+    ];
     (
-        vec(option, 0..4),
+        vec(option, 0..5),
         proptest::option::of(vec(any::<u8>(), 0..8)),
     )
 }
@@ -285,13 +325,16 @@ proptest! {
     ) {
         let mut option_bytes = Vec::new();
         for option in &options {
-            match option {
-                Some(data) => {
-                    option_bytes.extend_from_slice(&[OPTION_URL_DATA, data.len() as u8]);
-                    option_bytes.extend_from_slice(data);
+            let (kind, data) = match option {
+                TestOption::Nop => {
+                    option_bytes.push(OPTION_NOP);
+                    continue;
                 }
-                None => option_bytes.push(OPTION_NOP),
-            }
+                TestOption::UrlData(data) => (OPTION_URL_DATA, data),
+                TestOption::Unknown(kind, data) => (*kind, data),
+            };
+            option_bytes.extend_from_slice(&[kind, data.len() as u8]);
+            option_bytes.extend_from_slice(data);
         }
         if let Some(junk) = &end {
             option_bytes.push(OPTION_END);
@@ -322,7 +365,15 @@ proptest! {
             port: request.port,
         };
         prop_assert_eq!(Request::peek_announce(&out), Some(peek));
-        let url: Vec<u8> = options.iter().flatten().flatten().copied().collect();
+        let url: Vec<u8> = options
+            .iter()
+            .filter_map(|option| match option {
+                TestOption::UrlData(data) => Some(data.as_slice()),
+                _ => None,
+            })
+            .flatten()
+            .copied()
+            .collect();
         prop_assert_eq!(request.url_data().collect::<Vec<_>>().concat(), url);
     }
 
