@@ -486,6 +486,30 @@ fn udp_announces_carry_the_passkey_in_url_data() {
     tracker.stop();
 }
 
+/// BEP 41: an option of a type the tracker does not know is skipped by its
+/// length, so the passkey in URLData after it is still read.
+#[test]
+fn udp_passkeys_after_an_unknown_option_are_read() {
+    use tracker_proto::udp::{AnnounceOptions, IpFamily, Response};
+    let (_shared, db, _state, tracker, _) = seeded("tracker-test-private-udp-option", |_| {});
+    let mut client = support::udp_client::Client::new("127.0.0.1:0", tracker.udp[0]);
+    let (txid, mut packet) = client.announce_packet(info_hash(1), 7103, STARTED, 10, -1);
+    // Type 9, three bytes of data, then the URL.
+    packet.extend_from_slice(&[9, 3, 1, 2, 3]);
+    let url = format!("/announce/{}", passkey(2));
+    AnnounceOptions::write_url_data(&mut packet, url.as_bytes());
+    let answer = client.exchange(&packet);
+    match Response::parse(&answer, IpFamily::V4).unwrap() {
+        Response::Announce { transaction_id, .. } => assert_eq!(transaction_id, txid),
+        other => panic!("not an announce answer: {other:?}"),
+    }
+    db.wait_for(
+        "SELECT COUNT(*) FROM peers WHERE user_id = 2 AND port = 7103",
+        1u64,
+    );
+    tracker.stop();
+}
+
 #[test]
 fn accounting_outlives_a_database_outage_a_stop_and_a_kill() {
     let _whole = SERVER.write().unwrap_or_else(|e| e.into_inner());
