@@ -301,12 +301,11 @@ fn bad_messages_get_errors_and_the_connection_goes_on() {
     a.id = PeerId([9; 20]);
     a.announce(torrent, AnnounceEvent::None, 5, 0);
     assert!(a.error().contains("one peer id"));
-    // ... and a peer id another connection holds is not taken over.
+    // ... and a peer id another connection holds is another peer there.
     b.id = PeerId([1; 20]);
     b.announce(torrent, AnnounceEvent::Started, 5, 0);
-    assert!(b.error().contains("peer id in use"));
+    assert_eq!(b.counts(), (0, 2));
     // An answer to an offer never made to this peer is dropped.
-    b.id = PeerId([2; 20]);
     b.answer(torrent, PeerId([1; 20]), OfferId([1; 20]));
     assert!(b.error().contains("no such offer"));
     // Binary messages close the connection (the protocol is text).
@@ -509,4 +508,75 @@ fn an_offer_expires_and_is_answered_once() {
         .set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
     assert!(leecher.ws.read().is_err(), "nothing was relayed");
+}
+
+/// Offers carry peer ids: whoever learns one and announces it first in a
+/// torrent keeps its owner out of none, and gets none of its answers.
+#[test]
+fn a_peer_id_learnt_from_an_offer_keeps_its_owner_out_of_no_torrent() {
+    let tracker = Tracker::builder().http(None).start();
+    let addr = tracker.http[0];
+    let (first, second) = (hash(40), hash(41));
+    let mut thief = connect(addr, "/announce", 66);
+    thief.announce(first, AnnounceEvent::Started, 0, 0);
+    assert_eq!(thief.counts(), (1, 0));
+    let mut victim = connect(addr, "/announce", 1);
+    victim.announce(first, AnnounceEvent::Started, 10, 1);
+    assert_eq!(victim.counts(), (1, 1));
+    let text = thief.next_text();
+    let ServerMessage::Offer { peer_id, .. } = parse_server_message(text.as_bytes()).unwrap()
+    else {
+        panic!("expected an offer: {text}")
+    };
+    assert_eq!(peer_id, victim.id);
+    // The thief is there first with the victim's id...
+    thief.id = victim.id;
+    thief.announce(second, AnnounceEvent::Started, 10, 0);
+    assert_eq!(thief.counts(), (0, 1));
+    // ... and the victim is served all the same, as another peer.
+    victim.announce(second, AnnounceEvent::Started, 10, 0);
+    assert_eq!(victim.counts(), (0, 2));
+    // Offers to the victim's id there reach the victim's own connection.
+    let mut seeder = connect(addr, "/announce", 3);
+    seeder.announce(second, AnnounceEvent::Started, 0, 2);
+    assert_eq!(seeder.counts(), (1, 2));
+    let text = victim.next_text();
+    let ServerMessage::Offer { offer_id, .. } = parse_server_message(text.as_bytes()).unwrap()
+    else {
+        panic!("expected an offer: {text}")
+    };
+    // An answer from the thief to the offer made to the victim is refused.
+    thief.answer(second, seeder.id, offer_id);
+    let mut refused = false;
+    for _ in 0..2 {
+        let text = thief.next_text();
+        match parse_server_message(text.as_bytes()).unwrap() {
+            ServerMessage::Error { reason, .. } => {
+                assert!(reason.contains("no such offer"));
+                refused = true;
+                break;
+            }
+            ServerMessage::Offer { .. } => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(refused);
+}
+
+/// A peer's completion counts once, however often it turns leecher and
+/// completes again.
+#[test]
+fn a_peer_flipping_between_leecher_and_completed_completes_once() {
+    let tracker = Tracker::builder().http(None).start();
+    let mut peer = connect(tracker.http[0], "/announce", 1);
+    let torrent = hash(50);
+    peer.announce(torrent, AnnounceEvent::Started, 10, 0);
+    assert_eq!(peer.counts(), (0, 1));
+    for _ in 0..20 {
+        peer.announce(torrent, AnnounceEvent::Completed, 0, 0);
+        assert_eq!(peer.counts(), (1, 0));
+        peer.announce(torrent, AnnounceEvent::None, 10, 0);
+        assert_eq!(peer.counts(), (0, 1));
+    }
+    assert_eq!(stats(&peer.scrape(&[torrent])), (0, 1, 1));
 }

@@ -20,11 +20,10 @@ impl SwarmStore {
     /// leechers only (a seeder has nothing to gain from another). Returns the
     /// torrent's WebRTC counts after the announce.
     ///
-    /// Refuses a peer id that a live peer of another connection holds in
-    /// the torrent (`PeerIdInUse`), changing nothing: offers carry peer ids,
-    /// and whoever could take over an id would receive that browser's
-    /// offers. An entry that expired (its connection has not announced for a
-    /// time-out) no longer holds its id.
+    /// A peer is its peer id and its connection (see `rtc::swarm`): an id
+    /// announced from another connection is another peer, never refused,
+    /// so that no one who learnt a browser's id (offers carry them) can
+    /// keep it out of a torrent by announcing the id there first.
     ///
     /// The limits are those of `announce_as`, shared with the BitTorrent
     /// side: `max_torrents` and `max_peers` count both kinds together, and a
@@ -64,7 +63,7 @@ impl SwarmStore {
             store_room,
             per_address: limits.address_cap(quota),
         };
-        match torrent.announce(&visit, rng, receivers)? {
+        match torrent.announce(&visit, rng, receivers) {
             None => {}
             Some(Unstored::NoRoom) => stats.unstored_peers += 1,
             Some(Unstored::AddressLimit) => stats.address_peers += 1,
@@ -123,10 +122,9 @@ impl SwarmStore {
         );
     }
 
-    /// The connection closed: its peer leaves the torrent, only if the peer
-    /// stored under `peer_id` is still that connection's (another may have
-    /// taken the id since the entry expired). A torrent left without peers
-    /// goes at its segment's next clean step.
+    /// The connection closed: its peer `peer_id` leaves the torrent (a peer
+    /// of that id of another connection stays). A torrent left without
+    /// peers goes at its segment's next clean step.
     pub fn rtc_disconnected(
         &mut self,
         info_hash: &InfoHash,

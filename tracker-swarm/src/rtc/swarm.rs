@@ -1,7 +1,15 @@
-//! One torrent's WebRTC peers: keyed by peer id (a browser has no address
-//! another could reach it at; it is reached through its connection), leechers
-//! before seeders as in a BitTorrent swarm half, searched linearly while few
-//! and through an index of their ids once many.
+//! One torrent's WebRTC peers: keyed by peer id and connection (a browser
+//! has no address another could reach it at; it is reached through its
+//! connection), leechers before seeders as in a BitTorrent swarm half,
+//! searched linearly while few and through an index of their ids once many.
+//!
+//! A peer id is no one's to own: offers carry peer ids, so anyone can learn
+//! a browser's, and whichever connection claimed it first in a torrent
+//! could keep that browser out of the torrent (announcing first in the
+//! torrents it would join). Two connections announcing one id are two
+//! peers; each gets the offers drawn for its own entry, and an answer goes
+//! back only to the connection whose offer it answers (tracker-ws checks
+//! it), so neither receives the other's.
 
 use std::net::IpAddr;
 
@@ -12,7 +20,6 @@ use crate::counts::{MemoryUse, SwarmCounts};
 use crate::expiry::Expiry;
 use crate::index::AddressIndex;
 use crate::ip_counts::IpCounts;
-use crate::refusal::AnnounceRefused;
 use crate::rng::WyRand;
 use crate::torrent::{AddressCap, Unstored, CLEAN_WINDOW};
 
@@ -34,6 +41,10 @@ struct Peer {
     expiry: Expiry,
     /// `ConnectionRef`, its fields apart so that the peer packs into 40 bytes.
     worker: u16,
+    /// Its `completed` counted already: a peer completes once, however
+    /// often it turns leecher again (or anyone could raise the count by
+    /// one per two announces).
+    completed: bool,
     connection: u64,
 }
 
@@ -46,8 +57,18 @@ impl Peer {
     }
 }
 
-fn id_hash(peer_id: &PeerId) -> u32 {
-    AddressIndex::hash(peer_id)
+/// The hash a peer is indexed by: of its id and its connection, which
+/// together are its key. Of the id alone, connections announcing one id
+/// (anyone may) would pile into one run of slots, which every lookup near it
+/// would then walk.
+fn key_hash(peer_id: &PeerId, connection: ConnectionRef) -> u32 {
+    AddressIndex::hash(&(peer_id, connection.worker, connection.id))
+}
+
+impl Peer {
+    fn key_hash(&self) -> u32 {
+        key_hash(&self.peer_id, self.connection())
+    }
 }
 
 /// The hash by which the cap on one client's peers counts the client at
@@ -82,8 +103,8 @@ impl Index {
 
     /// Indexes `peer`, stored at `pos` of `peers` already.
     fn add(&mut self, peers: &[Peer], pos: usize, peer: &Peer) {
-        let hash_at = |i: usize| peers.get(i).map_or(0, |p| id_hash(&p.peer_id));
-        self.ids.insert(id_hash(&peer.peer_id), pos, hash_at);
+        let hash_at = |i: usize| peers.get(i).map_or(0, Peer::key_hash);
+        self.ids.insert(peer.key_hash(), pos, hash_at);
         if let Some(clients) = &mut self.clients {
             clients.add(peer.client);
         }
@@ -206,14 +227,15 @@ impl RtcTorrent {
         i >= self.leechers as usize
     }
 
-    /// The position of the peer `peer_id`.
-    fn find(&self, peer_id: &PeerId) -> Option<usize> {
+    /// The position of the peer `peer_id` of `connection`.
+    fn find(&self, peer_id: &PeerId, connection: ConnectionRef) -> Option<usize> {
         let peers = &self.peers;
+        let is = |p: &Peer| p.peer_id == *peer_id && p.connection() == connection;
         match self.index() {
-            Some(index) => index.ids.find(id_hash(peer_id), |pos| {
-                peers.get(pos).is_some_and(|p| p.peer_id == *peer_id)
+            Some(index) => index.ids.find(key_hash(peer_id, connection), |pos| {
+                peers.get(pos).is_some_and(is)
             }),
-            None => peers.iter().position(|p| p.peer_id == *peer_id),
+            None => peers.iter().position(is),
         }
     }
 
@@ -235,9 +257,7 @@ impl RtcTorrent {
         if let (Some(index), Some(at_a), Some(at_b)) = (index, self.peers.get(a), self.peers.get(b))
         {
             // Each now holds what the other did.
-            index
-                .ids
-                .swap(id_hash(&at_b.peer_id), a, id_hash(&at_a.peer_id), b);
+            index.ids.swap(at_b.key_hash(), a, at_a.key_hash(), b);
         }
     }
 
@@ -295,11 +315,9 @@ impl RtcTorrent {
         let gone = self.peers.swap_remove(i);
         let moved = self.peers.get(i);
         if let Some(index) = self.more.as_deref_mut().and_then(|m| m.index.as_mut()) {
-            index.ids.remove(id_hash(&gone.peer_id), i);
+            index.ids.remove(gone.key_hash(), i);
             if let Some(moved) = moved {
-                index
-                    .ids
-                    .relocate(id_hash(&moved.peer_id), self.peers.len(), i);
+                index.ids.relocate(moved.key_hash(), self.peers.len(), i);
             }
             if let Some(clients) = &mut index.clients {
                 clients.sub(gone.client);
@@ -310,49 +328,32 @@ impl RtcTorrent {
     /// Applies an announce, and unless it stopped appends to `receivers` up
     /// to `req.offers` live peers other than the announcer's connection (a
     /// seeder's from the leechers only), none twice. Returns why the
-    /// announcing peer, a new one, was not stored, if it was not; refuses a
-    /// peer id that a live peer of another connection holds, changing
-    /// nothing.
+    /// announcing peer, a new one, was not stored, if it was not.
     pub fn announce(
         &mut self,
         visit: &Visit,
         rng: &mut WyRand,
         receivers: &mut Vec<(PeerId, ConnectionRef)>,
-    ) -> Result<Option<Unstored>, AnnounceRefused> {
+    ) -> Option<Unstored> {
         let req = visit.req;
-        let mut store_room = visit.store_room;
-        let mut found = self.find(&req.peer_id);
-        if let Some((i, held)) = found.and_then(|i| Some((i, *self.peers.get(i)?))) {
-            if held.connection() != req.connection {
-                // Otherwise anyone who learnt a peer id (offers carry them)
-                // could take another browser's place and receive its offers.
-                if held.expiry.is_live(visit.now) {
-                    return Err(AnnounceRefused::PeerIdInUse);
-                }
-                // Its connection has not announced for a whole time-out:
-                // the entry is as good as gone, and its id free.
-                self.remove(i);
-                store_room += 1;
-                found = None;
-            }
-        }
+        let found = self.find(&req.peer_id, req.connection);
         if req.event == AnnounceEvent::Stopped {
             if let Some(i) = found {
                 self.remove(i);
             }
-            return Ok(None);
+            return None;
         }
-        let completed = req.event == AnnounceEvent::Completed;
-        let room = self.peers.len() < visit.per_torrent && store_room > 0;
+        let room = self.peers.len() < visit.per_torrent && visit.store_room > 0;
         let mut unstored = None;
-        let (stored, was_seeder) = match found {
+        // Where the announcing peer is stored, and whether it seeded.
+        let stored = match found {
             Some(i) => {
                 let was_seeder = self.is_seeder(i);
                 let i = self.set_seeder(i, req.seeder);
                 if let Some(peer) = self.peers.get_mut(i) {
                     peer.expiry = visit.expiry;
                 }
-                (true, was_seeder)
+                Some((i, was_seeder))
             }
             None if room
                 && visit
@@ -361,7 +362,7 @@ impl RtcTorrent {
                     .is_some_and(|max| self.count_client(client_hash(req.ip)) >= max) =>
             {
                 unstored = Some(Unstored::AddressLimit);
-                (false, false)
+                None
             }
             None if room => {
                 let peer = Peer {
@@ -369,27 +370,31 @@ impl RtcTorrent {
                     client: client_hash(req.ip),
                     expiry: visit.expiry,
                     worker: req.connection.worker,
+                    completed: false,
                     connection: req.connection.id,
                 };
-                self.insert(peer, req.seeder, visit.per_address.counted);
+                let i = self.insert(peer, req.seeder, visit.per_address.counted);
                 if let Some(more) = &mut self.more {
                     more.held_until = None;
                 }
-                (true, false)
+                Some((i, false))
             }
             None => {
                 unstored = Some(Unstored::NoRoom);
-                (false, false)
+                None
             }
         };
         // As in a BitTorrent swarm: only a peer stored completes (or anyone
-        // could count downloads from connections the limits turn away), and
-        // a seeder never again.
-        if completed && stored && !was_seeder {
-            self.downloaded = self.downloaded.saturating_add(1);
+        // could count downloads from connections the limits turn away), a
+        // seeder never again, and a peer once.
+        if let Some((i, false)) = stored.filter(|_| req.event == AnnounceEvent::Completed) {
+            if let Some(peer) = self.peers.get_mut(i).filter(|p| !p.completed) {
+                peer.completed = true;
+                self.downloaded = self.downloaded.saturating_add(1);
+            }
         }
         self.draw(req, visit.now, rng, receivers);
-        Ok(unstored)
+        unstored
     }
 
     /// Appends to `out` up to `req.offers` live peers, none twice and none of
@@ -420,7 +425,9 @@ impl RtcTorrent {
             let taken = out.get(first..).unwrap_or_default();
             if peer.expiry.is_live(now)
                 && peer.connection() != req.connection
-                && !taken.iter().any(|(id, _)| *id == peer.peer_id)
+                && !taken
+                    .iter()
+                    .any(|&(id, at)| id == peer.peer_id && at == peer.connection())
             {
                 out.push((peer.peer_id, peer.connection()));
             }
@@ -445,18 +452,11 @@ impl RtcTorrent {
         }
     }
 
-    /// Removes the peer `peer_id` if `connection` holds it; whether it did.
+    /// Removes the peer `peer_id` of `connection`; whether it did.
     pub fn disconnect(&mut self, peer_id: &PeerId, connection: ConnectionRef) -> bool {
-        let Some(i) = self.find(peer_id) else {
+        let Some(i) = self.find(peer_id, connection) else {
             return false;
         };
-        if self
-            .peers
-            .get(i)
-            .is_none_or(|p| p.connection() != connection)
-        {
-            return false;
-        }
         self.remove(i);
         true
     }
@@ -521,7 +521,8 @@ impl RtcTorrent {
         assert!(self.leechers as usize <= self.peers.len());
         let mut held = std::collections::HashMap::new();
         for (i, peer) in self.peers.iter().enumerate() {
-            assert_eq!(self.find(&peer.peer_id), Some(i), "peer {i} where it is");
+            let found = self.find(&peer.peer_id, peer.connection());
+            assert_eq!(found, Some(i), "peer {i} where it is");
             *held.entry(peer.client).or_insert(0) += 1;
         }
         if let Some(clients) = self.index().and_then(|index| index.clients.as_ref()) {

@@ -254,6 +254,14 @@ fn a_completion_counts_once_and_only_from_a_peer_the_swarm_stores() {
     // Leaving undoes nothing.
     go(&mut s, stopped(browser(1)), 2);
     assert_eq!(s.rtc_scrape(&hash(1)), scrape(1, 2, 0));
+    // A peer completes once, however often it turns leecher again.
+    go(&mut s, stopped(browser(2)), 2);
+    go(&mut s, browser(6), 2);
+    for _ in 0..50 {
+        go(&mut s, completed(browser(6)), 3);
+        go(&mut s, browser(6), 3);
+    }
+    assert_eq!(downloaded(&s), 3);
 }
 
 #[test]
@@ -345,49 +353,45 @@ fn a_seeder_is_given_leechers_only_and_expired_peers_to_nobody() {
 }
 
 #[test]
-fn a_peer_id_held_by_another_connection_is_refused_until_it_expires() {
+fn a_peer_id_announced_from_another_connection_is_another_peer() {
     let mut s = store();
     go(&mut s, browser(1), 0);
     go(&mut s, browser(2), 0);
+    // Whoever learnt browser 1's id (an offer carries it) and announces it
+    // in a torrent first keeps no one out: browser 1's own announce there
+    // is another peer, served as any.
     let thief = RtcAnnounce {
         connection: conn(99),
         ip: ip(99),
         ..browser(1)
     };
-    for event in [
-        AnnounceEvent::None,
-        AnnounceEvent::Started,
-        AnnounceEvent::Completed,
-        AnnounceEvent::Stopped,
-    ] {
-        let mut receivers = vec![(id(7), conn(7))];
-        let refused = s.rtc_announce(
-            &with_event(event, seeding(thief)),
-            10,
-            Quota::Counted,
-            &mut receivers,
-        );
-        assert_eq!(refused, Err(AnnounceRefused::PeerIdInUse));
-        assert_eq!(receivers, [(id(7), conn(7))], "nothing drawn");
-    }
-    assert_eq!(
-        AnnounceRefused::PeerIdInUse.reason(),
-        "peer id in use by another connection"
+    go(&mut s, on(hash(2), thief), 0);
+    let (c, _) = go(&mut s, on(hash(2), browser(1)), 0);
+    assert_eq!(c, counts(0, 2));
+    // Nor in a torrent where browser 1 was first.
+    let (c, receivers) = go(&mut s, seeding(thief), 10);
+    assert_eq!(c, counts(1, 2));
+    assert!(
+        receivers.contains(&(id(1), conn(1))),
+        "offers to browser 1's own connection"
     );
-    // Nothing changed: browser 1 is still a leecher of its own connection.
-    assert_eq!(s.rtc_scrape(&hash(1)), scrape(0, 0, 2));
-    assert!(s.rtc_peers(&hash(1)).contains(&(id(1), conn(1), false)));
-    // In another torrent the id is free.
-    go(&mut s, on(hash(2), thief), 10);
-    // Once browser 1's entry expired (its connection silent for a
-    // time-out), another connection may take its id, as a new peer.
-    go(&mut s, browser(2), 60);
-    assert_eq!(go(&mut s, completed(thief), 100).0, counts(1, 1));
-    assert_eq!(s.rtc_scrape(&hash(1)).completed, 1);
-    assert!(s.rtc_peers(&hash(1)).contains(&(id(1), conn(99), true)));
-    let (_, receivers) = go(&mut s, browser(3), 100);
-    assert_eq!(ids(&receivers), [id(1), id(2)].into());
-    assert!(receivers.contains(&(id(1), conn(99))));
+    // Each entry stays its connection's: its stop, its close and its
+    // completion are its own.
+    go(&mut s, completed(browser(1)), 10);
+    assert_eq!(s.rtc_scrape(&hash(1)), scrape(2, 1, 1));
+    go(&mut s, stopped(thief), 10);
+    s.rtc_disconnected(&hash(2), &id(1), conn(99));
+    assert!(s.rtc_peers(&hash(1)).contains(&(id(1), conn(1), true)));
+    assert_eq!(s.rtc_peers(&hash(2)), [(id(1), conn(1), false)]);
+    // Offers drawn for one id go to each of its connections, each once.
+    go(&mut s, thief, 20);
+    let (_, receivers) = go(&mut s, browser(3), 20);
+    let mut drawn = receivers.clone();
+    drawn.sort_by_key(|(id, c)| (*id, c.id));
+    assert_eq!(
+        drawn,
+        [(id(1), conn(1)), (id(1), conn(99)), (id(2), conn(2))]
+    );
 }
 
 #[test]
@@ -408,8 +412,8 @@ fn a_closed_connection_takes_its_own_peer_only() {
     s.rtc_check_invariants();
     // The empty torrent goes at the next clean.
     assert_eq!(clean_all(&mut s, 0).torrents, 1);
-    // An id another connection took once the first expired is not taken
-    // from it by the first connection's late close.
+    // The same id of another connection is not taken by the first
+    // connection's close.
     go(&mut s, browser(1), 0);
     let newcomer = RtcAnnounce {
         connection: conn(50),
@@ -955,11 +959,20 @@ mod model {
         pub client: u128,
         pub seeder: bool,
         pub expiry: u32,
+        /// Its completion counted.
+        pub completed: bool,
+    }
+
+    /// A peer's key: its id and its connection.
+    pub type Key = (PeerId, u16, u64);
+
+    pub fn key(peer_id: &PeerId, connection: ConnectionRef) -> Key {
+        (*peer_id, connection.worker, connection.id)
     }
 
     #[derive(Default)]
     pub struct Torrent {
-        pub peers: BTreeMap<PeerId, Peer>,
+        pub peers: BTreeMap<Key, Peer>,
         pub downloaded: u32,
         /// Restored and waiting for its peers until then.
         pub held_until: Option<u32>,
@@ -1010,7 +1023,7 @@ mod model {
         ) -> Result<SwarmCounts, AnnounceRefused> {
             let limits = self.limits;
             let stopped = req.event == AnnounceEvent::Stopped;
-            let mut held = bt.1 + self.peers();
+            let held = bt.1 + self.peers();
             if !self.torrents.contains_key(&req.info_hash) {
                 if stopped {
                     return Ok(SwarmCounts::default());
@@ -1026,21 +1039,13 @@ mod model {
                 self.torrents.insert(req.info_hash, Torrent::default());
             }
             let t = self.torrents.get_mut(&req.info_hash).unwrap();
-            if let Some(p) = t.peers.get(&req.peer_id) {
-                if p.connection != req.connection {
-                    if p.expiry > now {
-                        return Err(AnnounceRefused::PeerIdInUse);
-                    }
-                    t.peers.remove(&req.peer_id);
-                    held -= 1;
-                }
-            }
+            let key = key(&req.peer_id, req.connection);
             if stopped {
-                t.peers.remove(&req.peer_id);
+                t.peers.remove(&key);
                 return Ok(t.counts());
             }
             let expiry = now + limits.peer_timeout_secs;
-            let completes = match t.peers.get_mut(&req.peer_id) {
+            let completes = match t.peers.get_mut(&key) {
                 Some(p) => {
                     let was_seeder = p.seeder;
                     p.seeder = req.seeder;
@@ -1064,8 +1069,9 @@ mod model {
                             client,
                             seeder: req.seeder,
                             expiry,
+                            completed: false,
                         };
-                        t.peers.insert(req.peer_id, peer);
+                        t.peers.insert(key, peer);
                         t.held_until = None;
                         true
                     } else {
@@ -1075,7 +1081,11 @@ mod model {
                 }
             };
             if completes && req.event == AnnounceEvent::Completed {
-                t.downloaded += 1;
+                let p = t.peers.get_mut(&key).unwrap();
+                if !p.completed {
+                    p.completed = true;
+                    t.downloaded += 1;
+                }
             }
             Ok(t.counts())
         }
@@ -1093,12 +1103,7 @@ mod model {
 
         pub fn disconnect(&mut self, h: &InfoHash, peer_id: &PeerId, connection: ConnectionRef) {
             if let Some(t) = self.torrents.get_mut(h) {
-                if t.peers
-                    .get(peer_id)
-                    .is_some_and(|p| p.connection == connection)
-                {
-                    t.peers.remove(peer_id);
-                }
+                t.peers.remove(&key(peer_id, connection));
             }
         }
 
@@ -1261,10 +1266,12 @@ fn check_against_model(limits: StoreLimits, hashes: u8, ops: Vec<Op>) -> Result<
                     _ => 0,
                 };
                 prop_assert_eq!(receivers.len(), expected.min(req.offers));
-                prop_assert_eq!(ids(&receivers).len(), receivers.len(), "distinct");
+                let distinct: BTreeSet<_> =
+                    receivers.iter().map(|(id, c)| model::key(id, *c)).collect();
+                prop_assert_eq!(distinct.len(), receivers.len(), "distinct");
                 for (peer_id, connection) in &receivers {
                     let t = &model.torrents[&req.info_hash];
-                    let p = t.peers.get(peer_id);
+                    let p = t.peers.get(&model::key(peer_id, *connection));
                     prop_assert!(
                         p.is_some_and(|p| p.connection == *connection
                             && p.connection != req.connection
@@ -1315,11 +1322,14 @@ fn check_against_model(limits: StoreLimits, hashes: u8, ops: Vec<Op>) -> Result<
                 expected.map(model::Torrent::scrape).unwrap_or_default()
             );
             let peers = store.rtc_peers(&h);
-            let peers: BTreeMap<_, _> = peers.into_iter().map(|(id, c, s)| (id, (c, s))).collect();
+            let peers: BTreeMap<_, _> = peers
+                .into_iter()
+                .map(|(id, c, s)| (model::key(&id, c), s))
+                .collect();
             let want: BTreeMap<_, _> = expected
                 .iter()
                 .flat_map(|t| &t.peers)
-                .map(|(id, p)| (*id, (p.connection, p.seeder)))
+                .map(|(key, p)| (*key, p.seeder))
                 .collect();
             prop_assert_eq!(peers, want);
             let c = expected.map(model::Torrent::counts).unwrap_or_default();
