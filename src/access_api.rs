@@ -1,83 +1,99 @@
 //! The access API of a public tracker: torrents added to its access list
 //! or taken off it over HTTP, on every worker at once, and written to the
 //! list's file so that restarts and SIGHUP reloads keep them.
+//!
+//! The file is the list: each change is made to it as it is on disk (one
+//! line added or taken off, comments, owner and mode kept; see
+//! `ListSource::edit`) and the list it then holds is served. A change that
+//! would make a list a start refuses (an allow list emptied without
+//! access.allow_empty, one past access.max_file_bytes), or a link at
+//! access.file, is refused with 409 and why; a file that cannot be read or
+//! written (or given its old owner) with 500 and why. Either way the file
+//! and the list served are as they were.
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use glommio::sync::Semaphore;
-use tracing::warn;
+use tracing::{info, warn};
 use tracker_http::site_api::{ApiAnswer, SiteApi};
-use tracker_proto::InfoHash;
-use tracker_runtime::access::AccessList;
+use tracker_proto::{Hex, InfoHash};
+use tracker_runtime::access::{AccessList, EditError, Edited, ListSource};
 use tracker_runtime::reloadable::Reloadable;
 
 pub struct AccessApi {
     list: Arc<Reloadable<AccessList>>,
-    file: PathBuf,
+    source: ListSource,
     /// One change at a time, its file written before the next begins.
     one_at_a_time: Semaphore,
 }
 
 impl AccessApi {
-    pub fn new(list: Arc<Reloadable<AccessList>>, file: PathBuf) -> AccessApi {
+    pub fn new(list: Arc<Reloadable<AccessList>>, source: ListSource) -> AccessApi {
+        if std::fs::symlink_metadata(&source.path).is_ok_and(|meta| meta.is_symlink()) {
+            warn!(
+                "access API: access.file {} is a symbolic link: changes through the API will be \
+                 refused (it neither writes through a link nor replaces one); set access.file \
+                 to the file itself",
+                source.path.display()
+            );
+        }
         AccessApi {
             list,
-            file,
+            source,
             one_at_a_time: Semaphore::new(1),
         }
     }
 
     async fn answer(&self, method: &[u8], path: &[u8], body: &[u8]) -> ApiAnswer {
-        let answer = |status: u16, body: &str| ApiAnswer {
-            status,
-            body: body.into(),
-        };
+        let answer = |status: u16, body: String| ApiAnswer { status, body };
         if path != b"/access-list" {
-            return answer(404, "");
+            return answer(404, String::new());
         }
         let listed = match method {
             b"PUT" => true,
             b"DELETE" => false,
-            _ => return answer(405, ""),
+            _ => return answer(405, String::new()),
         };
         let Some(info_hash) = parse_body(body) else {
             return answer(
                 400,
-                r#"{"error":"the body must be {\"info_hash\": \"40 hex digits\"}"}"#,
+                r#"{"error":"the body must be {\"info_hash\": \"40 hex digits\"}"}"#.into(),
             );
         };
         let Ok(_turn) = self.one_at_a_time.acquire_permit(1).await else {
-            return answer(503, "");
+            return answer(503, String::new());
         };
-        // The copy, the sorted file and its write take a while for a long
-        // list: off worker 0, which also serves announces.
-        let (current, file) = (self.list.load().0, self.file.clone());
-        let changed = glommio::executor()
-            .spawn_blocking(move || {
-                let Some(changed) = current.with(info_hash, listed) else {
-                    return Ok(None);
-                };
-                tracker_runtime::state_file::write_atomic(&file, &[&changed.to_file()])
-                    .map(|()| Some(changed))
-            })
+        // Reading, parsing and writing a long list takes a while: off
+        // worker 0, which also serves announces.
+        let source = self.source.clone();
+        let edited = glommio::executor()
+            .spawn_blocking(move || source.edit(info_hash, listed))
             .await;
-        match changed {
-            Ok(None) => answer(200, ""),
-            Ok(Some(changed)) => {
-                self.list.store(Arc::new(changed));
-                answer(200, "")
+        let (status, why) = match edited {
+            Ok(Edited { list, written }) => {
+                let count = list.len();
+                // Unchanged, the list served may still differ from the file
+                // (edited by hand, not reloaded): the file is what was asked.
+                if written || self.list.load().0.allows(&info_hash) != list.allows(&info_hash) {
+                    self.list.store(Arc::new(list));
+                }
+                if written {
+                    let change = if listed { "listed" } else { "taken off" };
+                    info!(
+                        "access API: {} {change}; {} lists {count} info-hashes",
+                        Hex(&info_hash.0),
+                        self.source.path.display()
+                    );
+                }
+                return answer(200, String::new());
             }
-            Err(e) => {
-                warn!(
-                    "access API: cannot write {}: {e}; the list is unchanged",
-                    self.file.display()
-                );
-                answer(500, "")
-            }
-        }
+            Err(EditError::Refused(why)) => (409, why),
+            Err(EditError::Failed(why)) => (500, why),
+        };
+        warn!("access API: {why}; the list is unchanged");
+        answer(status, serde_json::json!({ "error": why }).to_string())
     }
 }
 

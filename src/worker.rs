@@ -230,7 +230,10 @@ impl Worker {
                     (None, Some(list)) => (
                         Rc::new(crate::access_api::AccessApi::new(
                             list.clone(),
-                            config.access.file.clone().into(),
+                            config
+                                .access
+                                .list()
+                                .ok_or("an access API with no access list")?,
                         )),
                         &config.access.api_key,
                     ),

@@ -531,8 +531,10 @@ fn a_list_larger_than_its_bound_is_refused() {
     assert!(err.contains("access.max_file_bytes"), "{err}");
 }
 
-/// PUT or DELETE of /announce/{key}/access-list; the status.
-fn access_api(port: u16, key: &str, method: &str, body: &str) -> u16 {
+const API_KEY: &str = "access-api-key-0123456789abcdef012";
+
+/// PUT or DELETE of /announce/{key}/access-list: the status and the body.
+fn access_api_answer(port: u16, key: &str, method: &str, body: &str) -> (u16, String) {
     use std::io::{Read, Write};
     let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -543,7 +545,43 @@ fn access_api(port: u16, key: &str, method: &str, body: &str) -> u16 {
     tcp.write_all(request.as_bytes()).unwrap();
     let mut answer = String::new();
     tcp.read_to_string(&mut answer).unwrap();
-    answer[9..12].parse().unwrap()
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, body)| body)
+        .to_string();
+    (answer[9..12].parse().unwrap(), body)
+}
+
+/// PUT or DELETE of /announce/{key}/access-list; the status.
+fn access_api(port: u16, key: &str, method: &str, body: &str) -> u16 {
+    access_api_answer(port, key, method, body).0
+}
+
+/// The API's body naming `hash`.
+fn api_body(hash: &InfoHash) -> String {
+    format!(r#"{{"info_hash":"{}"}}"#, hex(hash))
+}
+
+/// The config of a tracker in allow mode on `list` with the access API on
+/// `port`, and `more` lines of [access].
+fn api_config(list: &Path, port: u16, more: &str) -> String {
+    format!(
+        "[access]\nmode = \"allow\"\nfile = \"{}\"\napi_listen = \"127.0.0.1:{port}\"\n\
+         api_key = \"{API_KEY}\"\n{more}",
+        list.display()
+    )
+}
+
+/// A tracker of two workers with the access API (see `api_config`), and
+/// the API's port.
+fn start_with_api(list: &Path, more: &str) -> (Tracker, u16) {
+    let port = support::free_port();
+    let tracker = Tracker::builder()
+        .http(None)
+        .runtime_args(&["--workers", &WORKERS.to_string(), "--no-pin"])
+        .config(&api_config(list, port, more))
+        .start();
+    (tracker, port)
 }
 
 #[test]
@@ -551,24 +589,11 @@ fn the_access_api_changes_the_list_at_once_and_keeps_it_across_restarts() {
     let list = TempPath::new("tracker-test-access-api", "list");
     let (kept, added) = (hash_owned_by(0, WORKERS, 31), hash_owned_by(1, WORKERS, 32));
     std::fs::write(&list.0, format!("{}\n", hex(&kept))).unwrap();
-    let key = "access-api-key-0123456789abcdef012";
-    let port = support::free_port();
-    let config = format!(
-        "[access]\nmode = \"allow\"\nfile = \"{}\"\napi_listen = \"127.0.0.1:{port}\"\n\
-         api_key = \"{key}\"\n",
-        list.0.display()
-    );
-    let start = || {
-        Tracker::builder()
-            .http(None)
-            .runtime_args(&["--workers", &WORKERS.to_string(), "--no-pin"])
-            .config(&config)
-            .start()
-    };
-    let tracker = start();
+    let key = API_KEY;
+    let (tracker, port) = start_with_api(&list.0, "");
     let http = tracker.http[0];
     assert_eq!(http_announce(http, added, 7001), not_allowed());
-    let body = |hash: &InfoHash| format!(r#"{{"info_hash":"{}"}}"#, hex(hash));
+    let body = api_body;
     assert_eq!(access_api(port, key, "PUT", &body(&added)), 200);
     assert_eq!(http_announce(http, added, 7001), Answer::Served(0, 1));
     // Taken off: refused again, on every worker.
@@ -586,11 +611,185 @@ fn the_access_api_changes_the_list_at_once_and_keeps_it_across_restarts() {
         file.contains(&hex(&added)) && !file.contains(&hex(&kept)),
         "{file}"
     );
-    let tracker = start();
+    let (tracker, _) = start_with_api(&list.0, "");
     assert_eq!(
         http_announce(tracker.http[0], added, 7003),
         Answer::Served(0, 1)
     );
     assert_eq!(http_announce(tracker.http[0], kept, 7004), not_allowed());
     tracker.stop();
+}
+
+/// The API writes only what a start and a reload accept: the last hash of
+/// an allow list stays (409, and why) unless access.allow_empty says an
+/// empty list is meant, and then start, SIGHUP and the API all take it.
+#[test]
+fn the_access_api_empties_an_allow_list_only_where_a_start_would_take_it() {
+    let list = TempPath::new("tracker-test-access-api", "list");
+    let last = hash_owned_by(1, WORKERS, 41);
+    std::fs::write(&list.0, format!("# the one torrent\n{}\n", hex(&last))).unwrap();
+    let written = std::fs::read(&list.0).unwrap();
+    let (tracker, port) = start_with_api(&list.0, "");
+    let http = tracker.http[0];
+    assert_eq!(http_announce(http, last, 7001), Answer::Served(0, 1));
+    let (status, why) = access_api_answer(port, API_KEY, "DELETE", &api_body(&last));
+    assert_eq!(status, 409, "{why}");
+    assert!(why.contains("access.allow_empty"), "{why}");
+    assert_eq!(std::fs::read(&list.0).unwrap(), written, "the file is kept");
+    // Still served, its swarm kept; the file still reloads.
+    assert_eq!(http_announce(http, last, 7002), Answer::Served(0, 2));
+    sighup(&tracker);
+    std::thread::sleep(Duration::from_millis(500));
+    let log = stop(tracker);
+    assert!(
+        log.contains("reloaded access list") && !log.contains("keeping the old access list"),
+        "{log}"
+    );
+
+    // Meant: taken off, and the empty list starts and reloads.
+    let (tracker, port) = start_with_api(&list.0, "allow_empty = true\n");
+    assert_eq!(access_api(port, API_KEY, "DELETE", &api_body(&last)), 200);
+    assert_eq!(http_announce(tracker.http[0], last, 7003), not_allowed());
+    sighup(&tracker);
+    std::thread::sleep(Duration::from_millis(500));
+    let log = stop(tracker);
+    let reloaded = format!("reloaded access list {}: 0 info-hashes", list.0.display());
+    assert!(log.contains(&reloaded), "{log}");
+    assert_eq!(
+        std::fs::read_to_string(&list.0).unwrap(),
+        "# the one torrent\n"
+    );
+    let (tracker, _) = start_with_api(&list.0, "allow_empty = true\n");
+    assert_eq!(http_announce(tracker.http[0], last, 7004), not_allowed());
+    tracker.stop();
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A rewrite changes the one line it is about: comments, blank lines,
+/// order, line ends and case stay as the operator wrote them, and the file
+/// keeps its owner (when the tracker may give it: as root here) and mode.
+#[test]
+fn the_access_api_keeps_the_list_files_owner_mode_and_comments() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let list = TempPath::new("tracker-test-access-api", "list");
+    let [first, second, added] = [51, 52, 53].map(|seed| hash_owned_by(0, WORKERS, seed));
+    let first_line = format!("{}   # the first, with a note\n", hex(&first));
+    let text = format!(
+        "# torrents of the week\n\n{first_line}  {}\r\n# the end\n",
+        hex(&second).to_uppercase()
+    );
+    std::fs::write(&list.0, &text).unwrap();
+    std::fs::set_permissions(&list.0, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let owner = if is_root() {
+        std::os::unix::fs::chown(&list.0, Some(4321), Some(4322)).unwrap();
+        (4321, 4322)
+    } else {
+        let meta = std::fs::metadata(&list.0).unwrap();
+        (meta.uid(), meta.gid())
+    };
+    let (tracker, port) = start_with_api(&list.0, "");
+    let check_file = |expected: &str| {
+        assert_eq!(std::fs::read_to_string(&list.0).unwrap(), expected);
+        let meta = std::fs::symlink_metadata(&list.0).unwrap();
+        assert!(meta.is_file());
+        assert_eq!(meta.mode() & 0o7777, 0o640, "the mode is kept");
+        assert_eq!((meta.uid(), meta.gid()), owner, "the owner is kept");
+    };
+
+    assert_eq!(access_api(port, API_KEY, "PUT", &api_body(&added)), 200);
+    let text = format!("{text}{}\n", hex(&added));
+    check_file(&text);
+    // Already listed (in capitals): nothing to write.
+    assert_eq!(access_api(port, API_KEY, "PUT", &api_body(&second)), 200);
+    check_file(&text);
+    // Taken off: its line goes, note and all; nothing else does.
+    assert_eq!(access_api(port, API_KEY, "DELETE", &api_body(&first)), 200);
+    check_file(&text.replacen(&first_line, "", 1));
+    let http = tracker.http[0];
+    assert_eq!(http_announce(http, first, 7001), not_allowed());
+    assert_eq!(http_announce(http, second, 7002), Answer::Served(0, 1));
+    assert_eq!(http_announce(http, added, 7003), Answer::Served(0, 1));
+    tracker.stop();
+}
+
+/// A link at access.file is neither followed nor replaced by the API: the
+/// change is refused (409, and why), the link and its target stay as they
+/// are. (Start and SIGHUP read through it, as they only read.)
+#[test]
+fn the_access_api_refuses_a_link_at_the_list_path() {
+    let target = TempPath::new("tracker-test-access-api-target", "list");
+    let link = TempPath::new("tracker-test-access-api-link", "list");
+    let [listed, added] = [61, 62].map(|seed| hash_owned_by(1, WORKERS, seed));
+    let text = format!("{}\n", hex(&listed));
+    std::fs::write(&target.0, &text).unwrap();
+    std::os::unix::fs::symlink(&target.0, &link.0).unwrap();
+    let (tracker, port) = start_with_api(&link.0, "");
+    let (status, why) = access_api_answer(port, API_KEY, "PUT", &api_body(&added));
+    assert_eq!(status, 409, "{why}");
+    assert!(why.contains("symbolic link"), "{why}");
+    assert!(std::fs::symlink_metadata(&link.0)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read_to_string(&target.0).unwrap(), text);
+    let http = tracker.http[0];
+    assert_eq!(http_announce(http, added, 7001), not_allowed());
+    assert_eq!(http_announce(http, listed, 7002), Answer::Served(0, 1));
+    let log = stop(tracker);
+    assert!(log.contains("symbolic link"), "{log}");
+}
+
+/// A tracker that may not give the new file the old one's owner (one that
+/// runs as its own user, the list root's) changes nothing: 500, and why;
+/// the file, its owner and mode, and the list served stay as they were.
+#[test]
+fn the_access_api_changes_nothing_when_it_cannot_keep_the_owner() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    // A directory the tracker's user may write in, holding root's list.
+    let dir =
+        std::env::temp_dir().join(format!("tracker-test-access-owner-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let list = dir.join("access.list");
+    let [listed, added] = [71, 72].map(|seed| hash_owned_by(0, WORKERS, seed));
+    let text = format!("# root's list\n{}\n", hex(&listed));
+    std::fs::write(&list, &text).unwrap();
+    std::fs::set_permissions(&list, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let port = support::free_port();
+    let tracker = Tracker::builder()
+        .http(None)
+        .runtime_args(&["--workers", &WORKERS.to_string(), "--no-pin"])
+        .arg("--user")
+        .arg("nobody")
+        .without_allow_root()
+        .config(&api_config(&list, port, ""))
+        .start();
+    let (status, why) = access_api_answer(port, API_KEY, "PUT", &api_body(&added));
+    assert_eq!(status, 500, "{why}");
+    assert!(why.contains("owner"), "{why}");
+    assert_eq!(std::fs::read_to_string(&list).unwrap(), text);
+    let meta = std::fs::metadata(&list).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid(), meta.mode() & 0o7777),
+        (0, 0, 0o644)
+    );
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["access.list"], "no temporary file is left");
+    let http = tracker.http[0];
+    assert_eq!(http_announce(http, added, 7001), not_allowed());
+    assert_eq!(http_announce(http, listed, 7002), Answer::Served(0, 1));
+    drop(tracker);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

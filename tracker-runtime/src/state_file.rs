@@ -148,23 +148,58 @@ fn create_temp(temp: &Path) -> io::Result<File> {
 /// beside it (see `create_temp`), fsync it, rename it over `path`, fsync the
 /// directory (so that the rename itself is durable).
 pub fn write_atomic(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
-    let temp = temp_path(path)?;
-    let written = (|| {
-        let mut file = create_temp(&temp)?;
-        for part in parts {
-            file.write_all(part)?;
+    let mut new = Replacement::create(path)?;
+    for part in parts {
+        new.file().write_all(part)?;
+    }
+    new.commit()
+}
+
+/// A file being written to replace another at once: created beside it (see
+/// `create_temp`), renamed over it by `commit`, and removed if dropped
+/// before that (a failed write leaves the old file alone).
+pub struct Replacement {
+    path: PathBuf,
+    temp: PathBuf,
+    file: File,
+    /// Once renamed, there is no temporary file left to remove.
+    renamed: bool,
+}
+
+impl Replacement {
+    pub fn create(path: &Path) -> io::Result<Replacement> {
+        let temp = temp_path(path)?;
+        let file = create_temp(&temp)?;
+        Ok(Replacement {
+            path: path.to_path_buf(),
+            temp,
+            file,
+            renamed: false,
+        })
+    }
+
+    /// The new file (private to the user until told otherwise), to write
+    /// and to give an owner and a mode.
+    pub fn file(&mut self) -> &mut File {
+        &mut self.file
+    }
+
+    /// Fsyncs the new file, renames it over the old one and fsyncs the
+    /// directory.
+    pub fn commit(mut self) -> io::Result<()> {
+        self.file.sync_all()?;
+        std::fs::rename(&self.temp, &self.path)?;
+        self.renamed = true;
+        File::open(directory_of(&self.path))?.sync_all()
+    }
+}
+
+impl Drop for Replacement {
+    fn drop(&mut self) {
+        if !self.renamed {
+            let _ = std::fs::remove_file(&self.temp);
         }
-        file.sync_all()
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&temp);
-        return Err(e);
     }
-    if let Err(e) = std::fs::rename(&temp, path) {
-        let _ = std::fs::remove_file(&temp);
-        return Err(e);
-    }
-    File::open(directory_of(path))?.sync_all()
 }
 
 /// Checks at start that the state file can be written at the end, by
