@@ -537,14 +537,20 @@ pub struct AccessConfig {
     pub max_file_bytes: u64,
     /// Accept an allow list that lists no info-hash. Off, such a list (an
     /// emptied or truncated file, say) is refused, at start and on reload, as
-    /// it would serve no torrent and drop every swarm.
+    /// it would serve no torrent and drop every swarm, and the access API
+    /// refuses (409) to take off the last hash.
     pub allow_empty: bool,
     /// Where the access API listens: PUT and DELETE of
     /// /announce/{api_key}/access-list with a body {"info_hash": "40 hex
     /// digits"} add a torrent to the list or take it off, at once on every
-    /// worker, and rewrite `file` (atomically), so the change is kept
-    /// across restarts and SIGHUP reloads. Plain HTTP: keep it on loopback
-    /// or a private network. Empty: no API. Needs a mode other than "off".
+    /// worker, and change its line in `file` (replaced atomically, its other
+    /// lines, owner and mode kept), so the change is kept across restarts
+    /// and SIGHUP reloads. A change into a list that a start would refuse
+    /// is refused (409), as is a symbolic link at `file`; the tracker's user
+    /// must be able to write the file's directory and to give the new file
+    /// the old one's owner (own it, or be root), else nothing changes (500).
+    /// Plain HTTP: keep it on loopback or a private network. Empty: no API.
+    /// Needs a mode other than "off".
     /// (In private mode the site API, private.api_listen, takes its place.)
     pub api_listen: String,
     /// The access API's key, at least 32 visible characters, compared in
