@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -508,6 +508,261 @@ fn an_offer_expires_and_is_answered_once() {
         .set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
     assert!(leecher.ws.read().is_err(), "nothing was relayed");
+}
+
+/// A client's frame as a hostile client writes it, bypassing its library:
+/// masked with a zero key, which leaves the payload as it is.
+fn client_frame(opcode: u8, fin: bool, payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![opcode | if fin { 0x80 } else { 0 }];
+    match payload.len() {
+        n if n < 126 => out.push(0x80 | n as u8),
+        n => {
+            out.push(0x80 | 126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(payload);
+    out
+}
+
+/// A peer whose socket takes little before it is full: a client that does
+/// not read fills it, and then the tracker's send buffer, soon.
+fn connect_small_window(addr: SocketAddr, id: u8) -> Peer<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&addr.into()).unwrap();
+    let stream: TcpStream = socket.into();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let (ws, _) = tungstenite::client(format!("ws://{addr}/announce"), stream).unwrap();
+    Peer {
+        ws,
+        id: PeerId([id; 20]),
+    }
+}
+
+fn hash16(n: u16) -> InfoHash {
+    let mut hash = [0x5a; 20];
+    hash[..2].copy_from_slice(&n.to_be_bytes());
+    InfoHash(hash)
+}
+
+/// Pongs to a client that never reads are queued for it like any answer:
+/// once the kernel's buffers are full, it is cut within write_timeout_secs,
+/// however long it goes on pinging (the frame layer used to keep a pong per
+/// ping, up to 1.1 MB, and never cut it).
+#[test]
+fn a_client_that_pings_and_never_reads_is_cut() {
+    let tracker = Tracker::builder()
+        .http(None)
+        .config("[websocket]\nwrite_timeout_secs = 1\n")
+        .metrics()
+        .start();
+    let mut peer = connect_small_window(tracker.http[0], 1);
+    peer.announce(hash(30), AnnounceEvent::Started, 0, 0);
+    assert_eq!(peer.counts(), (1, 0));
+    let raw = peer.ws.get_mut();
+    raw.set_write_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let ping = client_frame(0x9, true, &[b'p'; 125]);
+    let start = Instant::now();
+    let mut pings = 0u64;
+    loop {
+        match raw.write_all(&ping) {
+            Ok(()) => pings += 1,
+            // The tracker reads no more pings than it has room for pongs.
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "a client that never reads was held past its write timeout ({pings} pings)"
+        );
+    }
+    assert!(
+        tracker.metric(
+            "tracker_websocket_errors_total",
+            &[("kind", "write_timeout")]
+        ) >= 1
+    );
+}
+
+/// Only messages keep a connection open: one that sends nothing but pings
+/// is idle, and closed at idle_timeout_secs.
+#[test]
+fn pings_do_not_keep_an_idle_connection_open() {
+    let tracker = Tracker::builder()
+        .http(None)
+        .config("[websocket]\nannounce_interval_secs = 1\nidle_timeout_secs = 2\n")
+        .start();
+    let mut peer = connect(tracker.http[0], "/announce", 1);
+    let start = Instant::now();
+    loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(8),
+            "pings kept an idle connection open"
+        );
+        peer.ws.send(Message::Ping(vec![7; 4].into())).unwrap();
+        match peer.ws.read() {
+            Ok(Message::Pong(_)) => std::thread::sleep(Duration::from_millis(200)),
+            Ok(Message::Close(Some(frame))) => {
+                assert_eq!(
+                    (frame.code, frame.reason.as_str()),
+                    (CloseCode::Normal, "idle")
+                );
+                break;
+            }
+            other => panic!("expected a pong or a close, got {other:?}"),
+        }
+    }
+    assert!(start.elapsed() >= Duration::from_millis(1900));
+}
+
+/// A message must come whole within message_timeout_secs of its first
+/// byte, pings between its fragments or not.
+#[test]
+fn a_message_must_come_whole_in_time() {
+    let tracker = Tracker::builder()
+        .http(None)
+        .config("[websocket]\nmessage_timeout_secs = 1\n")
+        .metrics()
+        .start();
+    let mut peer = connect(tracker.http[0], "/announce", 1);
+    let first = client_frame(0x1, false, br#"{"action":"announce","#);
+    peer.ws.get_mut().write_all(&first).unwrap();
+    let start = Instant::now();
+    loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(6),
+            "an unfinished message was kept past its deadline"
+        );
+        let ping = client_frame(0x9, true, b"still here");
+        peer.ws.get_mut().write_all(&ping).unwrap();
+        match peer.ws.read() {
+            Ok(Message::Pong(_)) => std::thread::sleep(Duration::from_millis(200)),
+            Ok(Message::Close(Some(frame))) => {
+                assert_eq!(frame.code, CloseCode::Policy);
+                break;
+            }
+            other => panic!("expected a pong or a close, got {other:?}"),
+        }
+    }
+    assert!(start.elapsed() >= Duration::from_millis(900));
+    assert!(
+        tracker.metric(
+            "tracker_websocket_errors_total",
+            &[("kind", "message_timeout")]
+        ) >= 1
+    );
+}
+
+/// The bytes of unfinished messages count for their address (on each
+/// worker: one here): the connection whose message takes it past its
+/// budget is closed, the others go on.
+#[test]
+fn unfinished_messages_count_against_their_address() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "1", "--no-pin"])
+        .http(None)
+        .config("[websocket]\nmax_unfinished_bytes_per_address = 65536\n")
+        .metrics()
+        .start();
+    let addr = tracker.http[0];
+    let mut a = connect(addr, "/announce", 1);
+    let mut b = connect(addr, "/announce", 2);
+    let padding = [b' '; 15_000];
+    let mut held = client_frame(0x1, false, &padding);
+    held.extend(client_frame(0x0, false, &padding));
+    held.extend(client_frame(0x0, false, &padding));
+    a.ws.get_mut().write_all(&held).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // 45,000 bytes held for the address; 30,000 more pass 65,536.
+    let mut more = client_frame(0x1, false, &padding);
+    more.extend(client_frame(0x0, false, &padding));
+    b.ws.get_mut().write_all(&more).unwrap();
+    match b.ws.read() {
+        Ok(Message::Close(Some(frame))) => assert_eq!(frame.code, CloseCode::Again),
+        other => panic!("expected a close, got {other:?}"),
+    }
+    // A's message, finished, is read and answered.
+    let end = client_frame(
+        0x0,
+        true,
+        br#"{"action":"scrape","info_hash":"aaaaaaaaaaaaaaaaaaaa"}"#,
+    );
+    a.ws.get_mut().write_all(&end).unwrap();
+    let _ = a.next_text();
+    assert!(
+        tracker.metric(
+            "tracker_websocket_errors_total",
+            &[("kind", "unfinished_bytes"), ("level", "address")]
+        ) >= 1
+    );
+}
+
+/// A seeder announces all its torrents on its one connection: hundreds are
+/// served (256 were, at most).
+#[test]
+fn a_seeder_announces_hundreds_of_torrents_on_one_connection() {
+    let tracker = Tracker::builder().http(None).start();
+    let mut seeder = connect(tracker.http[0], "/announce", 1);
+    for n in 0..400 {
+        seeder.announce(hash16(n), AnnounceEvent::Started, 0, 0);
+        assert_eq!(seeder.counts(), (1, 0), "torrent {n}");
+    }
+}
+
+/// What bounds the WebRTC peers connections hold is their address's cap
+/// on each worker (one here), over all its connections.
+#[test]
+fn the_webrtc_peers_of_one_address_are_capped() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "1", "--no-pin"])
+        .http(None)
+        .config("[websocket]\nmax_peers_per_address = 4\n")
+        .metrics()
+        .start();
+    let addr = tracker.http[0];
+    let mut a = connect(addr, "/announce", 1);
+    let mut b = connect(addr, "/announce", 2);
+    for n in 0..3 {
+        a.announce(hash16(n), AnnounceEvent::Started, 0, 0);
+        assert_eq!(a.counts(), (1, 0));
+    }
+    b.announce(hash16(10), AnnounceEvent::Started, 0, 0);
+    assert_eq!(b.counts(), (1, 0));
+    b.announce(hash16(11), AnnounceEvent::Started, 0, 0);
+    assert!(b.error().contains("too many WebRTC peers"));
+    // Announces in torrents it holds are served still.
+    b.announce(hash16(10), AnnounceEvent::None, 0, 0);
+    assert_eq!(b.counts(), (1, 0));
+    // A peer that stops, or a connection that closes, makes room.
+    a.announce(hash16(0), AnnounceEvent::Stopped, 0, 0);
+    assert_eq!(a.counts(), (0, 0));
+    b.announce(hash16(11), AnnounceEvent::Started, 0, 0);
+    assert_eq!(b.counts(), (1, 0));
+    drop(a);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        b.announce(hash16(12), AnnounceEvent::Started, 0, 0);
+        let text = b.next_text();
+        if !text.contains("too many WebRTC peers") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a closed connection kept its peers"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        tracker.metric(
+            "tracker_websocket_errors_total",
+            &[("kind", "peers_per_address"), ("level", "address")]
+        ) >= 1
+    );
 }
 
 /// Offers carry peer ids: whoever learns one and announces it first in a

@@ -30,9 +30,6 @@ pub enum AnnounceRefused {
     /// A block the announcing address is in (at this width) has created its
     /// budget of torrents this minute (`new_torrents_per_minute`).
     AddressBudget(BlockLevel),
-    /// A WebRTC announce whose peer id a live peer of another connection
-    /// holds in the torrent (see `rtc_announce`).
-    PeerIdInUse,
 }
 
 impl AnnounceRefused {
@@ -50,7 +47,6 @@ impl AnnounceRefused {
             AnnounceRefused::AddressBudget(BlockLevel::Network) => {
                 "too many new torrents from this network: try again later"
             }
-            AnnounceRefused::PeerIdInUse => "peer id in use by another connection",
         }
     }
 }

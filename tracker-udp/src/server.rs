@@ -554,9 +554,9 @@ impl UdpService {
             Err(refused) => {
                 match refused {
                     AnnounceRefused::NotAllowed => self.stats.not_allowed.inc(),
-                    AnnounceRefused::TorrentLimit
-                    | AnnounceRefused::AddressBudget(_)
-                    | AnnounceRefused::PeerIdInUse => self.stats.refused.inc(),
+                    AnnounceRefused::TorrentLimit | AnnounceRefused::AddressBudget(_) => {
+                        self.stats.refused.inc()
+                    }
                 }
                 self.stats.errors_sent.inc();
                 write_error_response(out, txid, refused.reason().as_bytes());

@@ -30,11 +30,30 @@ pub struct WebSocketConfig {
     pub max_sdp_bytes: usize,
     /// Info-hashes in one scrape.
     pub max_scrape_hashes: usize,
-    /// Torrents one connection may announce in (WebTorrent uses one
-    /// connection per tracker for all its torrents); past it, announces for
-    /// new torrents are refused. Bounds what a connection makes the owners
-    /// keep.
+    /// Torrents one connection may announce in, one WebRTC peer each;
+    /// past it, announces for new torrents are refused. WebTorrent uses one
+    /// connection per tracker for all its torrents, so this is what the
+    /// largest seeder needs (WebTorrent Desktop or webtorrent-hybrid
+    /// seeding a library, a PeerTube-like server), not a bound on memory:
+    /// what the connections of one client hold together is bounded by
+    /// max_peers_per_address and its subnet and network kin.
     pub max_torrents_per_connection: usize,
+    /// WebRTC peers the connections of one client address (an IPv6 /64)
+    /// hold on a worker at most, in all torrents together; an announce for
+    /// a new torrent past it is refused. Each costs up to about 200 bytes
+    /// (its entries in the connection and in its torrent's swarm, and a
+    /// torrent's when it is the first), so an address holds at most about
+    /// 4 MB a worker however many connections it opens: room for two of the
+    /// largest seeders, or a NAT of hundreds of browsers.
+    pub max_peers_per_address: usize,
+    /// WebRTC peers the connections of one subnet (an IPv4 /24, an IPv6
+    /// /56) hold on a worker at most, however many of its addresses they
+    /// come from.
+    pub max_peers_per_subnet: usize,
+    /// WebRTC peers the connections of one network (an IPv4 /16, an IPv6
+    /// /48) hold on a worker at most (about 16 MB), so that no network
+    /// fills swarm.max_peers_per_worker with WebRTC peers.
+    pub max_peers_per_network: usize,
     /// Seconds an offer handed to a peer may be answered (aquatic_ws: 120);
     /// an answer after that, or to an offer never made to the answerer, is
     /// dropped.
@@ -53,12 +72,31 @@ pub struct WebSocketConfig {
     pub max_queued_messages: usize,
     /// Bytes queued for one connection at most (see max_queued_messages).
     pub max_queued_bytes: usize,
-    /// Seconds a connection may stay without sending a message; it must be
-    /// longer than announce_interval_secs, as WebTorrent sends nothing
-    /// between announces.
+    /// Seconds a connection may stay without sending a message (pings,
+    /// and the fragments of a message not yet whole, do not count); it
+    /// must be longer than announce_interval_secs, as WebTorrent sends
+    /// nothing between announces.
     pub idle_timeout_secs: u32,
-    /// Seconds a client may take to take one message whole.
+    /// Seconds a client may take to take what it is sent: each write of
+    /// queued messages, and each pong to its pings, must be taken whole
+    /// within it, or the connection is cut.
     pub write_timeout_secs: u32,
+    /// Seconds a message may take to come whole, from the first byte of
+    /// its first frame to the last of its last, however the client keeps
+    /// the connection busy meanwhile (pings between fragments); then the
+    /// connection is closed. Browsers send a message at once: this is ample
+    /// for the largest (max_message_bytes) over a slow link.
+    pub message_timeout_secs: u32,
+    /// Bytes of unfinished messages (those whose last fragment has not
+    /// come) the connections of one client address (an IPv6 /64) hold on a
+    /// worker at most; the connection that would pass it is closed (1013).
+    /// Per connection, max_message_bytes bounds them. Honest clients send
+    /// a message at once, so they hold almost none.
+    pub max_unfinished_bytes_per_address: usize,
+    /// The same for a subnet (an IPv4 /24, an IPv6 /56).
+    pub max_unfinished_bytes_per_subnet: usize,
+    /// The same for a network (an IPv4 /16, an IPv6 /48).
+    pub max_unfinished_bytes_per_network: usize,
     /// Bytes of each connection's socket send buffer (the kernel doubles
     /// it); 0 leaves it to the kernel, which grows it up to
     /// net.ipv4.tcp_wmem's maximum (4 MiB by default) for a client that
@@ -77,13 +115,20 @@ impl Default for WebSocketConfig {
             max_offers: 10,
             max_sdp_bytes: 8 << 10,
             max_scrape_hashes: 64,
-            max_torrents_per_connection: 256,
+            max_torrents_per_connection: 10_000,
+            max_peers_per_address: 20_000,
+            max_peers_per_subnet: 40_000,
+            max_peers_per_network: 80_000,
             offer_timeout_secs: 120,
             max_pending_offers_per_connection: 64,
             max_queued_messages: 256,
             max_queued_bytes: 1 << 20,
             idle_timeout_secs: 300,
             write_timeout_secs: 10,
+            message_timeout_secs: 10,
+            max_unfinished_bytes_per_address: 256 << 10,
+            max_unfinished_bytes_per_subnet: 1 << 20,
+            max_unfinished_bytes_per_network: 2 << 20,
             send_buffer_bytes: 64 << 10,
         }
     }
@@ -126,7 +171,25 @@ impl WebSocketConfig {
             "websocket.max_torrents_per_connection",
             self.max_torrents_per_connection,
             1,
-            100_000,
+            1_000_000,
+        )?;
+        within(
+            "websocket.max_peers_per_address",
+            self.max_peers_per_address,
+            1,
+            100_000_000,
+        )?;
+        within(
+            "websocket.max_peers_per_subnet",
+            self.max_peers_per_subnet,
+            self.max_peers_per_address,
+            100_000_000,
+        )?;
+        within(
+            "websocket.max_peers_per_network",
+            self.max_peers_per_network,
+            self.max_peers_per_subnet,
+            100_000_000,
         )?;
         within(
             "websocket.offer_timeout_secs",
@@ -158,6 +221,31 @@ impl WebSocketConfig {
             1,
             3600,
         )?;
+        within(
+            "websocket.message_timeout_secs",
+            self.message_timeout_secs as usize,
+            1,
+            3600,
+        )?;
+        // A client's one message of the largest size must fit.
+        within(
+            "websocket.max_unfinished_bytes_per_address",
+            self.max_unfinished_bytes_per_address,
+            self.max_message_bytes,
+            1 << 30,
+        )?;
+        within(
+            "websocket.max_unfinished_bytes_per_subnet",
+            self.max_unfinished_bytes_per_subnet,
+            self.max_unfinished_bytes_per_address,
+            1 << 30,
+        )?;
+        within(
+            "websocket.max_unfinished_bytes_per_network",
+            self.max_unfinished_bytes_per_network,
+            self.max_unfinished_bytes_per_subnet,
+            1 << 30,
+        )?;
         if self.idle_timeout_secs <= self.announce_interval_secs {
             return Err(ConfigError::key(
                 "websocket.idle_timeout_secs",
@@ -166,6 +254,25 @@ impl WebSocketConfig {
             ));
         }
         Ok(())
+    }
+
+    /// The caps of unfinished messages' bytes per address, subnet and
+    /// network (`BlockLevel::ALL`'s order).
+    pub fn max_unfinished_bytes_per_block(&self) -> [usize; 3] {
+        [
+            self.max_unfinished_bytes_per_address,
+            self.max_unfinished_bytes_per_subnet,
+            self.max_unfinished_bytes_per_network,
+        ]
+    }
+
+    /// The caps of WebRTC peers per address, subnet and network.
+    pub fn max_peers_per_block(&self) -> [usize; 3] {
+        [
+            self.max_peers_per_address,
+            self.max_peers_per_subnet,
+            self.max_peers_per_network,
+        ]
     }
 
     pub fn message_limits(&self) -> MessageLimits {

@@ -4,8 +4,12 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::future::{poll_fn, Future};
 use std::net::IpAddr;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
 
 use async_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
 use async_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -14,16 +18,19 @@ use async_tungstenite::tungstenite::Message;
 use async_tungstenite::WebSocketStream;
 use futures_lite::{AsyncRead, AsyncWrite, StreamExt};
 use futures_util::SinkExt;
+use glommio::timer::Timer;
 use tracker_proto::ws::{
     parse_client_message, write_announce_response, write_answer, write_error, write_offer,
     write_scrape_response, Action, AnnounceMessage, ClientMessage, MessageError, OfferId,
 };
-use tracker_proto::{canonical_ip, AnnounceEvent, InfoHash, PeerId, ScrapeStats};
+use tracker_proto::{canonical_ip, AnnounceEvent, BlockLevel, InfoHash, PeerId, ScrapeStats};
 use tracker_runtime::clock;
 use tracker_runtime::mesh::{OfferToRelay, Relay, RelayKind, RouteError, RtcAnnounceRequest};
 use tracker_swarm::AnnounceRefused;
 use tracker_swarm::{ConnectionRef, RtcAnnounce};
 
+use crate::blocks::Held;
+use crate::incoming::{Incoming, Watched};
 use crate::queue::{Outgoing, Queue};
 use crate::{Closing, ConnectionSlot, WsService};
 
@@ -170,14 +177,62 @@ enum End {
 }
 
 /// Per connection state the reader alone uses.
-struct Session {
+struct Session<'a> {
     me: ConnectionRef,
     ip: IpAddr,
-    /// The torrents it announced in, with its peer id in each.
-    torrents: Vec<(InfoHash, PeerId)>,
+    /// The torrents it announced in, with its peer id in each: a WebRTC
+    /// peer each, which `peers` counts for its address.
+    torrents: ahash::HashMap<InfoHash, PeerId>,
+    peers: Held<'a>,
+    /// The bytes of its message under way, counted for its address.
+    unfinished: Held<'a>,
     out: Vec<u8>,
     hashes_out: Vec<ScrapeStats>,
     files: Vec<(InfoHash, ScrapeStats)>,
+}
+
+/// What woke the reader while it waited for a frame.
+enum Woke {
+    Frame(Option<Result<Message, WsError>>),
+    /// The tracker stops, or the connection is to make room.
+    Closing,
+    Idle,
+    /// The message under way did not come whole in time.
+    MessageTimeout,
+    /// The message under way took a block of addresses past its budget of
+    /// unfinished bytes.
+    Unfinished(BlockLevel),
+}
+
+/// One timer, set to whichever deadline is nearest now.
+struct Alarm {
+    timer: Timer,
+    at: Instant,
+}
+
+impl Alarm {
+    fn new(after: Duration) -> Self {
+        Alarm {
+            timer: Timer::new(after),
+            at: Instant::now() + after,
+        }
+    }
+
+    /// Ready once `at` has passed; `at` may move between polls.
+    fn poll_at(&mut self, at: Instant, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        if at != self.at {
+            self.timer
+                .reset(at.saturating_duration_since(Instant::now()));
+            self.at = at;
+        }
+        Pin::new(&mut self.timer).poll(cx).map(drop)
+    }
+}
+
+/// The bytes of the pong to a ping of `payload` bytes, as the frame layer
+/// writes it (a server's frames are not masked).
+fn pong_bytes(payload: usize) -> usize {
+    2 + payload
 }
 
 impl WsService {
@@ -202,8 +257,10 @@ impl WsService {
         if let Some(traffic) = self.traffic.get(which) {
             traffic.upgrades.inc();
         }
+        let incoming = Rc::new(RefCell::new(Incoming::default()));
+        incoming.borrow_mut().observe(&read_ahead, Instant::now());
         let ws = WebSocketStream::from_partially_read(
-            stream,
+            Watched::new(stream, incoming.clone()),
             read_ahead,
             Role::Server,
             Some(self.frames),
@@ -219,13 +276,17 @@ impl WsService {
         });
         let registered = Registered::new(self, connection.clone(), which);
         let id = registered.id;
+        let ip = canonical_ip(peer_ip);
+        let quota = self.shard.quota(ip);
         let mut session = Session {
             me: ConnectionRef {
                 worker: self.shard.index() as u16,
                 id,
             },
-            ip: canonical_ip(peer_ip),
-            torrents: Vec::new(),
+            ip,
+            torrents: ahash::HashMap::default(),
+            peers: Held::new(&self.peers, ip, quota),
+            unfinished: Held::new(&self.unfinished, ip, quota),
             out: Vec::new(),
             hashes_out: Vec::new(),
             files: Vec::new(),
@@ -241,20 +302,24 @@ impl WsService {
                     let mut item = Some(first);
                     let mut fed = 0;
                     while let Some(next) = item.take() {
-                        let message = match next {
-                            Outgoing::Text(text) => text_message(text),
+                        match next {
+                            Outgoing::Text(text) => sender.feed(text_message(text)).await?,
+                            // In the frame layer's write buffer (or about to
+                            // be): the flush below sends it, under the same
+                            // deadline as any message.
+                            Outgoing::Pong(_) => {}
                             Outgoing::Close(code, reason) => {
                                 if let Some(graceful_close) = graceful_close.take() {
                                     graceful_close();
                                 }
                                 last = true;
-                                Message::Close(Some(CloseFrame {
+                                let close = Message::Close(Some(CloseFrame {
                                     code: CloseCode::from(code),
                                     reason: reason.into(),
-                                }))
+                                }));
+                                sender.feed(close).await?;
                             }
-                        };
-                        sender.feed(message).await?;
+                        }
                         fed += 1;
                         if !last && fed < MESSAGES_PER_WRITE {
                             item = connection.queue.try_next();
@@ -280,7 +345,7 @@ impl WsService {
         };
         let reader = async {
             let end = self
-                .read(&mut receiver, &connection, &mut session, slot)
+                .read(&mut receiver, &connection, &mut session, &incoming, slot)
                 .await;
             match end {
                 End::Gone => connection.queue.shut(),
@@ -293,7 +358,7 @@ impl WsService {
         drop(registered);
         let gone: Vec<_> = session
             .torrents
-            .drain(..)
+            .drain()
             .map(|(info_hash, peer_id)| (info_hash, peer_id, session.me))
             .collect();
         // At a stop the peers stay until the swarms are saved, so that the
@@ -307,46 +372,60 @@ impl WsService {
         &self,
         receiver: &mut R,
         connection: &Connection,
-        session: &mut Session,
+        session: &mut Session<'_>,
+        incoming: &RefCell<Incoming>,
         slot: &L,
     ) -> End
     where
         R: futures_lite::Stream<Item = Result<Message, WsError>> + Unpin,
         L: ConnectionSlot,
     {
+        let mut alarm = Alarm::new(self.idle_timeout);
+        // Only a whole message counts as the client's: pings, and fragments
+        // of a message never finished, would otherwise keep a connection
+        // for ever.
+        let mut last_message = Instant::now();
         loop {
-            // Read no more than its answers can be queued for.
+            // Read no more than its answers (and pongs) can be queued for.
             connection.queue.room().await;
             if connection.queue.is_shut() {
                 self.stats.queue_full.inc();
                 return End::Gone;
             }
             slot.set_idle(true);
-            let next = futures_lite::future::or(async { Some(receiver.next().await) }, async {
+            let frame = async { Woke::Frame(receiver.next().await) };
+            let closing = async {
                 futures_lite::future::or(self.stop.wait(), slot.evicted()).await;
-                None
-            });
-            let timed = futures_lite::future::or(async { Some(next.await) }, async {
-                glommio::timer::sleep(self.idle_timeout).await;
-                None
-            });
-            let message = match timed.await {
-                None => {
+                Woke::Closing
+            };
+            let deadlines = self.deadlines(incoming, &session.unfinished, last_message, &mut alarm);
+            let woke =
+                futures_lite::future::or(frame, futures_lite::future::or(closing, deadlines));
+            let message = match woke.await {
+                Woke::Idle => {
                     self.stats.idle_timeouts.inc();
                     return End::Close(1000, "idle");
                 }
-                Some(None) if self.stop.is_fired() => {
+                Woke::MessageTimeout => {
+                    self.stats.message_timeouts.inc();
+                    return End::Close(1008, "message not whole in time");
+                }
+                Woke::Unfinished(level) => {
+                    self.stats.unfinished_limit(level).inc();
+                    return End::Close(1013, "too many unfinished messages from this address");
+                }
+                Woke::Closing if self.stop.is_fired() => {
                     return match self.closing.get() {
                         Closing::Stop => End::Close(1001, "tracker stopping"),
                         Closing::HandOver => End::Close(1012, "tracker restarting"),
                     }
                 }
-                Some(None) => {
+                Woke::Closing => {
                     self.stats.evicted.inc();
                     return End::Close(1013, "tracker full");
                 }
-                Some(Some(None)) => return End::Gone,
-                Some(Some(Some(Err(e)))) => {
+                Woke::Frame(None) => return End::Gone,
+                Woke::Frame(Some(Err(e))) => {
                     match e {
                         WsError::Capacity(CapacityError::MessageTooLong { .. }) => {
                             self.stats.too_large.inc();
@@ -357,11 +436,12 @@ impl WsService {
                     }
                     return End::Gone;
                 }
-                Some(Some(Some(Ok(message)))) => message,
+                Woke::Frame(Some(Ok(message))) => message,
             };
             slot.set_idle(false);
             match message {
                 Message::Text(text) => {
+                    last_message = Instant::now();
                     self.message(text.as_bytes(), connection, session).await;
                 }
                 Message::Binary(_) => {
@@ -369,14 +449,46 @@ impl WsService {
                     return End::Close(1003, "text messages only");
                 }
                 Message::Close(_) => return End::Gone,
-                // Pongs are sent by the framing layer with the next write.
+                // The frame layer queued its pong: it counts in the queue
+                // until the writer has flushed it out.
+                Message::Ping(payload) => {
+                    connection.queue.push_pong(pong_bytes(payload.len()));
+                }
                 _ => {}
             }
         }
     }
 
+    /// Resolves at the nearest of the connection's deadlines: idle since
+    /// `last_message`, or its message under way not whole in time; or
+    /// once that message's bytes take its address past a budget. Polled
+    /// after every read, so each new byte is counted at once.
+    fn deadlines<'b>(
+        &'b self,
+        incoming: &'b RefCell<Incoming>,
+        unfinished: &'b Held<'_>,
+        last_message: Instant,
+        alarm: &'b mut Alarm,
+    ) -> impl Future<Output = Woke> + 'b {
+        poll_fn(move |cx| {
+            let (started, bytes) = {
+                let incoming = incoming.borrow();
+                (incoming.started(), incoming.unfinished())
+            };
+            if let Err(level) = unfinished.set(bytes) {
+                return Poll::Ready(Woke::Unfinished(level));
+            }
+            let idle = last_message + self.idle_timeout;
+            let (at, why) = match started.map(|at| at + self.message_timeout) {
+                Some(whole_by) if whole_by < idle => (whole_by, Woke::MessageTimeout),
+                _ => (idle, Woke::Idle),
+            };
+            alarm.poll_at(at, cx).map(|()| why)
+        })
+    }
+
     /// Answers one text message.
-    async fn message(&self, text: &[u8], connection: &Connection, s: &mut Session) {
+    async fn message(&self, text: &[u8], connection: &Connection, s: &mut Session<'_>) {
         s.out.clear();
         match parse_client_message(text, &self.limits) {
             Err(error) => {
@@ -402,13 +514,18 @@ impl WsService {
         }
     }
 
-    async fn announce(&self, m: &AnnounceMessage<'_>, connection: &Connection, s: &mut Session) {
+    async fn announce(
+        &self,
+        m: &AnnounceMessage<'_>,
+        connection: &Connection,
+        s: &mut Session<'_>,
+    ) {
         let error = |out: &mut Vec<u8>, reason: &str| {
             write_error(out, Some(Action::Announce), Some(&m.info_hash), reason)
         };
-        let held = s.torrents.iter().position(|(hash, _)| *hash == m.info_hash);
-        match held.and_then(|at| s.torrents.get(at)) {
-            Some((_, peer_id)) if *peer_id != m.peer_id => {
+        let held = s.torrents.get(&m.info_hash).copied();
+        match held {
+            Some(peer_id) if peer_id != m.peer_id => {
                 self.stats.peer_id_conflict.inc();
                 return error(&mut s.out, "one peer id per torrent per connection");
             }
@@ -443,6 +560,15 @@ impl WsService {
                 return;
             }
         }
+        let new_peer = held.is_none() && m.event != AnnounceEvent::Stopped;
+        // Held for the address before the announce goes out, so that its
+        // other connections, announcing meanwhile, see it.
+        if new_peer {
+            if let Err(level) = s.peers.set(s.torrents.len() + 1) {
+                self.stats.peer_limit(level).inc();
+                return error(&mut s.out, "too many WebRTC peers from this address");
+            }
+        }
         let wanted = m
             .numwant
             .map_or(m.offers.len(), |n| m.offers.len().min(n as usize));
@@ -466,15 +592,20 @@ impl WsService {
                 })
                 .collect(),
         };
-        match self.shard.rtc_announce(request).await {
+        let answer = self.shard.rtc_announce(request).await;
+        match (&answer, m.event) {
+            (Ok(Ok(_)), AnnounceEvent::Stopped) => {
+                s.torrents.remove(&m.info_hash);
+            }
+            (Ok(Ok(_)), _) if new_peer => {
+                s.torrents.insert(m.info_hash, m.peer_id);
+            }
+            _ => {}
+        }
+        // What it holds now; never more than was held for it above.
+        let _ = s.peers.set(s.torrents.len());
+        match answer {
             Ok(Ok(counts)) => {
-                match (held, m.event) {
-                    (Some(at), AnnounceEvent::Stopped) => {
-                        s.torrents.swap_remove(at);
-                    }
-                    (None, AnnounceEvent::Stopped) | (Some(_), _) => {}
-                    (None, _) => s.torrents.push((m.info_hash, m.peer_id)),
-                }
                 write_announce_response(
                     &mut s.out,
                     &m.info_hash,
@@ -486,7 +617,6 @@ impl WsService {
             Ok(Err(refused)) => {
                 match refused {
                     AnnounceRefused::NotAllowed => self.stats.not_allowed.inc(),
-                    AnnounceRefused::PeerIdInUse => self.stats.peer_id_conflict.inc(),
                     _ => self.stats.refused.inc(),
                 }
                 error(&mut s.out, refused.reason());
@@ -499,7 +629,7 @@ impl WsService {
         }
     }
 
-    async fn scrape(&self, hashes: &[InfoHash], s: &mut Session) {
+    async fn scrape(&self, hashes: &[InfoHash], s: &mut Session<'_>) {
         let error =
             |out: &mut Vec<u8>, reason: &str| write_error(out, Some(Action::Scrape), None, reason);
         s.files.clear();

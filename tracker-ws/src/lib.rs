@@ -7,16 +7,21 @@
 //! them (see `tracker_runtime::shard`'s relays).
 //!
 //! Every resource a connection holds is bounded: message and frame size,
-//! offers per announce and their size, torrents per connection (one peer id
-//! each), offers awaiting an answer (which expire), and the queue of what
-//! it is sent (a client that does not read is cut). Its slot among the HTTP
-//! connections is held while it lives, so the HTTP caps count it, and it
-//! may be closed to make room while it waits for a message, as an idle HTTP
-//! connection may.
+//! the time a message may take to come whole, offers per announce and
+//! their size, torrents per connection (one peer id each), offers awaiting
+//! an answer (which expire), and the queue of what it is sent, pongs
+//! included (a client that does not take it is cut). What the connections
+//! of one client hold together is bounded too (`blocks`): the bytes of
+//! their unfinished messages, and their WebRTC peers. Its slot among the
+//! HTTP connections is held while it lives, so the HTTP caps count it, and
+//! it may be closed to make room while it waits for a message, as an idle
+//! HTTP connection may.
 
+mod blocks;
 pub mod config;
 mod connection;
 pub use connection::write_upgrade_response;
+mod incoming;
 mod queue;
 
 use std::cell::{Cell, RefCell};
@@ -25,7 +30,9 @@ use std::rc::{Rc, Weak};
 use std::time::Duration;
 
 use async_tungstenite::tungstenite::protocol::WebSocketConfig as FrameConfig;
+use blocks::BlockCounts;
 use tracker_proto::ws::MessageLimits;
+use tracker_proto::BlockLevel;
 use tracker_runtime::counters;
 use tracker_runtime::mesh::Relay;
 use tracker_runtime::metrics::{
@@ -70,6 +77,20 @@ counters! {
         pub protocol_errors: Counter => WS_ERRORS { kind = "protocol_error" },
         pub idle_timeouts: Counter => WS_ERRORS { kind = "idle_timeout" },
         pub write_timeouts: Counter => WS_ERRORS { kind = "write_timeout" },
+        /// Messages not whole within websocket.message_timeout_secs; the
+        /// connection is closed.
+        pub message_timeouts: Counter => WS_ERRORS { kind = "message_timeout" },
+        /// Connections closed because their unfinished message took their
+        /// address, subnet or network past its budget
+        /// (websocket.max_unfinished_bytes_per_*).
+        pub unfinished_address: Counter => WS_ERRORS { kind = "unfinished_bytes", level = "address" },
+        pub unfinished_subnet: Counter => WS_ERRORS { kind = "unfinished_bytes", level = "subnet" },
+        pub unfinished_network: Counter => WS_ERRORS { kind = "unfinished_bytes", level = "network" },
+        /// Announces for a new torrent refused because the connections of
+        /// their address, subnet or network hold websocket.max_peers_per_*.
+        pub peers_address: Counter => WS_ERRORS { kind = "peers_per_address", level = "address" },
+        pub peers_subnet: Counter => WS_ERRORS { kind = "peers_per_address", level = "subnet" },
+        pub peers_network: Counter => WS_ERRORS { kind = "peers_per_address", level = "network" },
         /// Connections cut because answers to their own messages found
         /// their half of the queue full (a safety net: the next message is
         /// read only once there is room).
@@ -79,8 +100,7 @@ counters! {
         /// Announces refused by the store's limits or the access list.
         pub refused: Counter => WS_ERRORS { kind = "refused" },
         pub not_allowed: Counter => WS_ERRORS { kind = "not_allowed" },
-        /// A second peer id in a torrent on one connection, or a peer id
-        /// another connection holds.
+        /// A second peer id in a torrent on one connection.
         pub peer_id_conflict: Counter => WS_ERRORS { kind = "peer_id_conflict" },
         /// Announces for a new torrent past
         /// websocket.max_torrents_per_connection.
@@ -89,6 +109,24 @@ counters! {
         /// await answers.
         pub overloaded: Counter => WS_ERRORS { kind = "overloaded" },
         pub full_scrape_refused: Counter => WS_ERRORS { kind = "full_scrape_off" },
+    }
+}
+
+impl WsStats {
+    fn unfinished_limit(&self, level: BlockLevel) -> &tracker_runtime::counters::Counter {
+        match level {
+            BlockLevel::Address => &self.unfinished_address,
+            BlockLevel::Subnet => &self.unfinished_subnet,
+            BlockLevel::Network => &self.unfinished_network,
+        }
+    }
+
+    fn peer_limit(&self, level: BlockLevel) -> &tracker_runtime::counters::Counter {
+        match level {
+            BlockLevel::Address => &self.peers_address,
+            BlockLevel::Subnet => &self.peers_subnet,
+            BlockLevel::Network => &self.peers_network,
+        }
     }
 }
 
@@ -140,6 +178,11 @@ pub struct WsService {
     full_scrape: FullScrape,
     idle_timeout: Duration,
     write_timeout: Duration,
+    message_timeout: Duration,
+    /// The bytes of unfinished messages per client block.
+    unfinished: BlockCounts,
+    /// The WebRTC peers connections hold, per client block.
+    peers: BlockCounts,
     /// This worker's open connections by id (ids are never reused).
     /// Keyed by ahash: every relay looks its connection up here.
     connections: RefCell<ahash::HashMap<u64, Rc<Connection>>>,
@@ -163,6 +206,11 @@ impl WsService {
             // batch (see `connection.rs`) goes out in one write; the
             // buffer's capacity stays with the connection, so it is small.
             .write_buffer_size(WRITE_BUFFER_BYTES)
+            // Never reached: a write that finds it past WRITE_BUFFER_BYTES
+            // waits for the socket, and a pong is queued only with room
+            // (see `queue.rs`), so it holds one write and the pongs the
+            // queue counts; the queue's bounds keep it from failing a
+            // message it let through.
             .max_write_buffer_size(
                 config
                     .max_queued_bytes
@@ -176,6 +224,9 @@ impl WsService {
             full_scrape,
             idle_timeout: Duration::from_secs(config.idle_timeout_secs.into()),
             write_timeout: Duration::from_secs(config.write_timeout_secs.into()),
+            message_timeout: Duration::from_secs(config.message_timeout_secs.into()),
+            unfinished: BlockCounts::new(config.max_unfinished_bytes_per_block()),
+            peers: BlockCounts::new(config.max_peers_per_block()),
             config: config.clone(),
             connections: RefCell::new(ahash::HashMap::default()),
             next_id: Cell::new(0),

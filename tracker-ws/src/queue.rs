@@ -11,6 +11,11 @@
 //!   back by TCP's flow control, not buffered, and one that does not read
 //!   at all is cut by the writer's timeout. Sent first, its answers never
 //!   wait behind relays, however many offers come its way.
+//! - A pong counts in the lane of its own answers as an answer does: the
+//!   frame layer queues it in its write buffer when it reads the ping,
+//!   where nothing else would count it or watch it being taken, so each
+//!   ping read queues a [`Outgoing::Pong`] of its bytes, which the writer
+//!   takes by flushing the frame layer under its deadline.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -20,31 +25,47 @@ use std::task::{Poll, Waker};
 /// What the writer sends.
 pub(crate) enum Outgoing {
     Text(Vec<u8>),
+    /// The pong to a ping read, of this many bytes as a frame: already in
+    /// the frame layer's write buffer, or about to be, so it only needs a
+    /// flush.
+    Pong(usize),
     /// A close frame with this code and reason; the last thing sent.
     Close(u16, &'static str),
+}
+
+impl Outgoing {
+    /// The bytes it counts for in its lane.
+    fn bytes(&self) -> usize {
+        match self {
+            Outgoing::Text(text) => text.len(),
+            Outgoing::Pong(bytes) => *bytes,
+            Outgoing::Close(..) => 0,
+        }
+    }
 }
 
 /// One lane: its messages and their bytes, under half the queue's bounds.
 #[derive(Default)]
 struct Lane {
-    items: VecDeque<Vec<u8>>,
+    items: VecDeque<Outgoing>,
     bytes: usize,
 }
 
 impl Lane {
-    fn try_push(&mut self, text: Vec<u8>, max_items: usize, max_bytes: usize) -> bool {
-        if self.items.len() >= max_items || self.bytes + text.len() > max_bytes {
+    fn try_push(&mut self, item: Outgoing, max_items: usize, max_bytes: usize) -> bool {
+        let bytes = item.bytes();
+        if self.items.len() >= max_items || self.bytes + bytes > max_bytes {
             return false;
         }
-        self.bytes += text.len();
-        self.items.push_back(text);
+        self.bytes += bytes;
+        self.items.push_back(item);
         true
     }
 
-    fn pop(&mut self) -> Option<Vec<u8>> {
-        let text = self.items.pop_front()?;
-        self.bytes -= text.len();
-        Some(text)
+    fn pop(&mut self) -> Option<Outgoing> {
+        let item = self.items.pop_front()?;
+        self.bytes -= item.bytes();
+        Some(item)
     }
 }
 
@@ -96,13 +117,23 @@ impl Queue {
     /// answer. False when the lane was full all the same (the queue is then
     /// shut, and the connection must end) or the queue already shut.
     pub(crate) fn push(&self, text: Vec<u8>) -> bool {
+        self.push_own(Outgoing::Text(text))
+    }
+
+    /// Queues the pong to a ping just read (`bytes` as a frame), as `push`
+    /// does an answer: the frame layer holds it until the writer flushes.
+    pub(crate) fn push_pong(&self, bytes: usize) -> bool {
+        self.push_own(Outgoing::Pong(bytes))
+    }
+
+    fn push_own(&self, item: Outgoing) -> bool {
         if self.shut.get() {
             return false;
         }
         if !self
             .own
             .borrow_mut()
-            .try_push(text, self.max_items, usize::MAX)
+            .try_push(item, self.max_items, usize::MAX)
         {
             self.shut();
             return false;
@@ -123,10 +154,11 @@ impl Queue {
     /// when its lane is full or the queue shut.
     pub(crate) fn push_relay(&self, text: Vec<u8>) -> bool {
         if self.shut.get()
-            || !self
-                .relays
-                .borrow_mut()
-                .try_push(text, self.max_items, self.max_bytes)
+            || !self.relays.borrow_mut().try_push(
+                Outgoing::Text(text),
+                self.max_items,
+                self.max_bytes,
+            )
         {
             return false;
         }
@@ -192,12 +224,12 @@ impl Queue {
     /// The next message to send if one is queued now, in `next`'s order.
     pub(crate) fn try_next(&self) -> Option<Outgoing> {
         let own = self.own.borrow_mut().pop();
-        if let Some(text) = own {
+        if let Some(item) = own {
             self.wake_reader();
-            return Some(Outgoing::Text(text));
+            return Some(item);
         }
-        if let Some(text) = self.relays.borrow_mut().pop() {
-            return Some(Outgoing::Text(text));
+        if let Some(item) = self.relays.borrow_mut().pop() {
+            return Some(item);
         }
         self.close
             .take()
@@ -284,6 +316,24 @@ mod tests {
         assert_eq!(text(block_on(queue.next())), b"answer", "own answers first");
         assert_eq!(text(block_on(queue.next())), b"offer 1");
         assert!(queue.push_relay(b"offer 4".to_vec()), "room again");
+    }
+
+    /// A client that pings faster than it reads is held back as one that
+    /// sends messages is: each pong waits in its lane.
+    #[test]
+    fn pongs_count_as_own_answers() {
+        let queue = Queue::new(4, 100);
+        assert!(queue.push_pong(12));
+        assert!(queue.push_relay(b"offer".to_vec()));
+        assert!(queue.push_pong(12));
+        let room = futures_lite::future::poll_once(queue.room());
+        assert!(block_on(room).is_none(), "half the count: wait");
+        assert!(matches!(block_on(queue.next()), Some(Outgoing::Pong(12))));
+        block_on(queue.room());
+        let queue = Queue::new(100, 40);
+        assert!(queue.push_pong(20));
+        let room = futures_lite::future::poll_once(queue.room());
+        assert!(block_on(room).is_none(), "half the bytes: wait");
     }
 
     #[test]

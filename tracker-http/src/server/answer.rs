@@ -111,9 +111,9 @@ impl HttpService {
             Err(refused) => {
                 match refused {
                     AnnounceRefused::NotAllowed => self.stats.not_allowed.inc(),
-                    AnnounceRefused::TorrentLimit
-                    | AnnounceRefused::AddressBudget(_)
-                    | AnnounceRefused::PeerIdInUse => self.stats.refused.inc(),
+                    AnnounceRefused::TorrentLimit | AnnounceRefused::AddressBudget(_) => {
+                        self.stats.refused.inc()
+                    }
                 }
                 self.fail(out, 200, connection, refused.reason());
             }

@@ -12,7 +12,7 @@ use crate::counters;
 use crate::mesh::{OfferToRelay, Relay, RelayKind, RtcAnnounceRequest, Swarms};
 use crate::metrics::{WEBRTC_PEERS, WEBRTC_TORRENTS, WS_RELAYS_DROPPED};
 use tracker_proto::PeerId;
-use tracker_swarm::ConnectionRef;
+use tracker_swarm::{ConnectionRef, Quota};
 
 /// What takes the relays for this worker's WebSocket connections: the
 /// WebSocket service, which knows them.
@@ -36,6 +36,12 @@ impl Shard {
     /// WebSocket connections.
     pub fn set_relay_sink(&self, sink: Weak<dyn RelaySink>) {
         *self.relay_sink.borrow_mut() = Some(sink);
+    }
+
+    /// Whether the limits per client count the client at `ip`
+    /// (`runtime.exempt_networks`), for the WebSocket service's own.
+    pub fn quota(&self, ip: IpAddr) -> Quota {
+        self.exempt.quota(ip)
     }
 
     /// A WebSocket announce, at its torrent's owner (here or over the
