@@ -131,6 +131,7 @@ impl Worker {
                 private.ledger,
                 private.slots(),
                 private.lists.clone(),
+                private.quota.clone(),
                 private.sink.clone(),
             );
             shard.restore_private(restored_peers);
@@ -151,7 +152,7 @@ impl Worker {
             &config.udp,
             exempt.clone(),
         );
-        let ws = config.websocket.enabled.then(|| {
+        let ws = config.websocket.serves(config.private.enabled).then(|| {
             let full_scrape = FullScrape {
                 enabled: config.http.full_scrape,
                 max_torrents: config.http.full_scrape_max_torrents,

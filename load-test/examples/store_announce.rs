@@ -71,6 +71,7 @@ fn main() {
         max_peers_per_address: std::env::var("PER_ADDRESS")
             .ok()
             .and_then(|v| v.parse().ok()),
+        max_peers_per_network: None,
         new_torrents_per_minute: [0; 3],
         peer_ids: std::env::var_os("PEER_IDS").is_some(),
     };

@@ -17,11 +17,13 @@ use std::time::{Duration, Instant};
 use tracing::{info, warn};
 use tracker_db::{DbConfig, FlusherConfig, FlusherHandle, Leftover};
 use tracker_private::lists::{ListLimits, ListRates};
+use tracker_private::quota::UnregisteredQuota;
 use tracker_private::slots::LeechingCounts;
-use tracker_private::{Batch, GlobalFactors, LedgerConfig, PeerKey, PeerRow, Site};
+use tracker_private::{Batch, LedgerConfig, PeerKey, PeerRow, Site};
 use tracker_runtime::metrics::{
-    MetricSource, Sample, PRIVATE_DATABASE_UP, PRIVATE_FLUSHES, PRIVATE_LAST_FLUSH,
-    PRIVATE_PENDING_ROWS, PRIVATE_ROWS_SKIPPED, PRIVATE_ROWS_WRITTEN,
+    MetricSource, Sample, PRIVATE_CREDITED_BYTES, PRIVATE_DATABASE_UP, PRIVATE_ENTRIES_DROPPED,
+    PRIVATE_FLUSHES, PRIVATE_LAST_FLUSH, PRIVATE_PEERS_SUPERSEDED, PRIVATE_PENDING_ROWS,
+    PRIVATE_ROWS_SKIPPED, PRIVATE_ROWS_WRITTEN, PRIVATE_SEEDTIME,
 };
 use tracker_runtime::owner::Owners;
 use tracker_runtime::private_config::PrivateConfig;
@@ -48,6 +50,8 @@ pub struct PrivateMode {
     /// Each user's peer lists received, for their limits: kept for the
     /// process's life, as UNIT3D-Announce keeps them (in memory only).
     pub lists: Arc<ListRates>,
+    /// Each user's unregistered info-hashes noted this hour.
+    pub quota: Arc<UnregisteredQuota>,
     config: PrivateConfig,
     pending_path: Option<PathBuf>,
 }
@@ -87,9 +91,30 @@ impl MetricSource for FlusherMetrics {
             (&[("outcome", "applied")], s.flushes_applied),
             (&[("outcome", "already_applied")], s.flushes_already_applied),
             (&[("outcome", "failed")], s.failures),
+            (&[("outcome", "refused")], s.refused),
         ] {
             out.push(Sample::new(&PRIVATE_FLUSHES, labels, value));
         }
+        let c = &s.credited;
+        for (labels, value) in [
+            (&[("direction", "uploaded")], c.uploaded),
+            (&[("direction", "downloaded")], c.downloaded),
+            (&[("direction", "actual_uploaded")], c.actual_uploaded),
+            (&[("direction", "actual_downloaded")], c.actual_downloaded),
+        ] {
+            out.push(Sample::new(&PRIVATE_CREDITED_BYTES, labels, value));
+        }
+        out.push(Sample::new(&PRIVATE_SEEDTIME, &[], c.seedtime));
+        out.push(Sample::new(
+            &PRIVATE_PEERS_SUPERSEDED,
+            &[],
+            s.peers_superseded,
+        ));
+        out.push(Sample::new(
+            &PRIVATE_ENTRIES_DROPPED,
+            &[],
+            s.entries_dropped,
+        ));
         out.push(Sample::new(&PRIVATE_ROWS_WRITTEN, &[], s.rows_written));
         out.push(Sample::new(&PRIVATE_ROWS_SKIPPED, &[], s.rows_skipped));
         out.push(Sample::new(&PRIVATE_PENDING_ROWS, &[], s.pending_rows));
@@ -116,29 +141,29 @@ impl PrivateMode {
             .map_err(|e| format!("private.database_url: {e}"))?;
         let records = tracker_db::load(&mut conn)
             .map_err(|e| format!("private.database_url: loading the site: {e}"))?;
-        // Checked now: rows for a table that is not there would fail every
-        // flush, accounting included. Without it, only these rows are lost.
-        let unregistered = "unregistered_info_hashes";
+        // Every statement the flushes will make, tried now on no rows: a
+        // grant or a column missing stops the start, naming it, rather than
+        // failing every flush while announces are answered.
+        let want_unregistered = private.max_unregistered_per_flush > 0;
+        let unregistered =
+            tracker_db::check_privileges(&mut conn, want_unregistered).map_err(|e| {
+                format!(
+                    "private.database_url: the database user may not do what the flushes need \
+                 (grant what deploy/unit3d/grants.sql lists): {e}"
+                )
+            })?;
         let mut max_unregistered = private.max_unregistered_per_flush as usize;
-        if max_unregistered > 0
-            && !tracker_db::has_table(&mut conn, unregistered)
-                .map_err(|e| format!("private.database_url: {e}"))?
-        {
+        if unregistered == Some(tracker_db::UnregisteredTable::Missing) {
             warn!(
-                "private: the site's database has no table {unregistered} (UNIT3D's is in \
-                 deploy/unit3d/schema.sql): announces of torrents the site does not serve are \
-                 not recorded; create it and restart, or set \
+                "private: the site's database has no table unregistered_info_hashes (UNIT3D's \
+                 is in deploy/unit3d/schema.sql): announces of torrents the site does not serve \
+                 are not recorded; create it and restart, or set \
                  private.max_unregistered_per_flush = 0 to say so"
             );
             max_unregistered = 0;
         }
         drop(conn);
-        let factors = GlobalFactors {
-            upload: private.upload_factor,
-            download: private.download_factor,
-            ..GlobalFactors::default()
-        };
-        let site = Site::from_records(records, factors);
+        let site = Site::from_records(records, private.factors());
         info!(
             "private: {} users and {} torrents loaded from {} in {} ms",
             site.users_len(),
@@ -159,6 +184,7 @@ impl PrivateMode {
                     .try_into()
                     .unwrap_or(u16::MAX),
                 active_peer_ttl: private.active_peer_ttl_secs.into(),
+                inactive_peer_ttl: private.inactive_peer_ttl_secs.into(),
                 max_upload_rate: private.max_upload_rate,
                 min_announce_interval: u64::from(config.swarm.announce_interval_secs)
                     * u64::from(private.min_announce_interval_percent)
@@ -173,6 +199,9 @@ impl PrivateMode {
                     .map_err(|e| format!("private.seed_list_limits: {e}"))?,
                 ListLimits::parse(&private.leech_list_limits)
                     .map_err(|e| format!("private.leech_list_limits: {e}"))?,
+            )),
+            quota: Arc::new(UnregisteredQuota::new(
+                private.max_unregistered_per_user_per_hour,
             )),
             config: private.clone(),
             pending_path,
@@ -222,7 +251,10 @@ impl PrivateMode {
             if number.is_some_and(|n| n <= last) {
                 continue;
             }
-            for (key, row) in &batch.peers {
+            for (key, entry) in &batch.peers {
+                place(*key, entry.row);
+            }
+            for (key, row) in &batch.settled.peers {
                 place(*key, *row);
             }
         }
@@ -232,6 +264,9 @@ impl PrivateMode {
         config.backoff_min = Duration::from_millis(private.flush_retry_min_ms.into());
         config.backoff_max = Duration::from_millis(private.flush_retry_max_ms.into());
         config.max_rows_per_statement = private.max_rows_per_statement;
+        config.rules = self.ledger.credit_rules();
+        config.max_pending_entries = private.max_pending_entries as usize;
+        config.max_pending_entries_per_user = private.max_pending_entries_per_user as usize;
         let handle = tracker_db::Flusher::spawn(config, leftover)
             .map_err(|e| format!("private.database_url: starting the database thread: {e}"))?;
         *self.sink.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);

@@ -37,6 +37,29 @@
 //! Each tracker process needs its own `tracker_id`: two processes with
 //! the same id would take each other's flushes for their own and drop
 //! them.
+//!
+//! # Memory while the database is down
+//!
+//! `next` grows with the distinct keys submitted (a peer, a user's history
+//! on a torrent, an unregistered info-hash), never with the announces; and
+//! it holds at most `max_pending_entries` keys, at most
+//! `max_pending_entries_per_user` of them one user's. A key past either is
+//! dropped and counted: the user's over its own bound first, so that one
+//! passkey churning peer ids cannot crowd out everyone's accounting. What a
+//! dropped key costs is small: a peer's claim is credited at its next
+//! announce, from its row (the database still holds the point it was last
+//! credited from); only a peer that never announces again loses its last
+//! interval, and a history row's or unregistered row's latest times wait
+//! for the next announce. The batch in flight is bounded the same way when
+//! it was `next`, so the thread holds at most twice the bound.
+//!
+//! # Failures retrying cannot fix
+//!
+//! A flush refused for a privilege (the database user lacks a grant) or the
+//! schema (a missing table or column) is logged at error level at once and
+//! counted apart (`refused`), so that it alerts within a minute instead of
+//! looking like an outage. It is still retried with backoff, so that fixing
+//! the grant resumes the flushes without a restart.
 
 use crate::config::DbConfig;
 use crate::error::{DbError, DbErrorKind};
@@ -45,7 +68,7 @@ use crate::flush::{
     DEFAULT_MAX_ROWS_PER_STATEMENT,
 };
 use mysql::Conn;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{
     AtomicBool, AtomicU64,
     Ordering::{Relaxed, SeqCst},
@@ -54,7 +77,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tracker_private::Batch;
+use tracker_private::{Batch, Credit, CreditRules, UserId};
 
 /// Batches not yet written, oldest first: `Some(n)` for one that was
 /// given sequence number `n` (it may have been committed, unless it is the
@@ -81,15 +104,25 @@ pub struct FlusherConfig {
     /// `MAX_RECORDS_PER_BATCH`); the 65,535 placeholders of a statement
     /// cap it too.
     pub max_rows_per_statement: usize,
+    /// How announces are credited (the ledgers' limits).
+    pub rules: CreditRules,
+    /// Keys held for the next flush at most (see the module's
+    /// documentation); 0: no bound.
+    pub max_pending_entries: usize,
+    /// Keys of one user held at most; 0: no bound.
+    pub max_pending_entries_per_user: usize,
 }
 
 impl FlusherConfig {
     pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(3);
     pub const DEFAULT_BACKOFF_MIN: Duration = Duration::from_secs(1);
     pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(60);
+    pub const DEFAULT_MAX_PENDING_ENTRIES: usize = 1_000_000;
+    pub const DEFAULT_MAX_PENDING_ENTRIES_PER_USER: usize = 20_000;
 
     /// `url` and `tracker_id` with the defaults: every 3 s, retries after
-    /// 1 s doubling up to 60 s, 1000 rows a statement.
+    /// 1 s doubling up to 60 s, 1000 rows a statement, a million keys held,
+    /// 20,000 of one user.
     pub fn new(url: impl Into<String>, tracker_id: impl Into<String>) -> FlusherConfig {
         FlusherConfig {
             db: DbConfig::new(url),
@@ -98,6 +131,9 @@ impl FlusherConfig {
             backoff_min: FlusherConfig::DEFAULT_BACKOFF_MIN,
             backoff_max: FlusherConfig::DEFAULT_BACKOFF_MAX,
             max_rows_per_statement: DEFAULT_MAX_ROWS_PER_STATEMENT,
+            rules: CreditRules::default(),
+            max_pending_entries: FlusherConfig::DEFAULT_MAX_PENDING_ENTRIES,
+            max_pending_entries_per_user: FlusherConfig::DEFAULT_MAX_PENDING_ENTRIES_PER_USER,
         }
     }
 }
@@ -114,12 +150,22 @@ pub struct FlusherStats {
     pub leftover_dropped: u64,
     /// Failed attempts (connecting or flushing).
     pub failures: u64,
+    /// Of those, refused for a privilege or the schema: retrying alone
+    /// cannot fix them.
+    pub refused: u64,
     /// Failed attempts since the last success.
     pub consecutive_failures: u64,
     /// Rows written by the applied flushes.
     pub rows_written: u64,
     /// Rows left out because their user or torrent was deleted.
     pub rows_skipped: u64,
+    /// Peers whose announces another tracker had recorded later: nothing
+    /// credited, their rows left as they were.
+    pub peers_superseded: u64,
+    /// Keys dropped past `max_pending_entries` or its per-user bound.
+    pub entries_dropped: u64,
+    /// What the applied flushes credited.
+    pub credited: Credit,
     /// Rows waiting to be written: those the thread holds, merged per key,
     /// and those submitted that it has yet to merge. Zero once everything
     /// submitted before the call is in the database.
@@ -139,9 +185,14 @@ struct Shared {
     flushes_already_applied: AtomicU64,
     leftover_dropped: AtomicU64,
     failures: AtomicU64,
+    refused: AtomicU64,
     consecutive_failures: AtomicU64,
     rows_written: AtomicU64,
     rows_skipped: AtomicU64,
+    peers_superseded: AtomicU64,
+    entries_dropped: AtomicU64,
+    /// Credited up, down; reported up, down; seedtime.
+    credited: [AtomicU64; 5],
     /// Rows the thread holds, merged.
     held_rows: AtomicU64,
     /// Rows submitted and still in the channel. Added before the send,
@@ -178,6 +229,8 @@ pub struct Flusher {
     pending: VecDeque<Numbered>,
     /// Everything submitted since, merged.
     next: Batch,
+    /// Keys of `next` per user, for its bound.
+    next_per_user: HashMap<UserId, usize>,
     /// The number `next` gets when it goes in flight.
     next_sequence: u64,
     /// The wait after the last failure.
@@ -217,7 +270,7 @@ impl Flusher {
                     batch,
                     tried: true,
                 }),
-                None => next.merge(batch),
+                None => next.merge(batch, &config.rules),
             }
         }
         // Stable: two batches with one number (which stop never returns)
@@ -226,7 +279,9 @@ impl Flusher {
         let mut queue: VecDeque<Numbered> = VecDeque::new();
         for item in pending {
             match queue.back_mut() {
-                Some(back) if back.sequence == item.sequence => back.batch.merge(item.batch),
+                Some(back) if back.sequence == item.sequence => {
+                    back.batch.merge(item.batch, &config.rules)
+                }
                 _ => queue.push_back(item),
             }
         }
@@ -251,6 +306,7 @@ impl Flusher {
             shared: Arc::clone(&shared),
             pending: queue,
             next,
+            next_per_user: HashMap::new(),
             next_sequence,
         };
         flusher.count_pending();
@@ -320,6 +376,7 @@ impl Flusher {
                     batch: std::mem::take(&mut self.next),
                     tried: false,
                 });
+                self.next_per_user.clear();
                 self.next_sequence = self.next_sequence.saturating_add(1);
             }
             let Some(mut item) = self.pending.pop_front() else {
@@ -352,6 +409,7 @@ impl Flusher {
             &self.config.tracker_id,
             item.sequence,
             &item.batch,
+            &self.config.rules,
             self.config.max_rows_per_statement,
         )
     }
@@ -359,10 +417,25 @@ impl Flusher {
     fn succeeded(&mut self, item: &Numbered, outcome: FlushOutcome) {
         let s = &self.shared;
         match outcome {
-            FlushOutcome::Applied { rows, skipped } => {
+            FlushOutcome::Applied {
+                rows,
+                skipped,
+                superseded,
+                credited,
+            } => {
                 s.flushes_applied.fetch_add(1, Relaxed);
                 s.rows_written.fetch_add(rows as u64, Relaxed);
                 s.rows_skipped.fetch_add(skipped as u64, Relaxed);
+                s.peers_superseded.fetch_add(superseded as u64, Relaxed);
+                for (sum, n) in s.credited.iter().zip([
+                    credited.uploaded,
+                    credited.downloaded,
+                    credited.actual_uploaded,
+                    credited.actual_downloaded,
+                    credited.seedtime,
+                ]) {
+                    sum.fetch_add(n, Relaxed);
+                }
             }
             FlushOutcome::AlreadyApplied => {
                 s.flushes_already_applied.fetch_add(1, Relaxed);
@@ -400,12 +473,21 @@ impl Flusher {
             (self.backoff * 2).min(self.config.backoff_max)
         };
         // One line per failure: one per backoff step.
-        tracing::warn!(
-            retry_in = ?self.backoff,
-            retryable = error.is_retryable(),
-            pending_rows = s.held_rows.load(Relaxed),
-            "flush failed: {error}"
-        );
+        if error.is_retryable() {
+            tracing::warn!(
+                retry_in = ?self.backoff,
+                pending_rows = s.held_rows.load(Relaxed),
+                "flush failed: {error}"
+            );
+        } else {
+            s.refused.fetch_add(1, Relaxed);
+            tracing::error!(
+                retry_in = ?self.backoff,
+                pending_rows = s.held_rows.load(Relaxed),
+                "flush refused, and retrying cannot fix it: {error}; nothing is credited \
+                 until it is fixed (grants: docs/OPERATIONS.md, deploy/unit3d/grants.sql)"
+            );
+        }
     }
 
     /// On a stop: takes what is still queued, flushes until done or
@@ -443,10 +525,30 @@ impl Flusher {
         left
     }
 
-    /// Merges a submitted batch into `next`.
+    /// Merges a submitted batch into `next`, within its bounds.
     fn take(&mut self, batch: Batch) {
         let rows = batch.rows() as u64;
-        self.next.merge(batch);
+        let (total, per_user) = (
+            self.config.max_pending_entries,
+            self.config.max_pending_entries_per_user,
+        );
+        let mut held =
+            self.next.peers.len() + self.next.history.len() + self.next.unregistered.len();
+        let counts = &mut self.next_per_user;
+        let dropped = self.next.merge_bounded(batch, &self.config.rules, |user| {
+            let mine = counts.entry(user).or_insert(0);
+            let fits = (total == 0 || held < total) && (per_user == 0 || *mine < per_user);
+            if fits {
+                *mine += 1;
+                held += 1;
+            }
+            fits
+        });
+        if dropped > 0 {
+            self.shared
+                .entries_dropped
+                .fetch_add(dropped as u64, Relaxed);
+        }
         self.count_pending();
         self.shared.queued_rows.fetch_sub(rows, SeqCst);
     }
@@ -481,9 +583,24 @@ impl FlusherHandle {
             flushes_already_applied: s.flushes_already_applied.load(Relaxed),
             leftover_dropped: s.leftover_dropped.load(Relaxed),
             failures: s.failures.load(Relaxed),
+            refused: s.refused.load(Relaxed),
             consecutive_failures: s.consecutive_failures.load(Relaxed),
             rows_written: s.rows_written.load(Relaxed),
             rows_skipped: s.rows_skipped.load(Relaxed),
+            peers_superseded: s.peers_superseded.load(Relaxed),
+            entries_dropped: s.entries_dropped.load(Relaxed),
+            credited: {
+                let [up, down, actual_up, actual_down, seedtime] =
+                    s.credited.each_ref().map(|n| n.load(Relaxed));
+                Credit {
+                    uploaded: up,
+                    downloaded: down,
+                    actual_uploaded: actual_up,
+                    actual_downloaded: actual_down,
+                    seedtime,
+                    completed: false,
+                }
+            },
             pending_rows: s.queued_rows.load(SeqCst) + s.held_rows.load(SeqCst),
             last_success_unix: s.last_success_unix.load(Relaxed),
             last_sequence: s.last_sequence.load(Relaxed),

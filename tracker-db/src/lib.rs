@@ -3,10 +3,13 @@
 //! - [`load()`]: the site's records at start (users, groups, one torrent
 //!   per info-hash, freeleech tokens, personal freeleech, featured
 //!   torrents, the client blacklist);
-//! - [`flush()`]: one [`tracker_private::Batch`] into `peers`, `history`,
-//!   `users` and `torrents`, in one transaction, exactly once per sequence
-//!   number (the tracker's own table `tracker_flushes`,
-//!   deploy/unit3d/tracker.sql, remembers the last one);
+//! - [`flush()`]: one [`tracker_private::Batch`] settled against the rows
+//!   it credits and written into `peers`, `history`, `users` and
+//!   `torrents`, in one transaction, exactly once per sequence number (the
+//!   tracker's own table `tracker_flushes`, deploy/unit3d/tracker.sql,
+//!   remembers the last one);
+//! - [`check_privileges`]: every statement a flush makes, tried on no rows
+//!   at start, so that a missing grant stops the start;
 //! - [`Flusher`]: the database thread that takes the workers' batches,
 //!   merges them and flushes them every few seconds, retrying with backoff
 //!   through outages and lost acknowledgements without writing anything
@@ -37,7 +40,8 @@ pub mod peers;
 pub use config::DbConfig;
 pub use error::{DbError, DbErrorKind};
 pub use flush::{
-    create_tracker_table, flush, last_sequence, FlushOutcome, DEFAULT_MAX_ROWS_PER_STATEMENT,
+    check_privileges, create_tracker_table, flush, last_sequence, FlushOutcome, UnregisteredTable,
+    DEFAULT_MAX_ROWS_PER_STATEMENT,
 };
 pub use flusher::{Flusher, FlusherConfig, FlusherHandle, FlusherStats, Leftover};
 pub use load::{has_table, load, load_with_report, LoadReport};

@@ -10,7 +10,8 @@ use std::net::IpAddr;
 use tracker_private::{Agent, PeerKey, PeerRow};
 use tracker_proto::PeerId;
 
-const ACTIVE_PEERS: &str = "SELECT user_id, torrent_id, peer_id, ip, port, agent, uploaded, \
+pub(crate) const ACTIVE_PEERS: &str =
+    "SELECT user_id, torrent_id, peer_id, ip, port, agent, uploaded, \
      downloaded, `left`, seeder, visible, connectable, UNIX_TIMESTAMP(created_at), \
      UNIX_TIMESTAMP(updated_at) FROM peers WHERE active AND updated_at >= FROM_UNIXTIME(?)";
 

@@ -20,12 +20,17 @@ use tracker_db::{
     FlusherHandle,
 };
 use tracker_private::{
-    Batch, Group, HistoryRow, PeerKey, Torrent, TorrentRow, TorrentStatus, UnregisteredRow, User,
-    UserRow,
+    Batch, Credit, CreditRules, Group, HistoryRow, PeerKey, Torrent, TorrentRow, TorrentStatus,
+    UnregisteredRow, User, UserRow,
 };
 use tracker_proto::InfoHash;
 
 const MAX_ROWS: usize = 1000;
+const RULES: CreditRules = CreditRules {
+    max_seedtime_step: 7200,
+    inactive_peer_ttl: 1_814_400,
+    max_upload_rate: 0,
+};
 
 #[test]
 fn load_reads_the_site_as_unit3d_announce_does() {
@@ -167,7 +172,7 @@ fn a_flush_applies_once_per_sequence_number() {
 
     let mut batch = credit(&[1, 2], &[1, 2], 1000, T0);
     let v6: IpAddr = "2001:db8::7".parse().unwrap();
-    batch.peers.insert(
+    batch.settled.peers.insert(
         PeerKey {
             user_id: 2,
             torrent_id: 1,
@@ -176,27 +181,29 @@ fn a_flush_applies_once_per_sequence_number() {
         peer(v6, 5, T0),
     );
     // Rows of a user that does not exist (deleted on the site) are left out.
-    batch.users.insert(
+    batch.settled.users.insert(
         99,
         UserRow {
             uploaded: 7,
             downloaded: 7,
         },
     );
-    batch.history.insert((99, 1), history(7, 0, T0));
+    batch.settled.history.insert((99, 1), history(7, 0, T0));
     let rows = batch.rows();
 
-    let outcome = flush(&mut conn, "t1", 1, &batch, MAX_ROWS).unwrap();
+    let outcome = flush(&mut conn, "t1", 1, &batch, &RULES, MAX_ROWS).unwrap();
     assert_eq!(
         outcome,
         FlushOutcome::Applied {
             rows: rows - 2,
-            skipped: 2
+            skipped: 2,
+            superseded: 0,
+            credited: Credit::default(),
         }
     );
     // The same number again, as after a lost acknowledgement: nothing.
     assert_eq!(
-        flush(&mut conn, "t1", 1, &batch, MAX_ROWS).unwrap(),
+        flush(&mut conn, "t1", 1, &batch, &RULES, MAX_ROWS).unwrap(),
         FlushOutcome::AlreadyApplied
     );
     assert_eq!(last_sequence(&mut conn, "t1").unwrap(), 1);
@@ -229,7 +236,7 @@ fn a_flush_applies_once_per_sequence_number() {
     // The next number applies, adding to the totals; created_at stays.
     let later = credit(&[1], &[1], 10, T0 + 60);
     assert!(matches!(
-        flush(&mut conn, "t1", 2, &later, MAX_ROWS).unwrap(),
+        flush(&mut conn, "t1", 2, &later, &RULES, MAX_ROWS).unwrap(),
         FlushOutcome::Applied { .. }
     ));
     assert_eq!(totals(), vec![(1, 1010, 505), (2, 1000, 500)]);
@@ -245,7 +252,7 @@ fn a_flush_applies_once_per_sequence_number() {
     assert_eq!(history, (1010, 1010, 10));
     // An older number is refused as applied.
     assert_eq!(
-        flush(&mut conn, "t1", 1, &later, MAX_ROWS).unwrap(),
+        flush(&mut conn, "t1", 1, &later, &RULES, MAX_ROWS).unwrap(),
         FlushOutcome::AlreadyApplied
     );
     assert_eq!(totals(), vec![(1, 1010, 505), (2, 1000, 500)]);
@@ -258,8 +265,8 @@ fn history_keeps_seedtime_completion_and_immunity_as_unit3d_does() {
     let mut conn = db.conn();
     let at = |seq: u64, row: HistoryRow, torrent: u32| {
         let mut batch = Batch::default();
-        batch.history.insert((1, torrent), row);
-        let outcome = flush(&mut db.conn(), "h", seq, &batch, MAX_ROWS).unwrap();
+        batch.settled.history.insert((1, torrent), row);
+        let outcome = flush(&mut db.conn(), "h", seq, &batch, &RULES, MAX_ROWS).unwrap();
         assert!(matches!(outcome, FlushOutcome::Applied { rows: 1, .. }));
     };
     let row = |seedtime, immune, completed_at| HistoryRow {
@@ -292,12 +299,14 @@ fn statements_split_under_the_row_limit() {
     db.seed(1, 30);
     let torrents: Vec<u32> = (1..=30).collect();
     let batch = credit(&[1], &torrents, 3, T0);
-    let outcome = flush(&mut db.conn(), "s", 1, &batch, 7).unwrap();
+    let outcome = flush(&mut db.conn(), "s", 1, &batch, &RULES, 7).unwrap();
     assert_eq!(
         outcome,
         FlushOutcome::Applied {
             rows: batch.rows(),
-            skipped: 0
+            skipped: 0,
+            superseded: 0,
+            credited: Credit::default(),
         }
     );
     let (history, balance): (u64, i64) =
@@ -321,7 +330,7 @@ fn two_trackers_flushing_the_same_rows_at_once_count_every_delta_once() {
                 // Each number twice: the second must be a no-op.
                 for _ in 0..2 {
                     loop {
-                        match flush(&mut conn, tracker, seq, &batch, 50) {
+                        match flush(&mut conn, tracker, seq, &batch, &RULES, 50) {
                             Ok(_) => break,
                             Err(e) if e.is_retryable() => conn = db.conn(),
                             Err(e) => panic!("{e}"),
@@ -356,7 +365,15 @@ fn a_missing_table_is_named_and_not_retryable() {
     let db = TestDb::new();
     db.seed(1, 1);
     db.exec("DROP TABLE history");
-    let error = flush(&mut db.conn(), "x", 1, &credit(&[1], &[1], 1, T0), MAX_ROWS).unwrap_err();
+    let error = flush(
+        &mut db.conn(),
+        "x",
+        1,
+        &credit(&[1], &[1], 1, T0),
+        &RULES,
+        MAX_ROWS,
+    )
+    .unwrap_err();
     assert_eq!(error.kind(), DbErrorKind::Schema, "{error}");
     assert!(!error.is_retryable());
     assert!(error.to_string().contains("history"), "{error}");
@@ -529,7 +546,7 @@ fn leftover_batches_the_database_already_has_are_dropped() {
     db.seed(2, 1);
     // Flush 5 committed, but the tracker stopped before hearing so.
     let applied = credit(&[1], &[1], 50, T0);
-    flush(&mut db.conn(), "again", 5, &applied, MAX_ROWS).unwrap();
+    flush(&mut db.conn(), "again", 5, &applied, &RULES, MAX_ROWS).unwrap();
     let newer = credit(&[2], &[1], 4, T0 + 1);
     let leftover = vec![(Some(5), applied), (None, newer)];
     let handle = Flusher::spawn(fast(db.url.clone(), "again"), leftover).unwrap();
@@ -548,7 +565,7 @@ fn torrent_rows_alone_change_counts_only() {
     let db = TestDb::new();
     db.seed(1, 1);
     let mut batch = Batch::default();
-    batch.torrents.insert(
+    batch.settled.torrents.insert(
         1,
         TorrentRow {
             seeders: 2,
@@ -558,9 +575,9 @@ fn torrent_rows_alone_change_counts_only() {
             updated_at: T0,
         },
     );
-    flush(&mut db.conn(), "c", 1, &batch, MAX_ROWS).unwrap();
-    batch.torrents.get_mut(&1).unwrap().seeders = -1;
-    flush(&mut db.conn(), "c", 2, &batch, MAX_ROWS).unwrap();
+    flush(&mut db.conn(), "c", 1, &batch, &RULES, MAX_ROWS).unwrap();
+    batch.settled.torrents.get_mut(&1).unwrap().seeders = -1;
+    flush(&mut db.conn(), "c", 2, &batch, &RULES, MAX_ROWS).unwrap();
     let counts: (i64, i64, i64, i64) =
         db.one("SELECT seeders, leechers, times_completed, balance FROM torrents WHERE id = 1");
     assert_eq!(counts, (1, 6, 2, -10));
@@ -591,17 +608,19 @@ fn unregistered_info_hashes_are_written_as_unit3d_announce_writes_them() {
         .unregistered
         .insert((99, InfoHash([0xee; 20])), row(T0, T0));
     assert_eq!(
-        flush(&mut conn, "t1", 1, &batch, MAX_ROWS).unwrap(),
+        flush(&mut conn, "t1", 1, &batch, &RULES, MAX_ROWS).unwrap(),
         FlushOutcome::Applied {
             rows: 2,
-            skipped: 1
+            skipped: 1,
+            superseded: 0,
+            credited: Credit::default(),
         }
     );
     let mut later = Batch::default();
     later
         .unregistered
         .insert((1, InfoHash([0xee; 20])), row(T0 + 60, T0 + 60));
-    flush(&mut conn, "t1", 2, &later, MAX_ROWS).unwrap();
+    flush(&mut conn, "t1", 2, &later, &RULES, MAX_ROWS).unwrap();
     let rows: Vec<(u32, Vec<u8>, u64, u64)> = db.rows(
         "SELECT user_id, info_hash, UNIX_TIMESTAMP(created_at), UNIX_TIMESTAMP(updated_at) \
          FROM unregistered_info_hashes ORDER BY user_id",
@@ -624,12 +643,12 @@ fn sums_past_a_columns_range_saturate_instead_of_failing_the_flush() {
     let mut conn = db.conn();
     let huge = u64::MAX - 10;
     let mut batch = credit(&[1], &[1], huge, T0);
-    batch.torrents.get_mut(&1).unwrap().balance = i64::MAX - 5;
-    flush(&mut conn, "t1", 1, &batch, MAX_ROWS).unwrap();
+    batch.settled.torrents.get_mut(&1).unwrap().balance = i64::MAX - 5;
+    flush(&mut conn, "t1", 1, &batch, &RULES, MAX_ROWS).unwrap();
     let mut again = credit(&[1], &[1], huge, T0 + 1);
-    again.torrents.get_mut(&1).unwrap().balance = i64::MAX - 5;
+    again.settled.torrents.get_mut(&1).unwrap().balance = i64::MAX - 5;
     assert!(matches!(
-        flush(&mut conn, "t1", 2, &again, MAX_ROWS).unwrap(),
+        flush(&mut conn, "t1", 2, &again, &RULES, MAX_ROWS).unwrap(),
         FlushOutcome::Applied { .. }
     ));
     let user: (u64, u64) = db.one("SELECT uploaded, downloaded FROM users WHERE id = 1");
@@ -641,7 +660,7 @@ fn sums_past_a_columns_range_saturate_instead_of_failing_the_flush() {
     assert_eq!(balance, i64::MAX);
     // And down: a negative balance saturates at the bottom.
     let mut down = Batch::default();
-    down.torrents.insert(
+    down.settled.torrents.insert(
         1,
         TorrentRow {
             balance: i64::MIN,
@@ -649,8 +668,8 @@ fn sums_past_a_columns_range_saturate_instead_of_failing_the_flush() {
             ..TorrentRow::default()
         },
     );
-    flush(&mut conn, "t1", 3, &down, MAX_ROWS).unwrap();
-    flush(&mut conn, "t1", 4, &down, MAX_ROWS).unwrap();
+    flush(&mut conn, "t1", 3, &down, &RULES, MAX_ROWS).unwrap();
+    flush(&mut conn, "t1", 4, &down, &RULES, MAX_ROWS).unwrap();
     let balance: i64 = db.one("SELECT balance FROM torrents WHERE id = 1");
     assert_eq!(balance, i64::MIN);
 }

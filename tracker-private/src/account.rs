@@ -1,10 +1,8 @@
-//! A peer's account between its announces, and the deltas an announce
-//! makes of it: UNIT3D-Announce's rules (a first announce credits nothing,
-//! counters going backwards credit nothing, a stop credits each counter on
-//! its own), with seedtime and the upload-rate bound added.
+//! A peer's account between its announces, and a torrent's accounts: what a
+//! ledger keeps to check, hold back and bound the next announce. What an
+//! announce credits is decided at the flush ([`crate::settle`]).
 
-use crate::announce::{LedgerConfig, PrivateAnnounce};
-use crate::batch::{Agent, PeerRow};
+use crate::batch::{Agent, PeerRow, Point};
 use crate::site::UserId;
 use ahash::AHashMap;
 use std::net::IpAddr;
@@ -13,16 +11,17 @@ use tracker_proto::PeerId;
 /// What the ledger keeps of one peer between its announces.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Account {
-    pub(crate) uploaded: u64,
-    pub(crate) downloaded: u64,
+    /// Its last announce: totals, time, seeding.
+    pub(crate) point: Point,
     pub(crate) left: u64,
-    pub(crate) seeder: bool,
-    pub(crate) last_seen: u64,
     pub(crate) ip: IpAddr,
     pub(crate) port: u16,
     pub(crate) agent: Agent,
     pub(crate) created_at: u64,
     pub(crate) has_sent_completed: bool,
+    /// Went from leecher to seeder here once (the site API's snatches count
+    /// each peer once).
+    pub(crate) completed: bool,
     /// A leecher past its user's download slots: accounted, but not handed
     /// out and not counted in the user's leeching peers.
     pub(crate) hidden: bool,
@@ -31,21 +30,24 @@ pub(crate) struct Account {
 impl Account {
     /// Counted in its user's leeching peers (see `LeechingCounts`).
     pub(crate) fn leeching(&self) -> bool {
-        !self.seeder && !self.hidden
+        !self.point.seeder && !self.hidden
     }
-}
 
-impl Account {
+    /// Unix seconds of its last announce.
+    pub(crate) fn last_seen(&self) -> u64 {
+        self.point.at_secs()
+    }
+
     pub(crate) fn row(&self, active: bool, updated_at: u64) -> PeerRow {
         PeerRow {
             ip: self.ip,
             port: self.port,
             agent: self.agent,
-            uploaded: self.uploaded,
-            downloaded: self.downloaded,
+            uploaded: self.point.uploaded,
+            downloaded: self.point.downloaded,
             left: self.left,
             active,
-            seeder: self.seeder,
+            seeder: self.point.seeder,
             visible: active && !self.hidden,
             connectable: false,
             created_at: self.created_at,
@@ -54,103 +56,72 @@ impl Account {
     }
 }
 
+/// What one user has on one torrent.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct UserOnTorrent {
+    pub(crate) peers: u16,
+    /// Unix milliseconds until which the user's upload-rate bound on this
+    /// torrent is spent: each credited upload takes its bytes' time at the
+    /// bound, after the previous one's, across the user's peers.
+    pub(crate) upload_until_ms: u64,
+}
+
 /// One torrent's accounts.
 #[derive(Debug, Default)]
 pub(crate) struct Swarm {
     pub(crate) peers: AHashMap<(UserId, PeerId), Account>,
-    /// Peers per user, for the per-user limit and `history.active`.
-    pub(crate) per_user: AHashMap<UserId, u16>,
+    /// Per user, for the per-user limit, `history.active` and the upload
+    /// bound.
+    pub(crate) users: AHashMap<UserId, UserOnTorrent>,
     pub(crate) seeders: u32,
     pub(crate) leechers: u32,
 }
 
 impl Swarm {
     pub(crate) fn user_peers(&self, user: UserId) -> u16 {
-        self.per_user.get(&user).copied().unwrap_or(0)
+        self.users.get(&user).map_or(0, |u| u.peers)
     }
 
     pub(crate) fn add(&mut self, user: UserId, seeder: bool) {
-        let count = self.per_user.entry(user).or_insert(0);
-        *count = count.saturating_add(1);
-        if seeder {
-            self.seeders = self.seeders.saturating_add(1);
-        } else {
-            self.leechers = self.leechers.saturating_add(1);
-        }
+        let on = self.users.entry(user).or_default();
+        on.peers = on.peers.saturating_add(1);
+        self.count(seeder, true);
     }
 
     pub(crate) fn remove(&mut self, user: UserId, seeder: bool) {
-        if let Some(count) = self.per_user.get_mut(&user) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                self.per_user.remove(&user);
+        if let Some(on) = self.users.get_mut(&user) {
+            on.peers = on.peers.saturating_sub(1);
+            if on.peers == 0 {
+                self.users.remove(&user);
             }
         }
-        if seeder {
-            self.seeders = self.seeders.saturating_sub(1);
-        } else {
-            self.leechers = self.leechers.saturating_sub(1);
+        self.count(seeder, false);
+    }
+
+    /// A peer staying, from seeding `was` to `now`.
+    pub(crate) fn reclassify(&mut self, was: bool, now: bool) {
+        if was != now {
+            self.count(was, false);
+            self.count(now, true);
         }
     }
-}
 
-/// The deltas of one announce, before they become rows.
-#[derive(Default)]
-pub(crate) struct Deltas {
-    pub(crate) uploaded: u64,
-    pub(crate) downloaded: u64,
-    pub(crate) seedtime: u64,
-    pub(crate) completed: bool,
-    pub(crate) flagged: bool,
-    pub(crate) seeders: i64,
-    pub(crate) leechers: i64,
+    fn count(&mut self, seeder: bool, up: bool) {
+        let count = if seeder {
+            &mut self.seeders
+        } else {
+            &mut self.leechers
+        };
+        *count = if up {
+            count.saturating_add(1)
+        } else {
+            count.saturating_sub(1)
+        };
+    }
 }
 
 /// Raw upload minus raw download, as `torrents.balance` adds it.
 pub(crate) fn balance(uploaded: u64, downloaded: u64) -> i64 {
     let diff = i128::from(uploaded) - i128::from(downloaded);
     i64::try_from(diff).unwrap_or(if diff < 0 { i64::MIN } else { i64::MAX })
-}
-
-/// The byte and time deltas of an existing peer's announce.
-pub(crate) fn account_deltas(
-    config: &LedgerConfig,
-    old: &Account,
-    a: &PrivateAnnounce,
-    stopped: bool,
-    now: u64,
-) -> Deltas {
-    let (uploaded, downloaded) = if stopped {
-        // UNIT3D-Announce counts a stop's deltas each on its own.
-        (
-            a.uploaded.saturating_sub(old.uploaded),
-            a.downloaded.saturating_sub(old.downloaded),
-        )
-    } else if a.uploaded < old.uploaded || a.downloaded < old.downloaded {
-        // The client restarted with the same peer id: its totals began
-        // again, and nothing is known of what it moved meanwhile.
-        (0, 0)
-    } else {
-        (a.uploaded - old.uploaded, a.downloaded - old.downloaded)
-    };
-    let elapsed = now.saturating_sub(old.last_seen);
-    let seeder = a.left == 0;
-    let seedtime = if old.seeder && seeder {
-        elapsed.min(config.active_peer_ttl)
-    } else {
-        0
-    };
-    // Times are whole seconds: two announces 0.9 s apart read as 0 s, so
-    // the bound allows one second more than the clock shows.
-    let flagged = config.max_upload_rate != 0
-        && u128::from(uploaded) > u128::from(config.max_upload_rate) * (u128::from(elapsed) + 1);
-    Deltas {
-        uploaded,
-        downloaded,
-        seedtime,
-        completed: !stopped && seeder && !old.seeder,
-        flagged,
-        seeders: 0,
-        leechers: 0,
-    }
 }

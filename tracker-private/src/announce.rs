@@ -1,6 +1,6 @@
 //! What a ledger takes: an announce to a private tracker, and its limits.
 
-use crate::batch::Agent;
+use crate::batch::{Agent, CreditRules};
 use crate::site::Passkey;
 use std::net::IpAddr;
 use tracker_proto::{AnnounceEvent, InfoHash, PeerId};
@@ -16,9 +16,14 @@ pub struct LedgerConfig {
     /// default 7200); also the most one announce interval adds to
     /// seedtime.
     pub active_peer_ttl: u64,
-    /// Bytes per second: an upload delta implying more since the peer's
-    /// previous announce is flagged and not credited (its raw bytes are
-    /// still recorded). 0: off.
+    /// Seconds after which a peer's row in the database is no longer
+    /// credited from (`INACTIVE_PEER_TTL`, default 21 days): a peer back
+    /// after longer counts as new.
+    pub inactive_peer_ttl: u64,
+    /// Bytes per second: an upload implying more, over the time since the
+    /// peer's previous announce and after the uploads credited to the
+    /// user's other peers on the torrent, is flagged and not credited (its
+    /// raw bytes are still recorded). 0: off.
     pub max_upload_rate: u64,
     /// Seconds a peer must wait between two announces
     /// (`ANNOUNCE_MIN_ENFORCED`, default 1740): one sooner is accounted but
@@ -37,9 +42,21 @@ impl Default for LedgerConfig {
         LedgerConfig {
             max_peers_per_torrent_per_user: 3,
             active_peer_ttl: 7200,
+            inactive_peer_ttl: 1_814_400,
             max_upload_rate: 0,
             min_announce_interval: 0,
             max_unregistered_per_batch: 0,
+        }
+    }
+}
+
+impl LedgerConfig {
+    /// What the flush's crediting needs of these limits.
+    pub fn credit_rules(&self) -> CreditRules {
+        CreditRules {
+            max_seedtime_step: self.active_peer_ttl,
+            inactive_peer_ttl: self.inactive_peer_ttl,
+            max_upload_rate: self.max_upload_rate,
         }
     }
 }

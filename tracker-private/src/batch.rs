@@ -1,9 +1,16 @@
-//! The rows one flush writes, merged per key: a worker merges each announce
-//! into its batch, the database thread merges the workers' batches into the
-//! next flush, so memory grows with the active (user, torrent) pairs and
-//! peers, never with the announces. Additive fields (deltas) add up;
-//! assigned fields (a client's totals, flags, times) take the later value.
+//! What one flush writes, merged per key: a worker merges each announce into
+//! its batch, the database thread merges the workers' batches into the next
+//! flush, so memory grows with the active peers and (user, torrent) pairs,
+//! never with the announces.
+//!
+//! A batch does not hold credits. It holds, per peer, a [`Claim`]: where
+//! the tracker's account of the peer started and the announces since. The
+//! flush reads each peer's row from the database and credits from the point
+//! that row records ([`crate::settle`]), so that any number of trackers
+//! sharing one database credit each byte once: whichever wrote the peer
+//! last, and however stale a tracker's own view of it is.
 
+use crate::rules::Factors;
 use crate::site::{TorrentId, UserId};
 use ahash::AHashMap;
 use std::net::IpAddr;
@@ -20,7 +27,7 @@ pub struct Agent {
 impl Agent {
     pub const MAX: usize = 64;
 
-    /// `agent` cut to 64 bytes (UDP clients send none: empty).
+    /// `agent` cut to 64 bytes.
     pub fn new(agent: &[u8]) -> Agent {
         let mut bytes = [0; Agent::MAX];
         let mut len = 0;
@@ -78,7 +85,292 @@ pub struct PeerRow {
     pub updated_at: u64,
 }
 
-/// A `history` row's change: one user on one torrent.
+impl PeerRow {
+    /// Counted in its torrent's seeders (`Some(true)`) or leechers
+    /// (`Some(false)`): active and visible, as UNIT3D-Announce counts.
+    pub fn counted_as_seeder(&self) -> Option<bool> {
+        (self.active && self.visible).then_some(self.seeder)
+    }
+}
+
+/// Where a peer's totals stood at one announce: what the next announce is
+/// credited from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Point {
+    pub uploaded: u64,
+    pub downloaded: u64,
+    /// Unix milliseconds (a row read from the database: its second's
+    /// start).
+    pub at_ms: u64,
+    pub seeder: bool,
+    /// False after a stop or expiry: no seedtime runs from such a point.
+    pub active: bool,
+}
+
+impl Point {
+    pub fn at_secs(&self) -> u64 {
+        self.at_ms / 1000
+    }
+}
+
+/// What an announce was, for crediting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepKind {
+    /// An announce without `started` or `stopped` (`completed` included).
+    Announce,
+    /// `started`: a client session begins, its totals from zero: nothing
+    /// before it is credited, whatever the tracker or the database holds of
+    /// that peer id (UNIT3D-Announce credits a known peer's `started` from
+    /// its old totals, which a new session's are below: nothing either).
+    Started,
+    /// `stopped`: each counter is credited on its own (UNIT3D-Announce's
+    /// rule), and the peer leaves.
+    Stopped,
+    /// Not an announce: the tracker forgot a peer silent for the active
+    /// TTL. Credits nothing; makes the row inactive unless a newer one is
+    /// stored.
+    Expired,
+}
+
+/// One announce, as the flush credits it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Step {
+    pub point: Point,
+    pub kind: StepKind,
+    pub factors: Factors,
+    /// Its upload broke the upload-rate bound: recorded, not credited.
+    pub flagged: bool,
+}
+
+/// What announces credit: added up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Credit {
+    /// Bytes credited to the user (factors applied).
+    pub uploaded: u64,
+    pub downloaded: u64,
+    /// Bytes as reported.
+    pub actual_uploaded: u64,
+    pub actual_downloaded: u64,
+    /// Seconds seeded.
+    pub seedtime: u64,
+    /// The peer went from leecher to seeder.
+    pub completed: bool,
+}
+
+impl Credit {
+    pub fn add(&mut self, other: &Credit) {
+        self.uploaded = self.uploaded.saturating_add(other.uploaded);
+        self.downloaded = self.downloaded.saturating_add(other.downloaded);
+        self.actual_uploaded = self.actual_uploaded.saturating_add(other.actual_uploaded);
+        self.actual_downloaded = self
+            .actual_downloaded
+            .saturating_add(other.actual_downloaded);
+        self.seedtime = self.seedtime.saturating_add(other.seedtime);
+        self.completed |= other.completed;
+    }
+
+    pub fn is_zero(&self) -> bool {
+        *self == Credit::default()
+    }
+}
+
+/// What crediting needs beyond the steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CreditRules {
+    /// The most seconds one interval between two announces adds to
+    /// seedtime (the active peer TTL).
+    pub max_seedtime_step: u64,
+    /// A peer's row older than this many seconds is not credited from: its
+    /// peer counts as new (UNIT3D-Announce's `INACTIVE_PEER_TTL`).
+    pub inactive_peer_ttl: u64,
+    /// Bytes per second an upload may imply; 0: no bound.
+    pub max_upload_rate: u64,
+}
+
+impl Default for CreditRules {
+    fn default() -> CreditRules {
+        CreditRules {
+            max_seedtime_step: 7200,
+            inactive_peer_ttl: 1_814_400,
+            max_upload_rate: 0,
+        }
+    }
+}
+
+/// What `step` credits after `prev`, by UNIT3D-Announce's rules: totals
+/// that went back (a restarted client) credit nothing but on a stop, which
+/// credits each counter on its own; seedtime between two seeding
+/// announces, at most `max_seedtime_step` (whole seconds, as the database
+/// counts them); a completion when a leecher announces as a seeder.
+pub fn step_credit(prev: &Point, step: &Step, rules: &CreditRules) -> Credit {
+    if step.kind == StepKind::Expired {
+        return Credit::default();
+    }
+    let p = &step.point;
+    let (up, down) = if step.kind == StepKind::Stopped {
+        (
+            p.uploaded.saturating_sub(prev.uploaded),
+            p.downloaded.saturating_sub(prev.downloaded),
+        )
+    } else if p.uploaded < prev.uploaded || p.downloaded < prev.downloaded {
+        (0, 0)
+    } else {
+        (p.uploaded - prev.uploaded, p.downloaded - prev.downloaded)
+    };
+    let seedtime = if prev.active && prev.seeder && p.seeder {
+        p.at_secs()
+            .saturating_sub(prev.at_secs())
+            .min(rules.max_seedtime_step)
+    } else {
+        0
+    };
+    Credit {
+        uploaded: if step.flagged {
+            0
+        } else {
+            crate::rules::credit(up, step.factors.upload)
+        },
+        downloaded: crate::rules::credit(down, u16::from(step.factors.download)),
+        actual_uploaded: up,
+        actual_downloaded: down,
+        seedtime,
+        completed: step.kind != StepKind::Stopped && p.seeder && !prev.seeder,
+    }
+}
+
+/// One tracker's account of one peer over one batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// Where the tracker's account stood before `first`: the peer's
+    /// previous announce to it, or its row read at start. None: the peer
+    /// was new to it (then the flush credits `first` from the peer's row,
+    /// if the database has one). A `started` first step is credited from
+    /// nothing either way.
+    pub base: Option<Point>,
+    pub first: Step,
+    /// When `first` is a stop of a peer the ledger did not know: what the
+    /// steps after it credit up to and including the first that is not a
+    /// stop. Counted only if the database has the peer's row (the stops
+    /// then continued it); otherwise they recorded nothing to measure from,
+    /// and that step was a new peer's.
+    pub lead: Credit,
+    /// What the other steps after `first` credit, each from the one before.
+    pub rest: Credit,
+    /// The latest step (`first` itself when there is one).
+    pub last: Step,
+    /// Every step is a stop.
+    pub stops_only: bool,
+}
+
+impl Claim {
+    /// The claim of one announce.
+    pub fn of(base: Option<Point>, step: Step) -> Claim {
+        Claim {
+            base,
+            first: step,
+            lead: Credit::default(),
+            rest: Credit::default(),
+            last: step,
+            stops_only: step.kind == StepKind::Stopped,
+        }
+    }
+
+    /// A stop of a peer the ledger did not know, alone: it credits only
+    /// if the database has the peer's row.
+    pub fn opens_with_unknown_stop(&self) -> bool {
+        self.base.is_none() && self.first.kind == StepKind::Stopped
+    }
+
+    /// Appends the later claim of the same peer, from the same tracker.
+    fn merge(&mut self, later: &Claim, rules: &CreditRules) {
+        // Its first step follows this claim's last, whatever base its
+        // ledger gave it, unless it starts a session: nothing before a
+        // `started` is credited.
+        let mut between = Credit::default();
+        if later.first.kind != StepKind::Started {
+            between = step_credit(&self.last.point, &later.first, rules);
+            between = bounded(&self.last.point, &later.first, between, rules);
+        }
+        let leading = if self.opens_with_unknown_stop() && self.stops_only {
+            &mut self.lead
+        } else {
+            &mut self.rest
+        };
+        leading.add(&between);
+        leading.add(&later.lead);
+        self.rest.add(&later.rest);
+        self.last = later.last;
+        self.stops_only &= later.stops_only;
+    }
+}
+
+/// `credit` of `step` after `prev` with the upload-rate bound applied over
+/// the time between them: for a step the ledger could not bound itself
+/// (its peer was new to it).
+pub fn bounded(prev: &Point, step: &Step, mut credit: Credit, rules: &CreditRules) -> Credit {
+    let elapsed_ms = step.point.at_ms.saturating_sub(prev.at_ms);
+    if rules.max_upload_rate != 0
+        && u128::from(credit.actual_uploaded) * 1000
+            > u128::from(rules.max_upload_rate) * u128::from(elapsed_ms)
+    {
+        credit.uploaded = 0;
+    }
+    credit
+}
+
+/// A peer in a batch: its row as the latest announce left it, and the
+/// tracker's claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerEntry {
+    pub row: PeerRow,
+    pub claim: Claim,
+}
+
+impl PeerEntry {
+    fn merge(&mut self, later: &PeerEntry, rules: &CreditRules) {
+        let created_at = self.row.created_at.min(later.row.created_at);
+        self.row = later.row;
+        self.row.created_at = created_at;
+        self.claim.merge(&later.claim, rules);
+    }
+}
+
+/// What the latest announce of a user on a torrent assigns to its
+/// `history` row; the bytes and seedtime are the flush's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistoryMark {
+    pub agent: Agent,
+    /// The client's last reported totals.
+    pub client_uploaded: u64,
+    pub client_downloaded: u64,
+    pub seeder: bool,
+    pub active: bool,
+    /// Immunity can be lost, never gained, once the row exists.
+    pub immune: bool,
+    /// Unix seconds of the first `completed` event: kept.
+    pub completed_at: Option<u64>,
+    pub created_at: u64,
+    pub updated_at: u64,
+}
+
+impl HistoryMark {
+    fn merge(&mut self, later: &HistoryMark) {
+        self.agent = later.agent;
+        self.client_uploaded = later.client_uploaded;
+        self.client_downloaded = later.client_downloaded;
+        self.seeder = later.seeder;
+        self.active = later.active;
+        self.immune = self.immune && later.immune;
+        // The first completion stays (UNIT3D-Announce keeps the latest
+        // value, which a later announce in the same flush turns back to
+        // NULL, losing the completion).
+        self.completed_at = self.completed_at.or(later.completed_at);
+        self.created_at = self.created_at.min(later.created_at);
+        self.updated_at = self.updated_at.max(later.updated_at);
+    }
+}
+
+/// A `history` row's change as a flush writes it: one user on one torrent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HistoryRow {
     pub agent: Agent,
@@ -103,11 +395,59 @@ pub struct HistoryRow {
     pub updated_at: u64,
 }
 
+impl HistoryRow {
+    /// The row of `mark` with `credit`'s bytes and seedtime.
+    pub fn of(mark: &HistoryMark, credit: &Credit) -> HistoryRow {
+        HistoryRow {
+            agent: mark.agent,
+            uploaded: credit.uploaded,
+            downloaded: credit.downloaded,
+            actual_uploaded: credit.actual_uploaded,
+            actual_downloaded: credit.actual_downloaded,
+            client_uploaded: mark.client_uploaded,
+            client_downloaded: mark.client_downloaded,
+            seedtime: credit.seedtime,
+            seeder: mark.seeder,
+            active: mark.active,
+            immune: mark.immune,
+            completed_at: mark.completed_at,
+            created_at: mark.created_at,
+            updated_at: mark.updated_at,
+        }
+    }
+
+    pub(crate) fn merge(&mut self, later: &HistoryRow) {
+        self.agent = later.agent;
+        self.uploaded = self.uploaded.saturating_add(later.uploaded);
+        self.downloaded = self.downloaded.saturating_add(later.downloaded);
+        self.actual_uploaded = self.actual_uploaded.saturating_add(later.actual_uploaded);
+        self.actual_downloaded = self
+            .actual_downloaded
+            .saturating_add(later.actual_downloaded);
+        self.client_uploaded = later.client_uploaded;
+        self.client_downloaded = later.client_downloaded;
+        self.seedtime = self.seedtime.saturating_add(later.seedtime);
+        self.seeder = later.seeder;
+        self.active = later.active;
+        self.immune = self.immune && later.immune;
+        self.completed_at = self.completed_at.or(later.completed_at);
+        self.created_at = self.created_at.min(later.created_at);
+        self.updated_at = self.updated_at.max(later.updated_at);
+    }
+}
+
 /// A user's credited bytes: added to `users.uploaded` and `downloaded`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UserRow {
     pub uploaded: u64,
     pub downloaded: u64,
+}
+
+impl UserRow {
+    fn merge(&mut self, later: &UserRow) {
+        self.uploaded = self.uploaded.saturating_add(later.uploaded);
+        self.downloaded = self.downloaded.saturating_add(later.downloaded);
+    }
 }
 
 /// A torrent's changes: added to `torrents.seeders`, `leechers`,
@@ -122,65 +462,6 @@ pub struct TorrentRow {
     pub updated_at: u64,
 }
 
-/// An `unregistered_info_hashes` row: a user's client announced an
-/// info-hash the site does not serve (unknown, or deleted), so the site can
-/// tell the user which torrents to remove. Unix seconds; the first
-/// `created_at` is kept, `updated_at` is the latest.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UnregisteredRow {
-    pub created_at: u64,
-    pub updated_at: u64,
-}
-
-/// Everything one flush writes.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Batch {
-    pub peers: AHashMap<PeerKey, PeerRow>,
-    pub history: AHashMap<(UserId, TorrentId), HistoryRow>,
-    pub users: AHashMap<UserId, UserRow>,
-    pub torrents: AHashMap<TorrentId, TorrentRow>,
-    pub unregistered: AHashMap<(UserId, InfoHash), UnregisteredRow>,
-}
-
-impl PeerRow {
-    fn merge(&mut self, later: &PeerRow) {
-        let created_at = self.created_at.min(later.created_at);
-        *self = *later;
-        self.created_at = created_at;
-    }
-}
-
-impl HistoryRow {
-    fn merge(&mut self, later: &HistoryRow) {
-        self.agent = later.agent;
-        self.uploaded = self.uploaded.saturating_add(later.uploaded);
-        self.downloaded = self.downloaded.saturating_add(later.downloaded);
-        self.actual_uploaded = self.actual_uploaded.saturating_add(later.actual_uploaded);
-        self.actual_downloaded = self
-            .actual_downloaded
-            .saturating_add(later.actual_downloaded);
-        self.client_uploaded = later.client_uploaded;
-        self.client_downloaded = later.client_downloaded;
-        self.seedtime = self.seedtime.saturating_add(later.seedtime);
-        self.seeder = later.seeder;
-        self.active = later.active;
-        self.immune = self.immune && later.immune;
-        // The first completion stays (UNIT3D-Announce keeps the latest
-        // value, which a later announce in the same flush turns back to
-        // NULL, losing the completion).
-        self.completed_at = self.completed_at.or(later.completed_at);
-        self.created_at = self.created_at.min(later.created_at);
-        self.updated_at = self.updated_at.max(later.updated_at);
-    }
-}
-
-impl UserRow {
-    fn merge(&mut self, later: &UserRow) {
-        self.uploaded = self.uploaded.saturating_add(later.uploaded);
-        self.downloaded = self.downloaded.saturating_add(later.downloaded);
-    }
-}
-
 impl TorrentRow {
     fn merge(&mut self, later: &TorrentRow) {
         self.seeders = self.seeders.saturating_add(later.seeders);
@@ -191,6 +472,16 @@ impl TorrentRow {
     }
 }
 
+/// An `unregistered_info_hashes` row: a user's client announced an
+/// info-hash the site does not serve (unknown, or deleted), so the site can
+/// tell the user which torrents to remove. Unix seconds; the first
+/// `created_at` is kept, `updated_at` is the latest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnregisteredRow {
+    pub created_at: u64,
+    pub updated_at: u64,
+}
+
 impl UnregisteredRow {
     fn merge(&mut self, later: &UnregisteredRow) {
         self.created_at = self.created_at.min(later.created_at);
@@ -198,74 +489,150 @@ impl UnregisteredRow {
     }
 }
 
-impl Batch {
-    /// Merges `later` (what came after this batch) into it.
-    pub fn merge(&mut self, later: Batch) {
+/// Rows ready to write as they are: what a flush settled, or what a version
+/// before claims left in its pending file (written as that version would).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rows {
+    pub peers: AHashMap<PeerKey, PeerRow>,
+    pub history: AHashMap<(UserId, TorrentId), HistoryRow>,
+    pub users: AHashMap<UserId, UserRow>,
+    pub torrents: AHashMap<TorrentId, TorrentRow>,
+}
+
+impl Rows {
+    pub fn merge(&mut self, later: Rows) {
         for (key, row) in later.peers {
-            self.merge_peer(key, row);
+            merge_into(&mut self.peers, key, row, |a, b| {
+                let created_at = a.created_at.min(b.created_at);
+                *a = *b;
+                a.created_at = created_at;
+            });
         }
         for (key, row) in later.history {
-            self.merge_history(key, row);
+            merge_into(&mut self.history, key, row, HistoryRow::merge);
         }
         for (key, row) in later.users {
-            self.merge_user(key, row);
+            self.add_user(key, row);
         }
         for (key, row) in later.torrents {
-            self.merge_torrent(key, row);
+            self.add_torrent(key, row);
+        }
+    }
+
+    pub fn add_user(&mut self, user: UserId, row: UserRow) {
+        merge_into(&mut self.users, user, row, UserRow::merge);
+    }
+
+    pub fn add_torrent(&mut self, torrent: TorrentId, row: TorrentRow) {
+        merge_into(&mut self.torrents, torrent, row, TorrentRow::merge);
+    }
+
+    pub fn add_history(&mut self, key: (UserId, TorrentId), row: HistoryRow) {
+        merge_into(&mut self.history, key, row, HistoryRow::merge);
+    }
+
+    pub fn rows(&self) -> usize {
+        self.peers.len() + self.history.len() + self.users.len() + self.torrents.len()
+    }
+}
+
+fn merge_into<K: std::hash::Hash + Eq, V>(
+    map: &mut AHashMap<K, V>,
+    key: K,
+    value: V,
+    merge: impl FnOnce(&mut V, &V),
+) {
+    match map.entry(key) {
+        std::collections::hash_map::Entry::Occupied(mut e) => merge(e.get_mut(), &value),
+        std::collections::hash_map::Entry::Vacant(e) => {
+            e.insert(value);
+        }
+    }
+}
+
+/// Everything one flush writes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Batch {
+    pub peers: AHashMap<PeerKey, PeerEntry>,
+    pub history: AHashMap<(UserId, TorrentId), HistoryMark>,
+    pub unregistered: AHashMap<(UserId, InfoHash), UnregisteredRow>,
+    /// Rows written as they are (an older version's pending file).
+    pub settled: Rows,
+}
+
+impl Batch {
+    /// Merges `later` (what came after this batch, from the same tracker)
+    /// into it.
+    pub fn merge(&mut self, later: Batch, rules: &CreditRules) {
+        for (key, entry) in later.peers {
+            self.merge_peer(key, entry, rules);
+        }
+        for (key, mark) in later.history {
+            self.merge_history(key, mark);
         }
         for (key, row) in later.unregistered {
             self.merge_unregistered(key, row);
         }
+        self.settled.merge(later.settled);
+    }
+
+    /// Merges `later` as [`Batch::merge`] does, but a key this batch does
+    /// not hold yet is added only if `admit` says so for its user (it may
+    /// count it); returns how many were left out. Rows already settled
+    /// (an older version's) are always taken.
+    pub fn merge_bounded(
+        &mut self,
+        later: Batch,
+        rules: &CreditRules,
+        mut admit: impl FnMut(UserId) -> bool,
+    ) -> usize {
+        let mut dropped = 0;
+        for (key, entry) in later.peers {
+            if self.peers.contains_key(&key) || admit(key.user_id) {
+                self.merge_peer(key, entry, rules);
+            } else {
+                dropped += 1;
+            }
+        }
+        for (key, mark) in later.history {
+            if self.history.contains_key(&key) || admit(key.0) {
+                self.merge_history(key, mark);
+            } else {
+                dropped += 1;
+            }
+        }
+        for (key, row) in later.unregistered {
+            if self.unregistered.contains_key(&key) || admit(key.0) {
+                self.merge_unregistered(key, row);
+            } else {
+                dropped += 1;
+            }
+        }
+        self.settled.merge(later.settled);
+        dropped
     }
 
     // One row at a time, as an announce makes them: no batch of its own to
     // allocate.
-    pub fn merge_peer(&mut self, key: PeerKey, row: PeerRow) {
-        self.peers
-            .entry(key)
-            .and_modify(|r| r.merge(&row))
-            .or_insert(row);
+    pub fn merge_peer(&mut self, key: PeerKey, entry: PeerEntry, rules: &CreditRules) {
+        merge_into(&mut self.peers, key, entry, |a, b| a.merge(b, rules));
     }
 
-    pub fn merge_history(&mut self, key: (UserId, TorrentId), row: HistoryRow) {
-        self.history
-            .entry(key)
-            .and_modify(|r| r.merge(&row))
-            .or_insert(row);
-    }
-
-    pub fn merge_user(&mut self, key: UserId, row: UserRow) {
-        self.users
-            .entry(key)
-            .and_modify(|r| r.merge(&row))
-            .or_insert(row);
-    }
-
-    pub fn merge_torrent(&mut self, key: TorrentId, row: TorrentRow) {
-        self.torrents
-            .entry(key)
-            .and_modify(|r| r.merge(&row))
-            .or_insert(row);
+    pub fn merge_history(&mut self, key: (UserId, TorrentId), mark: HistoryMark) {
+        merge_into(&mut self.history, key, mark, HistoryMark::merge);
     }
 
     pub fn merge_unregistered(&mut self, key: (UserId, InfoHash), row: UnregisteredRow) {
-        self.unregistered
-            .entry(key)
-            .and_modify(|r| r.merge(&row))
-            .or_insert(row);
+        merge_into(&mut self.unregistered, key, row, UnregisteredRow::merge);
     }
 
     pub fn is_empty(&self) -> bool {
         self.rows() == 0
     }
 
-    /// Rows it writes, all tables together.
+    /// Entries it holds, all kinds together (each writes a row or more).
     pub fn rows(&self) -> usize {
-        self.peers.len()
-            + self.history.len()
-            + self.users.len()
-            + self.torrents.len()
-            + self.unregistered.len()
+        self.peers.len() + self.history.len() + self.unregistered.len() + self.settled.rows()
     }
 }
 
@@ -278,7 +645,7 @@ mod tests {
     fn merged(batches: &[Batch]) -> Batch {
         let mut all = Batch::default();
         for batch in batches {
-            all.merge(batch.clone());
+            all.merge(batch.clone(), &CreditRules::default());
         }
         all
     }
@@ -293,27 +660,51 @@ mod tests {
             split in any::<prop::sample::Index>(),
             split2 in any::<prop::sample::Index>(),
         ) {
+            let rules = CreditRules::default();
             let one_by_one = merged(&batches);
             let at = split.index(batches.len() + 1);
             let (front, back) = batches.split_at(at);
             let mut grouped = merged(front);
-            grouped.merge(merged(back));
+            grouped.merge(merged(back), &rules);
             prop_assert_eq!(&grouped, &one_by_one);
 
             let at2 = split2.index(back.len() + 1);
             let (middle, last) = back.split_at(at2);
             let mut three = merged(front);
             let mut rest = merged(middle);
-            rest.merge(merged(last));
-            three.merge(rest);
+            rest.merge(merged(last), &rules);
+            three.merge(rest, &rules);
             prop_assert_eq!(&three, &one_by_one);
+        }
+    }
+
+    proptest! {
+        /// Admitting every key is a plain merge; admitting none keeps
+        /// only what was held (merged with what came for it).
+        #[test]
+        fn a_bounded_merge_adds_only_what_it_admits(a in arb_batch(), b in arb_batch()) {
+            let rules = CreditRules::default();
+            let mut all = a.clone();
+            all.merge(b.clone(), &rules);
+            let mut bounded = a.clone();
+            prop_assert_eq!(bounded.merge_bounded(b.clone(), &rules, |_| true), 0);
+            prop_assert_eq!(&bounded, &all);
+            let mut none = a.clone();
+            let dropped = none.merge_bounded(b.clone(), &rules, |_| false);
+            prop_assert_eq!(none.peers.len(), a.peers.len());
+            prop_assert_eq!(none.history.len(), a.history.len());
+            prop_assert_eq!(none.unregistered.len(), a.unregistered.len());
+            let new = b.peers.keys().filter(|k| !a.peers.contains_key(k)).count()
+                + b.history.keys().filter(|k| !a.history.contains_key(k)).count()
+                + b.unregistered.keys().filter(|k| !a.unregistered.contains_key(k)).count();
+            prop_assert_eq!(dropped, new);
         }
     }
 
     #[test]
     fn an_empty_batch_changes_nothing() {
         let mut batch = Batch::default();
-        batch.users.insert(
+        batch.settled.users.insert(
             1,
             UserRow {
                 uploaded: 1,
@@ -321,9 +712,102 @@ mod tests {
             },
         );
         let before = batch.clone();
-        batch.merge(Batch::default());
+        batch.merge(Batch::default(), &CreditRules::default());
         assert_eq!(batch, before);
         assert_eq!(batch.rows(), 1);
         assert!(!batch.is_empty());
+    }
+
+    fn point(uploaded: u64, downloaded: u64, secs: u64, seeder: bool) -> Point {
+        Point {
+            uploaded,
+            downloaded,
+            at_ms: secs * 1000,
+            seeder,
+            active: true,
+        }
+    }
+
+    fn step(kind: StepKind, p: Point) -> Step {
+        Step {
+            point: p,
+            kind,
+            factors: Factors {
+                upload: 100,
+                download: 100,
+            },
+            flagged: false,
+        }
+    }
+
+    #[test]
+    fn a_step_credits_by_unit3d_announces_rules() {
+        let rules = CreditRules::default();
+        let prev = point(100, 50, 10, false);
+        let c = step_credit(
+            &prev,
+            &step(StepKind::Announce, point(150, 70, 20, false)),
+            &rules,
+        );
+        assert_eq!((c.actual_uploaded, c.actual_downloaded), (50, 20));
+        // Either counter back: a restarted client, nothing credited...
+        let c = step_credit(
+            &prev,
+            &step(StepKind::Announce, point(200, 10, 20, false)),
+            &rules,
+        );
+        assert!(c.is_zero());
+        // ...but a stop credits each on its own.
+        let c = step_credit(
+            &prev,
+            &step(StepKind::Stopped, point(200, 10, 20, false)),
+            &rules,
+        );
+        assert_eq!((c.actual_uploaded, c.actual_downloaded), (100, 0));
+        // A leecher announcing as a seeder completed; seedtime runs only
+        // between two seeding points of an active peer, capped.
+        let c = step_credit(
+            &prev,
+            &step(StepKind::Announce, point(100, 50, 20, true)),
+            &rules,
+        );
+        assert!(c.completed && c.seedtime == 0);
+        let seeding = point(100, 50, 10, true);
+        let later = step(StepKind::Announce, point(100, 50, 10 + 9000, true));
+        assert_eq!(step_credit(&seeding, &later, &rules).seedtime, 7200);
+        let stopped = Point {
+            active: false,
+            ..seeding
+        };
+        assert_eq!(step_credit(&stopped, &later, &rules).seedtime, 0);
+        assert!(step_credit(
+            &prev,
+            &step(StepKind::Expired, point(999, 999, 99, true)),
+            &rules
+        )
+        .is_zero());
+    }
+
+    #[test]
+    fn a_claim_merged_after_a_stop_continues_unless_a_session_starts() {
+        let rules = CreditRules::default();
+        let mut claim = Claim::of(
+            Some(point(0, 0, 0, false)),
+            step(StepKind::Stopped, point(10, 0, 5, false)),
+        );
+        // Back as a peer new to the ledger, mid-session: credited from the
+        // stop, as it would be from the stop's row.
+        claim.merge(
+            &Claim::of(None, step(StepKind::Announce, point(25, 0, 9, false))),
+            &rules,
+        );
+        assert_eq!(claim.rest.actual_uploaded, 15);
+        // A new session: nothing from before.
+        claim.merge(
+            &Claim::of(None, step(StepKind::Started, point(40, 0, 12, false))),
+            &rules,
+        );
+        assert_eq!(claim.rest.actual_uploaded, 15);
+        assert_eq!(claim.last.point.uploaded, 40);
     }
 }

@@ -1,25 +1,31 @@
-//! A binary form of the rows not yet written, with their flush sequence
-//! numbers: the state file written when the database is unreachable at a
-//! stop, read at the next start, and handed to a successor process.
+//! A binary form of the claims and rows not yet written, with their flush
+//! sequence numbers: the state file written when the database is
+//! unreachable at a stop, read at the next start, and handed to a
+//! successor process.
 //!
 //! Layout: the magic `TPRVBTCH`, a little-endian u16 version, a u32 count
 //! of entries; each entry is a u8 flag (1: numbered) and a u64 sequence
-//! (0 when not numbered), four u32 row counts (peers, history, users,
-//! torrents) and in version 2 a fifth (unregistered info-hashes), then the
-//! rows, all fields little-endian and fixed width (an IP is a tag 4 or 6
-//! and its octets; an agent a length byte and at most 64 bytes).
-//! Checksums are the file writer's business.
+//! (0 when not numbered), then its counts and rows, all fields
+//! little-endian and fixed width (an IP is a tag 4 or 6 and its octets; an
+//! agent a length byte and at most 64 bytes).
+//! - Version 3 (written): seven u32 counts (peer claims, history marks,
+//!   unregistered info-hashes, then the settled rows: peers, history,
+//!   users, torrents), then those rows in that order.
+//! - Versions 1 and 2 (read): the rows of a version before claims, already
+//!   settled: four counts (peers, history, users, torrents) and in version
+//!   2 a fifth (unregistered info-hashes). They are written as that version
+//!   would have written them, so an upgrade while the database is down
+//!   loses nothing.
 //!
-//! Version 2 is written only when some batch has unregistered info-hashes,
-//! so that a version before them, to which an operator rolls back, still
-//! reads every file that has none; both versions are read.
-//!
-//! Decoding takes any bytes: it never panics, and it reserves room for no
-//! more rows than the remaining input could hold.
+//! Checksums are the file writer's business. Decoding takes any bytes: it
+//! never panics, and it reserves room for no more rows than the remaining
+//! input could hold.
 
 use crate::batch::{
-    Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UnregisteredRow, UserRow,
+    Agent, Batch, Claim, Credit, HistoryMark, HistoryRow, PeerEntry, PeerKey, PeerRow, Point, Rows,
+    Step, StepKind, TorrentRow, UnregisteredRow, UserRow,
 };
+use crate::rules::Factors;
 use ahash::AHashMap;
 use std::fmt;
 use std::hash::Hash;
@@ -27,14 +33,21 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tracker_proto::{InfoHash, PeerId};
 
 const MAGIC: &[u8; 8] = b"TPRVBTCH";
-/// Four tables per batch.
+/// Settled rows of four tables.
 const VERSION_1: u16 = 1;
 /// Five: `unregistered_info_hashes` too.
-const VERSION: u16 = 2;
+const VERSION_2: u16 = 2;
+/// Claims.
+const VERSION: u16 = 3;
 
 /// The fewest bytes each thing can take, to bound what a count reserves.
 const MIN_ENTRY: usize = 1 + 8 + 4 * 4;
 const MIN_PEER: usize = 4 + 4 + 20 + 1 + 4 + 2 + 1 + 3 * 8 + 1 + 2 * 8;
+const POINT_LEN: usize = 3 * 8 + 1;
+const STEP_LEN: usize = POINT_LEN + 1 + 2 + 1 + 1;
+const CREDIT_LEN: usize = 5 * 8 + 1;
+const MIN_CLAIM: usize = MIN_PEER + 1 + 2 * STEP_LEN + 2 * CREDIT_LEN + 1;
+const MIN_MARK: usize = 4 + 4 + 1 + 2 * 8 + 1 + 3 * 8;
 const MIN_HISTORY: usize = 4 + 4 + 1 + 7 * 8 + 1 + 3 * 8;
 const USER_LEN: usize = 4 + 2 * 8;
 const TORRENT_LEN: usize = 4 + 5 * 8;
@@ -73,44 +86,32 @@ impl std::error::Error for CodecError {}
 /// Appends `pending` (each batch with its flush sequence number, None
 /// where it was not yet numbered) to `out`.
 pub fn encode_pending(pending: &[(Option<u64>, &Batch)], out: &mut Vec<u8>) {
-    let version = if pending.iter().any(|(_, b)| !b.unregistered.is_empty()) {
-        VERSION
-    } else {
-        VERSION_1
-    };
     out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&VERSION.to_le_bytes());
     put_len(out, pending.len());
     for (sequence, batch) in pending {
         out.push(u8::from(sequence.is_some()));
         out.extend_from_slice(&sequence.unwrap_or(0).to_le_bytes());
-        put_len(out, batch.peers.len());
-        put_len(out, batch.history.len());
-        put_len(out, batch.users.len());
-        put_len(out, batch.torrents.len());
-        if version == VERSION {
-            put_len(out, batch.unregistered.len());
+        let settled = &batch.settled;
+        for len in [
+            batch.peers.len(),
+            batch.history.len(),
+            batch.unregistered.len(),
+            settled.peers.len(),
+            settled.history.len(),
+            settled.users.len(),
+            settled.torrents.len(),
+        ] {
+            put_len(out, len);
         }
-        for (key, row) in &batch.peers {
-            put_peer(out, key, row);
+        for (key, entry) in &batch.peers {
+            put_peer(out, key, &entry.row);
+            put_claim(out, &entry.claim);
         }
-        for (&(user_id, torrent_id), row) in &batch.history {
+        for (&(user_id, torrent_id), mark) in &batch.history {
             out.extend_from_slice(&user_id.to_le_bytes());
             out.extend_from_slice(&torrent_id.to_le_bytes());
-            put_history(out, row);
-        }
-        for (id, row) in &batch.users {
-            out.extend_from_slice(&id.to_le_bytes());
-            out.extend_from_slice(&row.uploaded.to_le_bytes());
-            out.extend_from_slice(&row.downloaded.to_le_bytes());
-        }
-        for (id, row) in &batch.torrents {
-            out.extend_from_slice(&id.to_le_bytes());
-            out.extend_from_slice(&row.seeders.to_le_bytes());
-            out.extend_from_slice(&row.leechers.to_le_bytes());
-            out.extend_from_slice(&row.times_completed.to_le_bytes());
-            out.extend_from_slice(&row.balance.to_le_bytes());
-            out.extend_from_slice(&row.updated_at.to_le_bytes());
+            put_mark(out, mark);
         }
         for ((user_id, info_hash), row) in &batch.unregistered {
             out.extend_from_slice(&user_id.to_le_bytes());
@@ -118,7 +119,95 @@ pub fn encode_pending(pending: &[(Option<u64>, &Batch)], out: &mut Vec<u8>) {
             out.extend_from_slice(&row.created_at.to_le_bytes());
             out.extend_from_slice(&row.updated_at.to_le_bytes());
         }
+        put_rows(out, settled);
     }
+}
+
+fn put_rows(out: &mut Vec<u8>, rows: &Rows) {
+    for (key, row) in &rows.peers {
+        put_peer(out, key, row);
+    }
+    for (&(user_id, torrent_id), row) in &rows.history {
+        out.extend_from_slice(&user_id.to_le_bytes());
+        out.extend_from_slice(&torrent_id.to_le_bytes());
+        put_history(out, row);
+    }
+    for (id, row) in &rows.users {
+        out.extend_from_slice(&id.to_le_bytes());
+        out.extend_from_slice(&row.uploaded.to_le_bytes());
+        out.extend_from_slice(&row.downloaded.to_le_bytes());
+    }
+    for (id, row) in &rows.torrents {
+        out.extend_from_slice(&id.to_le_bytes());
+        out.extend_from_slice(&row.seeders.to_le_bytes());
+        out.extend_from_slice(&row.leechers.to_le_bytes());
+        out.extend_from_slice(&row.times_completed.to_le_bytes());
+        out.extend_from_slice(&row.balance.to_le_bytes());
+        out.extend_from_slice(&row.updated_at.to_le_bytes());
+    }
+}
+
+fn put_point(out: &mut Vec<u8>, point: &Point) {
+    out.extend_from_slice(&point.uploaded.to_le_bytes());
+    out.extend_from_slice(&point.downloaded.to_le_bytes());
+    out.extend_from_slice(&point.at_ms.to_le_bytes());
+    out.push(flags(&[point.seeder, point.active]));
+}
+
+fn put_step(out: &mut Vec<u8>, step: &Step) {
+    put_point(out, &step.point);
+    out.push(match step.kind {
+        StepKind::Announce => 0,
+        StepKind::Started => 1,
+        StepKind::Stopped => 2,
+        StepKind::Expired => 3,
+    });
+    out.extend_from_slice(&step.factors.upload.to_le_bytes());
+    out.push(step.factors.download);
+    out.push(u8::from(step.flagged));
+}
+
+fn put_claim(out: &mut Vec<u8>, claim: &Claim) {
+    match &claim.base {
+        Some(base) => {
+            out.push(1);
+            put_point(out, base);
+        }
+        None => out.push(0),
+    }
+    put_step(out, &claim.first);
+    put_credit(out, &claim.lead);
+    put_credit(out, &claim.rest);
+    put_step(out, &claim.last);
+    out.push(u8::from(claim.stops_only));
+}
+
+fn put_credit(out: &mut Vec<u8>, credit: &Credit) {
+    for n in [
+        credit.uploaded,
+        credit.downloaded,
+        credit.actual_uploaded,
+        credit.actual_downloaded,
+        credit.seedtime,
+    ] {
+        out.extend_from_slice(&n.to_le_bytes());
+    }
+    out.push(u8::from(credit.completed));
+}
+
+fn put_mark(out: &mut Vec<u8>, mark: &HistoryMark) {
+    put_agent(out, &mark.agent);
+    out.extend_from_slice(&mark.client_uploaded.to_le_bytes());
+    out.extend_from_slice(&mark.client_downloaded.to_le_bytes());
+    out.push(flags(&[
+        mark.seeder,
+        mark.active,
+        mark.immune,
+        mark.completed_at.is_some(),
+    ]));
+    out.extend_from_slice(&mark.completed_at.unwrap_or(0).to_le_bytes());
+    out.extend_from_slice(&mark.created_at.to_le_bytes());
+    out.extend_from_slice(&mark.updated_at.to_le_bytes());
 }
 
 /// A count as u32: a map never holds 2^32 rows (the memory it would take),
@@ -275,7 +364,7 @@ pub fn decode_pending(bytes: &[u8]) -> Result<Vec<(Option<u64>, Batch)>, CodecEr
         return Err(CodecError::BadMagic);
     }
     let version = r.u16()?;
-    if version != VERSION && version != VERSION_1 {
+    if !matches!(version, VERSION_1 | VERSION_2 | VERSION) {
         return Err(CodecError::UnsupportedVersion(version));
     }
     let (entries, room) = r.count(MIN_ENTRY)?;
@@ -309,53 +398,80 @@ fn insert_new<K: Hash + Eq, V>(
 }
 
 fn read_batch(r: &mut Reader<'_>, version: u16) -> Result<Batch, CodecError> {
-    let (peers, peers_room) = r.count(MIN_PEER)?;
-    let (history, history_room) = r.count(MIN_HISTORY)?;
-    let (users, users_room) = r.count(USER_LEN)?;
-    let (torrents, torrents_room) = r.count(TORRENT_LEN)?;
+    if version != VERSION {
+        return read_settled_batch(r, version);
+    }
+    let (peers, peers_room) = r.count(MIN_CLAIM)?;
+    let (history, history_room) = r.count(MIN_MARK)?;
+    let (unregistered, unregistered_room) = r.count(UNREGISTERED_LEN)?;
+    let settled_counts = [
+        r.count(MIN_PEER)?,
+        r.count(MIN_HISTORY)?,
+        r.count(USER_LEN)?,
+        r.count(TORRENT_LEN)?,
+    ];
+    let mut batch = Batch {
+        peers: AHashMap::with_capacity(peers_room),
+        history: AHashMap::with_capacity(history_room),
+        unregistered: AHashMap::with_capacity(unregistered_room),
+        settled: Rows::default(),
+    };
+    for _ in 0..peers {
+        let (key, row) = read_peer(r)?;
+        let claim = read_claim(r)?;
+        insert_new(&mut batch.peers, key, PeerEntry { row, claim }, "peer")?;
+    }
+    for _ in 0..history {
+        let key = (r.u32()?, r.u32()?);
+        let mark = read_mark(r)?;
+        insert_new(&mut batch.history, key, mark, "history")?;
+    }
+    read_unregistered(r, unregistered, &mut batch.unregistered)?;
+    read_rows(r, settled_counts, &mut batch.settled)?;
+    Ok(batch)
+}
+
+/// A batch of a version before claims: settled rows.
+fn read_settled_batch(r: &mut Reader<'_>, version: u16) -> Result<Batch, CodecError> {
+    let counts = [
+        r.count(MIN_PEER)?,
+        r.count(MIN_HISTORY)?,
+        r.count(USER_LEN)?,
+        r.count(TORRENT_LEN)?,
+    ];
     let (unregistered, unregistered_room) = if version == VERSION_1 {
         (0, 0)
     } else {
         r.count(UNREGISTERED_LEN)?
     };
     let mut batch = Batch {
-        peers: AHashMap::with_capacity(peers_room),
-        history: AHashMap::with_capacity(history_room),
-        users: AHashMap::with_capacity(users_room),
-        torrents: AHashMap::with_capacity(torrents_room),
         unregistered: AHashMap::with_capacity(unregistered_room),
+        ..Batch::default()
     };
+    read_rows(r, counts, &mut batch.settled)?;
+    read_unregistered(r, unregistered, &mut batch.unregistered)?;
+    Ok(batch)
+}
+
+fn read_rows(
+    r: &mut Reader<'_>,
+    counts: [(usize, usize); 4],
+    rows: &mut Rows,
+) -> Result<(), CodecError> {
+    let [(peers, peers_room), (history, history_room), (users, users_room), (torrents, torrents_room)] =
+        counts;
+    rows.peers.reserve(peers_room);
+    rows.history.reserve(history_room);
+    rows.users.reserve(users_room);
+    rows.torrents.reserve(torrents_room);
     for _ in 0..peers {
-        let key = PeerKey {
-            user_id: r.u32()?,
-            torrent_id: r.u32()?,
-            peer_id: PeerId(r.array()?),
-        };
-        let ip = r.ip()?;
-        let port = r.u16()?;
-        let agent = r.agent()?;
-        let (uploaded, downloaded, left) = (r.u64()?, r.u64()?, r.u64()?);
-        let [active, seeder, visible, connectable] = r.flags("peer flags")?;
-        let row = PeerRow {
-            ip,
-            port,
-            agent,
-            uploaded,
-            downloaded,
-            left,
-            active,
-            seeder,
-            visible,
-            connectable,
-            created_at: r.u64()?,
-            updated_at: r.u64()?,
-        };
-        insert_new(&mut batch.peers, key, row, "peer")?;
+        let (key, row) = read_peer(r)?;
+        insert_new(&mut rows.peers, key, row, "peer")?;
     }
     for _ in 0..history {
         let key = (r.u32()?, r.u32()?);
         let row = read_history(r)?;
-        insert_new(&mut batch.history, key, row, "history")?;
+        insert_new(&mut rows.history, key, row, "history")?;
     }
     for _ in 0..users {
         let id = r.u32()?;
@@ -363,7 +479,7 @@ fn read_batch(r: &mut Reader<'_>, version: u16) -> Result<Batch, CodecError> {
             uploaded: r.u64()?,
             downloaded: r.u64()?,
         };
-        insert_new(&mut batch.users, id, row, "user")?;
+        insert_new(&mut rows.users, id, row, "user")?;
     }
     for _ in 0..torrents {
         let id = r.u32()?;
@@ -374,17 +490,141 @@ fn read_batch(r: &mut Reader<'_>, version: u16) -> Result<Batch, CodecError> {
             balance: r.i64()?,
             updated_at: r.u64()?,
         };
-        insert_new(&mut batch.torrents, id, row, "torrent")?;
+        insert_new(&mut rows.torrents, id, row, "torrent")?;
     }
-    for _ in 0..unregistered {
+    Ok(())
+}
+
+fn read_unregistered(
+    r: &mut Reader<'_>,
+    count: usize,
+    into: &mut AHashMap<(u32, InfoHash), UnregisteredRow>,
+) -> Result<(), CodecError> {
+    for _ in 0..count {
         let key = (r.u32()?, InfoHash(r.array()?));
         let row = UnregisteredRow {
             created_at: r.u64()?,
             updated_at: r.u64()?,
         };
-        insert_new(&mut batch.unregistered, key, row, "unregistered info-hash")?;
+        insert_new(into, key, row, "unregistered info-hash")?;
     }
-    Ok(batch)
+    Ok(())
+}
+
+fn read_peer(r: &mut Reader<'_>) -> Result<(PeerKey, PeerRow), CodecError> {
+    let key = PeerKey {
+        user_id: r.u32()?,
+        torrent_id: r.u32()?,
+        peer_id: PeerId(r.array()?),
+    };
+    let ip = r.ip()?;
+    let port = r.u16()?;
+    let agent = r.agent()?;
+    let (uploaded, downloaded, left) = (r.u64()?, r.u64()?, r.u64()?);
+    let [active, seeder, visible, connectable] = r.flags("peer flags")?;
+    let row = PeerRow {
+        ip,
+        port,
+        agent,
+        uploaded,
+        downloaded,
+        left,
+        active,
+        seeder,
+        visible,
+        connectable,
+        created_at: r.u64()?,
+        updated_at: r.u64()?,
+    };
+    Ok((key, row))
+}
+
+fn read_point(r: &mut Reader<'_>) -> Result<Point, CodecError> {
+    let (uploaded, downloaded, at_ms) = (r.u64()?, r.u64()?, r.u64()?);
+    let [seeder, active] = r.flags("point flags")?;
+    Ok(Point {
+        uploaded,
+        downloaded,
+        at_ms,
+        seeder,
+        active,
+    })
+}
+
+fn read_step(r: &mut Reader<'_>) -> Result<Step, CodecError> {
+    let point = read_point(r)?;
+    let kind = match r.u8()? {
+        0 => StepKind::Announce,
+        1 => StepKind::Started,
+        2 => StepKind::Stopped,
+        3 => StepKind::Expired,
+        _ => return Err(CodecError::Invalid("step kind")),
+    };
+    let factors = Factors {
+        upload: r.u16()?,
+        download: r.u8()?,
+    };
+    let [flagged] = r.flags("step flags")?;
+    Ok(Step {
+        point,
+        kind,
+        factors,
+        flagged,
+    })
+}
+
+fn read_claim(r: &mut Reader<'_>) -> Result<Claim, CodecError> {
+    let base = match r.u8()? {
+        0 => None,
+        1 => Some(read_point(r)?),
+        _ => return Err(CodecError::Invalid("claim base flag")),
+    };
+    Ok(Claim {
+        base,
+        first: read_step(r)?,
+        lead: read_credit(r)?,
+        rest: read_credit(r)?,
+        last: read_step(r)?,
+        stops_only: r.flags::<1>("claim flags")?[0],
+    })
+}
+
+fn read_credit(r: &mut Reader<'_>) -> Result<Credit, CodecError> {
+    let mut n = [0u64; 5];
+    for value in &mut n {
+        *value = r.u64()?;
+    }
+    let [uploaded, downloaded, actual_uploaded, actual_downloaded, seedtime] = n;
+    let [completed] = r.flags("credit flags")?;
+    Ok(Credit {
+        uploaded,
+        downloaded,
+        actual_uploaded,
+        actual_downloaded,
+        seedtime,
+        completed,
+    })
+}
+
+fn read_mark(r: &mut Reader<'_>) -> Result<HistoryMark, CodecError> {
+    let agent = r.agent()?;
+    let (client_uploaded, client_downloaded) = (r.u64()?, r.u64()?);
+    let [seeder, active, immune, completed] = r.flags("history flags")?;
+    let completed_at = r.u64()?;
+    if !completed && completed_at != 0 {
+        return Err(CodecError::Invalid("completed_at"));
+    }
+    Ok(HistoryMark {
+        agent,
+        client_uploaded,
+        client_downloaded,
+        seeder,
+        active,
+        immune,
+        completed_at: completed.then_some(completed_at),
+        created_at: r.u64()?,
+        updated_at: r.u64()?,
+    })
 }
 
 fn read_history(r: &mut Reader<'_>) -> Result<HistoryRow, CodecError> {
@@ -472,23 +712,35 @@ mod tests {
         }
     }
 
-    /// A file with no unregistered info-hashes is version 1, as before
-    /// them, so that a rollback still reads it; one with some is version 2.
+    /// The files of a version before claims (1 and 2) are read as rows
+    /// already settled, so that an upgrade while the database is down
+    /// writes them as that version would have.
     #[test]
-    fn version_1_is_written_without_unregistered_rows_and_read() {
+    fn versions_before_claims_are_read_as_settled_rows() {
+        // Version 2, written by hand as the version before claims wrote it:
+        // one user row, one unregistered info-hash, in a numbered batch.
+        let mut old = MAGIC.to_vec();
+        old.extend_from_slice(&VERSION_2.to_le_bytes());
+        old.extend_from_slice(&1u32.to_le_bytes());
+        old.push(1);
+        old.extend_from_slice(&3u64.to_le_bytes());
+        for count in [0u32, 0, 1, 0, 1] {
+            old.extend_from_slice(&count.to_le_bytes());
+        }
+        old.extend_from_slice(&1u32.to_le_bytes());
+        old.extend_from_slice(&5u64.to_le_bytes());
+        old.extend_from_slice(&6u64.to_le_bytes());
+        old.extend_from_slice(&1u32.to_le_bytes());
+        old.extend_from_slice(&[9; 20]);
+        old.extend_from_slice(&10u64.to_le_bytes());
+        old.extend_from_slice(&20u64.to_le_bytes());
         let mut batch = Batch::default();
-        batch.users.insert(
+        batch.settled.users.insert(
             1,
             UserRow {
                 uploaded: 5,
                 downloaded: 6,
             },
-        );
-        let old = encoded(&[(Some(3), batch.clone())]);
-        assert_eq!(u16::from_le_bytes([old[8], old[9]]), VERSION_1);
-        assert_eq!(
-            decode_pending(&old).unwrap(),
-            vec![(Some(3), batch.clone())]
         );
         batch.unregistered.insert(
             (1, InfoHash([9; 20])),
@@ -497,12 +749,28 @@ mod tests {
                 updated_at: 20,
             },
         );
-        let new = encoded(&[(None, Batch::default()), (Some(4), batch.clone())]);
-        assert_eq!(u16::from_le_bytes([new[8], new[9]]), VERSION);
         assert_eq!(
-            decode_pending(&new).unwrap(),
-            vec![(None, Batch::default()), (Some(4), batch)]
+            decode_pending(&old).unwrap(),
+            vec![(Some(3), batch.clone())]
         );
+        // Version 1: four counts, no unregistered rows.
+        let mut v1 = MAGIC.to_vec();
+        v1.extend_from_slice(&VERSION_1.to_le_bytes());
+        v1.extend_from_slice(&1u32.to_le_bytes());
+        v1.push(0);
+        v1.extend_from_slice(&0u64.to_le_bytes());
+        for count in [0u32, 0, 1, 0] {
+            v1.extend_from_slice(&count.to_le_bytes());
+        }
+        v1.extend_from_slice(&1u32.to_le_bytes());
+        v1.extend_from_slice(&5u64.to_le_bytes());
+        v1.extend_from_slice(&6u64.to_le_bytes());
+        batch.unregistered.clear();
+        assert_eq!(decode_pending(&v1).unwrap(), vec![(None, batch.clone())]);
+        // Written again, they are version 3.
+        let new = encoded(&[(Some(4), batch.clone())]);
+        assert_eq!(u16::from_le_bytes([new[8], new[9]]), VERSION);
+        assert_eq!(decode_pending(&new).unwrap(), vec![(Some(4), batch)]);
     }
 
     #[test]
@@ -512,7 +780,7 @@ mod tests {
         bytes.extend_from_slice(&u32::MAX.to_le_bytes());
         bytes.push(0);
         bytes.extend_from_slice(&0u64.to_le_bytes());
-        for _ in 0..5 {
+        for _ in 0..7 {
             bytes.extend_from_slice(&u32::MAX.to_le_bytes());
         }
         assert_eq!(decode_pending(&bytes), Err(CodecError::Truncated));
@@ -524,10 +792,10 @@ mod tests {
         assert_eq!(decode_pending(&good).unwrap().len(), 2);
         assert_eq!(decode_pending(b"nope"), Err(CodecError::BadMagic));
         let mut bad_version = good.clone();
-        bad_version[8] = 3;
+        bad_version[8] = 4;
         assert_eq!(
             decode_pending(&bad_version),
-            Err(CodecError::UnsupportedVersion(3))
+            Err(CodecError::UnsupportedVersion(4))
         );
         let mut trailing = good.clone();
         trailing.push(0);

@@ -1,32 +1,40 @@
 //! One worker's accounting for the torrents it owns: each peer's last
-//! reported totals, the deltas an announce credits (UNIT3D-Announce's
-//! rules), and the rows the next flush writes.
+//! announce, the checks and limits of the next one (UNIT3D-Announce's
+//! rules), and the claims and history marks the next flush settles
+//! against the database ([`crate::settle`]).
 //!
 //! Differences from UNIT3D-Announce, on purpose:
-//! - Seedtime is counted here, per announce, not in SQL from
-//!   `history.updated_at`: a peer that was a seeder at its previous
-//!   announce and is one now adds the time between the two, capped at the
-//!   active peer TTL (a seeder silent for longer is not counted as having
-//!   seeded all that time). The rows carry the seconds to add.
-//! - A peer not seen for the active TTL is forgotten, not kept inactive:
-//!   if it comes back it is a new peer, whose first announce credits
-//!   nothing.
+//! - What an announce credits is decided at the flush, from the peer's row
+//!   as the database holds it, so that trackers sharing a database credit
+//!   each byte once, and a peer back after a silence (or a tracker
+//!   outage) longer than the active TTL is credited from its last row, for
+//!   up to the inactive TTL, with no memory held here for it meanwhile.
+//! - Seedtime is counted per announce, between two announces of a seeder,
+//!   capped at the active peer TTL (a seeder silent for longer is not
+//!   counted as having seeded all that time).
+//! - A peer not seen for the active TTL is forgotten here and its row made
+//!   inactive (unless a newer one is stored).
 //! - Download slots and peer-list limits count each user across every
 //!   worker, in tables the ledgers share ([`crate::slots`],
-//!   [`crate::lists`]); a slot is checked, then taken, so workers admitting
-//!   the same user's leechers at the same instant may pass it by one each.
+//!   [`crate::lists`]); a slot is taken atomically, so no number of
+//!   workers admitting one user's leechers at once passes it.
 //! - An optional upload-rate bound flags announces whose upload implies
-//!   more than `max_upload_rate` bytes per second (UNIT3D-Announce has no
-//!   such setting).
+//!   more than `max_upload_rate` bytes per second over the time since the
+//!   peer's previous announce (milliseconds), after the uploads already
+//!   credited to the user's other peers on the torrent (UNIT3D-Announce has
+//!   no such setting).
 //!
 //! Memory: one account per admitted peer. The caller bounds how many peers
 //! it admits (its swarm store's limits); an account is dropped on
 //! `stopped` and by [`Ledger::expire_some`].
 
-use crate::account::{account_deltas, balance, Account, Deltas, Swarm};
+use crate::account::{Account, Swarm};
 pub use crate::announce::{LedgerConfig, PrivateAnnounce};
-use crate::batch::{Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UnregisteredRow, UserRow};
+use crate::batch::{
+    Batch, Claim, HistoryMark, PeerEntry, PeerKey, PeerRow, Point, Step, StepKind, UnregisteredRow,
+};
 use crate::lists::{ListKind, ListRates};
+use crate::quota::UnregisteredQuota;
 use crate::refusal::{check, Refusal};
 use crate::rules::{self, Factors};
 use crate::site::{Site, TorrentId, UserId};
@@ -48,19 +56,12 @@ pub struct Admitted {
     /// A leecher past its user's download slots (its group's): accounted,
     /// not in the swarm; the caller answers UNIT3D-Announce's warning.
     pub hidden: bool,
-    /// The first announce of this peer (nothing credited).
+    /// The first announce of this peer here (its credit, if any, is
+    /// measured at the flush from its row in the database).
     pub new_peer: bool,
     pub seeder: bool,
     pub factors: Factors,
-    /// Bytes as the client reported them since its previous announce.
-    pub uploaded: u64,
-    pub downloaded: u64,
-    /// Bytes credited to the user (factors applied; 0 up when flagged).
-    pub credited_uploaded: u64,
-    pub credited_downloaded: u64,
-    /// Seconds added to the user's seedtime on this torrent.
-    pub seedtime: u64,
-    /// The peer went from leecher to seeder (`times_completed` + 1).
+    /// The peer went from leecher to seeder here (the first time).
     pub completed: bool,
     /// The upload exceeded `max_upload_rate`: not credited.
     pub flagged: bool,
@@ -84,7 +85,7 @@ pub struct PeerSnapshot {
     pub has_sent_completed: bool,
 }
 
-/// One worker's accounts and the rows they produced since the last
+/// One worker's accounts and the claims they made since the last
 /// [`Ledger::take_batch`].
 #[derive(Debug, Default)]
 pub struct Ledger {
@@ -105,6 +106,16 @@ pub struct Ledger {
     slots: Option<Arc<LeechingCounts>>,
     /// Every user's peer lists received, shared likewise; None: no limit.
     lists: Option<Arc<ListRates>>,
+    /// Every user's unregistered info-hashes noted this hour, shared
+    /// likewise; None: no limit per user.
+    quota: Option<Arc<UnregisteredQuota>>,
+}
+
+/// What an announce does to a user's leeching count.
+enum Slot {
+    Keep,
+    Take,
+    Give,
 }
 
 impl Ledger {
@@ -129,21 +140,33 @@ impl Ledger {
         self
     }
 
+    /// Limits the unregistered info-hashes noted per user and hour,
+    /// counting them in `quota` (the same for every worker's ledger).
+    pub fn with_quota(mut self, quota: Arc<UnregisteredQuota>) -> Ledger {
+        self.quota = Some(quota);
+        self
+    }
+
     pub fn config(&self) -> &LedgerConfig {
         &self.config
     }
 
-    /// Checks, accounts and credits one announce, at `now_secs` (Unix
-    /// seconds). A refused announce changes nothing, but that a known
-    /// user's client announced a torrent the site does not serve (unknown
-    /// or deleted) is noted for `unregistered_info_hashes`, as
-    /// UNIT3D-Announce notes it.
+    /// Checks and accounts one announce, at `now_ms` (Unix milliseconds).
+    /// A refused announce changes nothing, but that a known user's client
+    /// announced a torrent the site does not serve (unknown or deleted) is
+    /// noted for `unregistered_info_hashes`, as UNIT3D-Announce notes it.
+    ///
+    /// A stop of a peer this ledger does not know is admitted (the peer
+    /// may be known to the database: another tracker's, or one silent past
+    /// the active TTL), and credited at the flush if the database has its
+    /// row; it changes nothing here.
     pub fn announce(
         &mut self,
         site: &Site,
         a: &PrivateAnnounce,
-        now_secs: u64,
+        now_ms: u64,
     ) -> Result<Admitted, Refusal> {
+        let now_secs = now_ms / 1000;
         let (user, group, torrent) = match check(site, a) {
             Ok(checked) => checked,
             Err(refusal) => {
@@ -161,11 +184,8 @@ impl Ledger {
         let stopped = a.event == AnnounceEvent::Stopped;
         let swarm = self.swarms.get(&torrent.id);
         let known = swarm.is_some_and(|s| s.peers.contains_key(&(user.id, a.peer_id)));
-        if stopped && !known {
-            return Err(Refusal::StoppedPeerMissing);
-        }
         let max = self.config.max_peers_per_torrent_per_user;
-        if !known && swarm.map_or(0, |s| s.user_peers(user.id)) >= max {
+        if !known && !stopped && swarm.map_or(0, |s| s.user_peers(user.id)) >= max {
             return Err(Refusal::TooManyPeers { max });
         }
         let factors = Factors::of(site, user, group, torrent);
@@ -174,68 +194,110 @@ impl Ledger {
 
         let swarm = self.swarms.entry(torrent.id).or_default();
         let previous = swarm.peers.remove(&(user.id, a.peer_id));
-        let mut deltas = Deltas::default();
         if let Some(old) = &previous {
-            self.by_time.remove(&(old.last_seen, key));
-            swarm.remove(user.id, old.seeder);
+            self.by_time.remove(&(old.last_seen(), key));
             self.accounts = self.accounts.saturating_sub(1);
-            deltas = account_deltas(&self.config, old, a, stopped, now_secs);
-            if old.seeder {
-                deltas.seeders -= 1;
+            if stopped {
+                swarm.remove(user.id, old.point.seeder);
             } else {
-                deltas.leechers -= 1;
+                swarm.reclassify(old.point.seeder, seeder);
             }
+        } else if !stopped {
+            swarm.add(user.id, seeder);
         }
         let min_interval = self.config.min_announce_interval;
         let too_soon = previous.is_some_and(|old| {
             let first_completed = a.event == AnnounceEvent::Completed && !old.has_sent_completed;
             min_interval > 0
-                && now_secs < old.last_seen.saturating_add(min_interval)
+                && now_secs < old.last_seen().saturating_add(min_interval)
                 && !first_completed
         });
         let created_at = previous.map_or(now_secs, |old| old.created_at);
         let has_sent_completed = previous.is_some_and(|old| old.has_sent_completed)
             || a.event == AnnounceEvent::Completed;
+        let completed = previous.is_some_and(|old| {
+            a.event != AnnounceEvent::Started
+                && !stopped
+                && seeder
+                && !old.point.seeder
+                && !old.completed
+        });
+        let already_completed = previous.is_some_and(|old| old.completed);
+
         // Download slots: a new leecher past its user's slots is accounted
         // but hidden (UNIT3D-Announce stores it as not visible); one
-        // already counted keeps its slot.
+        // already counted keeps its slot. Taken atomically: workers
+        // admitting one user's leechers at once cannot pass the limit.
         let was_leeching = previous.is_some_and(|old| old.leeching());
-        let hidden = !stopped
-            && !seeder
-            && !was_leeching
-            && match (&self.slots, group.download_slots) {
-                (Some(counts), Some(slots)) => counts.get(user.id) >= slots,
-                _ => false,
-            };
-        let leeching = !stopped && !seeder && !hidden;
+        let wants_leeching = !stopped && !seeder;
+        let slot = match (was_leeching, wants_leeching) {
+            (false, true) => Slot::Take,
+            (true, false) => Slot::Give,
+            _ => Slot::Keep,
+        };
+        let mut hidden = false;
         if let Some(counts) = &self.slots {
-            if leeching != was_leeching {
-                counts.change(user.id, leeching);
+            match slot {
+                Slot::Take => match group.download_slots {
+                    Some(slots) => hidden = !counts.try_take(user.id, slots),
+                    None => counts.change(user.id, true),
+                },
+                Slot::Give => counts.change(user.id, false),
+                Slot::Keep => {}
             }
         }
-        let account = Account {
+
+        // The upload-rate bound, over the real time since the peer's
+        // previous announce, after what the user's other peers on this
+        // torrent were credited: announcing faster gains nothing.
+        let started = a.event == AnnounceEvent::Started;
+        let uploaded = previous.filter(|_| !started).map_or(0, |old| {
+            if stopped {
+                a.uploaded.saturating_sub(old.point.uploaded)
+            } else if a.uploaded < old.point.uploaded || a.downloaded < old.point.downloaded {
+                0
+            } else {
+                a.uploaded - old.point.uploaded
+            }
+        });
+        let rate = self.config.max_upload_rate;
+        let mut flagged = false;
+        if let (Some(old), true) = (&previous, rate != 0 && uploaded != 0) {
+            let on = swarm.users.entry(user.id).or_default();
+            let start = on.upload_until_ms.max(old.point.at_ms);
+            let needed = u128::from(uploaded) * 1000 / u128::from(rate);
+            let until = u128::from(start) + needed;
+            flagged = until > u128::from(now_ms);
+            if !flagged {
+                on.upload_until_ms = u64::try_from(until).unwrap_or(u64::MAX);
+            }
+            if stopped && on.peers == 0 {
+                swarm.users.remove(&user.id);
+            }
+        }
+
+        let point = Point {
             uploaded: a.uploaded,
             downloaded: a.downloaded,
-            left: a.left,
+            at_ms: now_ms,
             seeder,
-            last_seen: now_secs,
+            active: !stopped,
+        };
+        let account = Account {
+            point,
+            left: a.left,
             ip: a.ip,
             port: a.port,
             agent: a.agent,
             created_at,
             has_sent_completed,
+            completed: completed || already_completed,
             hidden,
         };
         if !stopped {
-            swarm.add(user.id, seeder);
             swarm.peers.insert((user.id, a.peer_id), account);
             self.by_time.insert((now_secs, key));
             self.accounts += 1;
-            if seeder {
-                deltas.seeders += 1;
-            } else {
-                deltas.leechers += 1;
-            }
         }
         let user_still_active = !stopped || swarm.user_peers(user.id) > 0;
         let (seeders, leechers) = (swarm.seeders, swarm.leechers);
@@ -261,31 +323,37 @@ impl Ledger {
             }
         }
 
-        let credited_uploaded = if deltas.flagged {
-            0
-        } else {
-            rules::credit(deltas.uploaded, factors.upload)
-        };
-        let credited_downloaded = rules::credit(deltas.downloaded, u16::from(factors.download));
-        if deltas.flagged {
+        if flagged {
             self.flagged += 1;
         }
-        if deltas.completed {
+        if completed {
             *self.snatches.entry(torrent.id).or_insert(0) += 1;
         }
-        let batch = &mut self.batch;
-        batch.merge_peer(key, account.row(!stopped, now_secs));
-        batch.merge_history(
+        let step = Step {
+            point,
+            kind: match a.event {
+                AnnounceEvent::Started => StepKind::Started,
+                AnnounceEvent::Stopped => StepKind::Stopped,
+                _ => StepKind::Announce,
+            },
+            factors,
+            flagged,
+        };
+        let rules = self.config.credit_rules();
+        self.batch.merge_peer(
+            key,
+            PeerEntry {
+                row: account.row(!stopped, now_secs),
+                claim: Claim::of(previous.map(|old| old.point), step),
+            },
+            &rules,
+        );
+        self.batch.merge_history(
             (user.id, torrent.id),
-            HistoryRow {
+            HistoryMark {
                 agent: a.agent,
-                uploaded: credited_uploaded,
-                downloaded: credited_downloaded,
-                actual_uploaded: deltas.uploaded,
-                actual_downloaded: deltas.downloaded,
                 client_uploaded: a.uploaded,
                 client_downloaded: a.downloaded,
-                seedtime: deltas.seedtime,
                 seeder,
                 active: user_still_active,
                 immune,
@@ -294,29 +362,6 @@ impl Ledger {
                 updated_at: now_secs,
             },
         );
-        if credited_uploaded != 0 || credited_downloaded != 0 {
-            batch.merge_user(
-                user.id,
-                UserRow {
-                    uploaded: credited_uploaded,
-                    downloaded: credited_downloaded,
-                },
-            );
-        }
-        let torrent_row = TorrentRow {
-            seeders: deltas.seeders,
-            leechers: deltas.leechers,
-            times_completed: u64::from(deltas.completed),
-            balance: balance(deltas.uploaded, deltas.downloaded),
-            updated_at: now_secs,
-        };
-        if torrent_row.seeders != 0
-            || torrent_row.leechers != 0
-            || torrent_row.times_completed != 0
-            || torrent_row.balance != 0
-        {
-            batch.merge_torrent(torrent.id, torrent_row);
-        }
 
         Ok(Admitted {
             user_id: user.id,
@@ -326,13 +371,8 @@ impl Ledger {
             new_peer: previous.is_none(),
             seeder,
             factors,
-            uploaded: deltas.uploaded,
-            downloaded: deltas.downloaded,
-            credited_uploaded,
-            credited_downloaded,
-            seedtime: deltas.seedtime,
-            completed: deltas.completed,
-            flagged: deltas.flagged,
+            completed,
+            flagged,
             too_soon,
             seed_list_refused,
             leech_list_refused,
@@ -348,7 +388,13 @@ impl Ledger {
         };
         let key = (user_id, a.info_hash);
         let unregistered = &self.batch.unregistered;
-        if !unregistered.contains_key(&key) && unregistered.len() >= max {
+        if !unregistered.contains_key(&key)
+            && (unregistered.len() >= max
+                || self
+                    .quota
+                    .as_deref()
+                    .is_some_and(|q| !q.take(user_id, now_secs)))
+        {
             self.unregistered_dropped += 1;
             return;
         }
@@ -362,22 +408,20 @@ impl Ledger {
     }
 
     /// Takes back a peer that was active when the tracker last stopped (its
-    /// row in `peers`, or in the pending file, which is newer), so that its
-    /// next announce is credited from the totals it last reported rather
-    /// than counted as a new peer's, which credits nothing: without this
-    /// every restart would lose each peer's bytes since its last announce.
-    /// UNIT3D-Announce loads its peers at start the same way. The peer
-    /// counts in its torrent's seeders or leechers, as the database counts
-    /// it; nothing is written. A later row for a peer already restored
-    /// replaces it.
+    /// row in `peers`, or in the pending file, which is newer), so that it
+    /// counts for its user's peer limit and download slots, is held back if
+    /// it announces too soon, and its next announce is a known peer's (the
+    /// flush still measures it from whatever row the database holds then).
+    /// UNIT3D-Announce loads its peers at start the same way. Nothing is
+    /// written. A later row for a peer already restored replaces it.
     pub fn restore(&mut self, key: PeerKey, row: &PeerRow) {
         let swarm = self.swarms.entry(key.torrent_id).or_default();
         if let Some(old) = swarm.peers.remove(&(key.user_id, key.peer_id)) {
             if let (Some(counts), true) = (&self.slots, old.leeching()) {
                 counts.change(key.user_id, false);
             }
-            swarm.remove(key.user_id, old.seeder);
-            self.by_time.remove(&(old.last_seen, key));
+            swarm.remove(key.user_id, old.point.seeder);
+            self.by_time.remove(&(old.last_seen(), key));
             self.accounts -= 1;
         }
         if !row.active {
@@ -388,16 +432,20 @@ impl Ledger {
         }
         swarm.add(key.user_id, row.seeder);
         let account = Account {
-            uploaded: row.uploaded,
-            downloaded: row.downloaded,
+            point: Point {
+                uploaded: row.uploaded,
+                downloaded: row.downloaded,
+                at_ms: row.updated_at.saturating_mul(1000),
+                seeder: row.seeder,
+                active: true,
+            },
             left: row.left,
-            seeder: row.seeder,
-            last_seen: row.updated_at,
             ip: row.ip,
             port: row.port,
             agent: row.agent,
             created_at: row.created_at,
             has_sent_completed: false,
+            completed: false,
             hidden: !row.visible,
         };
         if let (Some(counts), true) = (&self.slots, account.leeching()) {
@@ -416,11 +464,14 @@ impl Ledger {
 
     /// Forgets at most `max` accounts not seen for the active TTL (last
     /// announce before `now - ttl`), oldest first, as UNIT3D-Announce's
-    /// reaper: each is written as an inactive peer row and taken off its
-    /// torrent's seeders or leechers. Bounded, so that a worker can spread
-    /// the work over its ticks. Returns how many it forgot.
+    /// reaper: each is claimed expired, so the flush makes its row inactive
+    /// and takes it off its torrent's seeders or leechers, unless the
+    /// database holds a newer row (another tracker serves the peer).
+    /// Bounded, so that a worker can spread the work over its ticks.
+    /// Returns how many it forgot.
     pub fn expire_some(&mut self, now_secs: u64, max: usize) -> usize {
         let deadline = now_secs.saturating_sub(self.config.active_peer_ttl);
+        let rules = self.config.credit_rules();
         let mut expired = 0;
         while expired < max {
             let Some(&(seen, key)) = self.by_time.first() else {
@@ -440,22 +491,30 @@ impl Ledger {
             if let (Some(counts), true) = (&self.slots, account.leeching()) {
                 counts.change(key.user_id, false);
             }
-            swarm.remove(key.user_id, account.seeder);
+            swarm.remove(key.user_id, account.point.seeder);
             if swarm.peers.is_empty() {
                 self.swarms.remove(&key.torrent_id);
             }
             self.accounts = self.accounts.saturating_sub(1);
-            self.batch
-                .merge_peer(key, account.row(false, account.last_seen));
-            self.batch.merge_torrent(
-                key.torrent_id,
-                TorrentRow {
-                    seeders: -i64::from(account.seeder),
-                    leechers: -i64::from(!account.seeder),
-                    times_completed: 0,
-                    balance: 0,
-                    updated_at: now_secs,
+            let step = Step {
+                point: Point {
+                    active: false,
+                    ..account.point
                 },
+                kind: StepKind::Expired,
+                factors: Factors {
+                    upload: 100,
+                    download: 100,
+                },
+                flagged: false,
+            };
+            self.batch.merge_peer(
+                key,
+                PeerEntry {
+                    row: account.row(false, account.last_seen()),
+                    claim: Claim::of(Some(account.point), step),
+                },
+                &rules,
             );
         }
         expired
@@ -487,7 +546,7 @@ impl Ledger {
             }
             for ((owner, _), account) in &swarm.peers {
                 if *owner == user {
-                    if account.seeder {
+                    if account.point.seeder {
                         counts.0 += 1;
                     } else {
                         counts.1 += 1;
@@ -530,7 +589,7 @@ impl Ledger {
                             torrent_id: torrent,
                             peer_id,
                         },
-                        row: account.row(true, account.last_seen),
+                        row: account.row(true, account.last_seen()),
                         has_sent_completed: account.has_sent_completed,
                     })
             })

@@ -1,7 +1,8 @@
 use super::*;
 use crate::batch::UnregisteredRow;
+use crate::settle::Settled;
 use crate::site::{SiteRecords, Torrent, TorrentStatus};
-use crate::testing::{self, announce, group, hash, peer, site, torrent, user};
+use crate::testing::{self, announce, group, hash, peer, site, torrent, user, MemoryDb};
 use crate::GlobalFactors;
 
 fn key(user_id: u32, torrent_id: u32, p: u8) -> PeerKey {
@@ -12,33 +13,44 @@ fn key(user_id: u32, torrent_id: u32, p: u8) -> PeerKey {
     }
 }
 
+/// Unix milliseconds of second `secs`.
+fn at(secs: u64) -> u64 {
+    secs * 1000
+}
+
+/// Flushes what `ledger` merged into `db`.
+fn flush(ledger: &mut Ledger, db: &mut MemoryDb) -> Settled {
+    let batch = ledger.take_batch();
+    db.flush(&batch, &ledger.config().credit_rules())
+}
+
 #[test]
 fn a_first_announce_credits_nothing_and_joins_the_swarm() {
     let site = site();
     let mut ledger = Ledger::new(LedgerConfig::default());
+    let mut db = MemoryDb::default();
     let mut a = announce(1, 1, 1);
     a.uploaded = 5000;
     a.downloaded = 7000;
-    let admitted = ledger.announce(&site, &a, 100).unwrap();
+    let admitted = ledger.announce(&site, &a, at(100)).unwrap();
     assert!(admitted.new_peer && admitted.in_swarm && !admitted.seeder);
-    assert_eq!((admitted.uploaded, admitted.downloaded), (0, 0));
     assert_eq!(ledger.accounts(), 1);
     assert_eq!(ledger.counts(1), (0, 1));
-    let batch = ledger.take_batch();
-    let row = batch.peers[&key(1, 1, 1)];
+    let settled = flush(&mut ledger, &mut db);
+    assert!(settled.credited.is_zero());
+    let row = db.peers[&key(1, 1, 1)];
     assert!(row.active && !row.seeder && row.visible);
     assert_eq!((row.uploaded, row.downloaded, row.left), (5000, 7000, 1000));
     assert_eq!((row.created_at, row.updated_at), (100, 100));
-    let history = batch.history[&(1, 1)];
+    let history = db.history[&(1, 1)];
     assert_eq!((history.uploaded, history.actual_uploaded), (0, 0));
     assert_eq!(
         (history.client_uploaded, history.client_downloaded),
         (5000, 7000)
     );
     assert!(history.active && history.completed_at.is_none());
-    assert!(batch.users.is_empty());
-    assert_eq!(batch.torrents[&1].leechers, 1);
-    assert_eq!(batch.torrents[&1].seeders, 0);
+    assert!(db.users.is_empty());
+    assert_eq!((db.torrents[&1].seeders, db.torrents[&1].leechers), (0, 1));
     assert!(ledger.take_batch().is_empty());
 }
 
@@ -46,125 +58,175 @@ fn a_first_announce_credits_nothing_and_joins_the_swarm() {
 fn later_announces_credit_the_deltas() {
     let site = site();
     let mut ledger = Ledger::new(LedgerConfig::default());
+    let mut db = MemoryDb::default();
     let mut a = announce(1, 1, 1);
-    ledger.announce(&site, &a, 100).unwrap();
+    ledger.announce(&site, &a, at(100)).unwrap();
     a.event = AnnounceEvent::None;
     a.uploaded = 300;
     a.downloaded = 500;
-    let admitted = ledger.announce(&site, &a, 200).unwrap();
+    let admitted = ledger.announce(&site, &a, at(200)).unwrap();
     assert!(!admitted.new_peer);
-    assert_eq!(
-        (admitted.credited_uploaded, admitted.credited_downloaded),
-        (300, 500)
-    );
-    let batch = ledger.take_batch();
-    assert_eq!(batch.users[&1].uploaded, 300);
-    assert_eq!(batch.users[&1].downloaded, 500);
-    assert_eq!(batch.history[&(1, 1)].actual_downloaded, 500);
-    assert_eq!(batch.torrents[&1].balance, -200);
-    assert_eq!(batch.torrents[&1].leechers, 1, "joined once");
-    assert_eq!(batch.peers[&key(1, 1, 1)].created_at, 100);
+    flush(&mut ledger, &mut db);
+    assert_eq!((db.users[&1].uploaded, db.users[&1].downloaded), (300, 500));
+    assert_eq!(db.history[&(1, 1)].actual_downloaded, 500);
+    assert_eq!(db.torrents[&1].balance, -200);
+    assert_eq!(db.torrents[&1].leechers, 1, "joined once");
+    assert_eq!(db.peers[&key(1, 1, 1)].created_at, 100);
+    // Flushed apart, the same.
+    a.uploaded = 400;
+    ledger.announce(&site, &a, at(300)).unwrap();
+    flush(&mut ledger, &mut db);
+    assert_eq!(db.users[&1].uploaded, 400);
 }
 
 #[test]
-fn completing_counts_once() {
+fn a_user_completes_a_torrent_once_however_its_peers_flip() {
     let site = site();
     let mut ledger = Ledger::new(LedgerConfig::default());
+    let mut db = MemoryDb::default();
     let mut a = announce(1, 1, 1);
-    ledger.announce(&site, &a, 100).unwrap();
-    ledger.take_batch();
+    ledger.announce(&site, &a, at(100)).unwrap();
+    flush(&mut ledger, &mut db);
     a.event = AnnounceEvent::Completed;
     a.left = 0;
     a.downloaded = 1000;
-    let admitted = ledger.announce(&site, &a, 200).unwrap();
+    let admitted = ledger.announce(&site, &a, at(200)).unwrap();
     assert!(admitted.completed && admitted.seeder);
-    let batch = ledger.take_batch();
-    let row = batch.torrents[&1];
-    assert_eq!((row.times_completed, row.seeders, row.leechers), (1, 1, -1));
-    assert_eq!(batch.history[&(1, 1)].completed_at, Some(200));
+    flush(&mut ledger, &mut db);
+    let row = db.torrents[&1];
+    assert_eq!((row.times_completed, row.seeders, row.leechers), (1, 1, 0));
+    assert_eq!(db.history[&(1, 1)].completed_at, Some(200));
     assert_eq!(ledger.counts(1), (1, 0));
 
-    a.event = AnnounceEvent::Completed;
-    let again = ledger.announce(&site, &a, 300).unwrap();
+    // Completed again; leeching and completing again, fifty times, in one
+    // flush or in many; another peer of the same user: still once.
+    let again = ledger.announce(&site, &a, at(300)).unwrap();
     assert!(!again.completed);
-    assert!(!ledger.take_batch().torrents.contains_key(&1));
+    for flip in 0..50 {
+        a.event = AnnounceEvent::None;
+        a.left = 10;
+        ledger.announce(&site, &a, at(400 + 2 * flip)).unwrap();
+        a.event = AnnounceEvent::Completed;
+        a.left = 0;
+        ledger.announce(&site, &a, at(401 + 2 * flip)).unwrap();
+        if flip % 7 == 0 {
+            flush(&mut ledger, &mut db);
+        }
+    }
+    let mut other = announce(1, 1, 2);
+    ledger.announce(&site, &other, at(600)).unwrap();
+    other.left = 0;
+    other.event = AnnounceEvent::Completed;
+    ledger.announce(&site, &other, at(601)).unwrap();
+    flush(&mut ledger, &mut db);
+    assert_eq!(db.torrents[&1].times_completed, 1);
+    assert_eq!(db.history[&(1, 1)].completed_at, Some(200));
+    assert_eq!(ledger.snatches(1), 2, "the site API's count: once per peer");
 }
 
 #[test]
 fn a_new_seeder_does_not_count_as_completing() {
     let site = site();
     let mut ledger = Ledger::new(LedgerConfig::default());
+    let mut db = MemoryDb::default();
     let mut a = announce(1, 1, 1);
     a.left = 0;
     a.event = AnnounceEvent::Completed;
-    let admitted = ledger.announce(&site, &a, 100).unwrap();
+    let admitted = ledger.announce(&site, &a, at(100)).unwrap();
     assert!(!admitted.completed && admitted.seeder);
-    assert_eq!(ledger.take_batch().torrents[&1].times_completed, 0);
+    flush(&mut ledger, &mut db);
+    assert_eq!(db.torrents[&1].times_completed, 0);
+    assert_eq!(db.torrents[&1].seeders, 1);
 }
 
 #[test]
 fn counters_going_backwards_credit_nothing() {
     let site = site();
     let mut ledger = Ledger::new(LedgerConfig::default());
+    let mut db = MemoryDb::default();
     let mut a = announce(1, 1, 1);
     a.uploaded = 1000;
     a.downloaded = 1000;
-    ledger.announce(&site, &a, 100).unwrap();
+    ledger.announce(&site, &a, at(100)).unwrap();
     a.event = AnnounceEvent::None;
     a.uploaded = 10;
     a.downloaded = 5000;
-    let admitted = ledger.announce(&site, &a, 200).unwrap();
-    assert_eq!((admitted.uploaded, admitted.downloaded), (0, 0));
-    let batch = ledger.take_batch();
-    assert!(batch.users.is_empty());
-    assert_eq!(batch.torrents[&1].balance, 0);
+    ledger.announce(&site, &a, at(200)).unwrap();
+    let settled = flush(&mut ledger, &mut db);
+    assert!(settled.credited.is_zero());
+    assert!(db.users.is_empty());
+    assert_eq!(db.torrents[&1].balance, 0);
     // The new totals are the base of the next delta.
     a.uploaded = 60;
-    let next = ledger.announce(&site, &a, 300).unwrap();
-    assert_eq!(next.uploaded, 50);
+    ledger.announce(&site, &a, at(300)).unwrap();
+    assert_eq!(flush(&mut ledger, &mut db).credited.actual_uploaded, 50);
 }
 
 #[test]
 fn stopping_removes_the_account_and_credits_each_counter_on_its_own() {
     let site = site();
     let mut ledger = Ledger::new(LedgerConfig::default());
+    let mut db = MemoryDb::default();
     let mut a = announce(1, 1, 1);
     a.uploaded = 1000;
     a.downloaded = 1000;
-    ledger.announce(&site, &a, 100).unwrap();
-    ledger.take_batch();
+    ledger.announce(&site, &a, at(100)).unwrap();
+    flush(&mut ledger, &mut db);
     a.event = AnnounceEvent::Stopped;
     a.uploaded = 10;
     a.downloaded = 1500;
-    let admitted = ledger.announce(&site, &a, 200).unwrap();
+    let admitted = ledger.announce(&site, &a, at(200)).unwrap();
     assert!(!admitted.in_swarm);
-    assert_eq!((admitted.uploaded, admitted.downloaded), (0, 500));
     assert_eq!(ledger.accounts(), 0);
     assert_eq!(ledger.counts(1), (0, 0));
-    let batch = ledger.take_batch();
-    let row = batch.peers[&key(1, 1, 1)];
-    assert!(!row.active && !row.visible);
-    assert!(!batch.history[&(1, 1)].active);
-    assert_eq!(batch.torrents[&1].leechers, -1);
+    let settled = flush(&mut ledger, &mut db);
     assert_eq!(
-        ledger.announce(&site, &a, 300),
-        Err(Refusal::StoppedPeerMissing)
+        (
+            settled.credited.actual_uploaded,
+            settled.credited.actual_downloaded
+        ),
+        (0, 500)
     );
+    let row = db.peers[&key(1, 1, 1)];
+    assert!(!row.active && !row.visible);
+    assert!(!db.history[&(1, 1)].active);
+    assert_eq!(db.torrents[&1].leechers, 0);
+    // A stop of a peer the ledger no longer knows is admitted, and credited
+    // from the row the database keeps (a stop sent twice, here).
+    a.downloaded = 1600;
+    let twice = ledger.announce(&site, &a, at(300)).unwrap();
+    assert!(twice.new_peer && !twice.in_swarm);
+    assert_eq!(flush(&mut ledger, &mut db).credited.actual_downloaded, 100);
+    assert_eq!(db.torrents[&1].leechers, 0);
+}
+
+#[test]
+fn a_stop_of_a_peer_nobody_recorded_writes_nothing() {
+    let site = site();
+    let mut ledger = Ledger::new(LedgerConfig::default());
+    let mut db = MemoryDb::default();
+    let mut stop = announce(1, 1, 9);
+    stop.event = AnnounceEvent::Stopped;
+    stop.uploaded = 5000;
+    assert!(ledger.announce(&site, &stop, at(100)).unwrap().new_peer);
+    let settled = flush(&mut ledger, &mut db);
+    assert!(settled.rows.peers.is_empty() && settled.rows.history.is_empty());
+    assert!(db.peers.is_empty() && db.history.is_empty() && db.users.is_empty());
 }
 
 #[test]
 fn history_stays_active_while_the_user_has_another_peer() {
     let site = site();
     let mut ledger = Ledger::new(LedgerConfig::default());
-    ledger.announce(&site, &announce(1, 1, 1), 100).unwrap();
-    ledger.announce(&site, &announce(1, 1, 2), 100).unwrap();
+    ledger.announce(&site, &announce(1, 1, 1), at(100)).unwrap();
+    ledger.announce(&site, &announce(1, 1, 2), at(100)).unwrap();
     let mut stop = announce(1, 1, 1);
     stop.event = AnnounceEvent::Stopped;
-    ledger.announce(&site, &stop, 200).unwrap();
+    ledger.announce(&site, &stop, at(200)).unwrap();
     assert!(ledger.take_batch().history[&(1, 1)].active);
     let mut stop = announce(1, 1, 2);
     stop.event = AnnounceEvent::Stopped;
-    ledger.announce(&site, &stop, 300).unwrap();
+    ledger.announce(&site, &stop, at(300)).unwrap();
     assert!(!ledger.take_batch().history[&(1, 1)].active);
 }
 
@@ -172,41 +234,43 @@ fn history_stays_active_while_the_user_has_another_peer() {
 fn seedtime_counts_between_seeding_announces_capped_at_the_ttl() {
     let site = site();
     let mut ledger = Ledger::new(LedgerConfig::default());
+    let mut db = MemoryDb::default();
     let mut a = announce(1, 1, 1);
-    ledger.announce(&site, &a, 0).unwrap();
+    ledger.announce(&site, &a, at(0)).unwrap();
     a.left = 0;
     a.event = AnnounceEvent::Completed;
-    assert_eq!(ledger.announce(&site, &a, 50).unwrap().seedtime, 0);
+    ledger.announce(&site, &a, at(50)).unwrap();
+    assert_eq!(flush(&mut ledger, &mut db).credited.seedtime, 0);
     a.event = AnnounceEvent::None;
-    assert_eq!(ledger.announce(&site, &a, 1850).unwrap().seedtime, 1800);
-    assert_eq!(
-        ledger.announce(&site, &a, 1850 + 7000).unwrap().seedtime,
-        7000
-    );
+    ledger.announce(&site, &a, at(1850)).unwrap();
+    assert_eq!(flush(&mut ledger, &mut db).credited.seedtime, 1800);
+    ledger.announce(&site, &a, at(1850 + 7000)).unwrap();
     // Expiry would forget it after 7200 s; a later announce in the same
     // expiry pass still counts at most the TTL.
-    assert_eq!(
-        ledger.announce(&site, &a, 8850 + 7200).unwrap().seedtime,
-        7200
-    );
+    ledger.announce(&site, &a, at(8850 + 7200)).unwrap();
     a.event = AnnounceEvent::Stopped;
-    assert_eq!(ledger.announce(&site, &a, 16050 + 10).unwrap().seedtime, 10);
+    ledger.announce(&site, &a, at(16050 + 10)).unwrap();
     assert_eq!(
-        ledger.take_batch().history[&(1, 1)].seedtime,
-        1800 + 7000 + 7200 + 10
+        flush(&mut ledger, &mut db).credited.seedtime,
+        7000 + 7200 + 10
     );
+    assert_eq!(db.history[&(1, 1)].seedtime, 1800 + 7000 + 7200 + 10);
 }
 
 #[test]
-fn expiry_forgets_silent_peers_oldest_first_and_bounded() {
+fn expiry_makes_rows_inactive_and_a_peer_back_later_is_credited_from_its_row() {
     let site = site();
     let mut ledger = Ledger::new(LedgerConfig::default());
-    ledger.announce(&site, &announce(1, 1, 1), 100).unwrap();
+    let mut db = MemoryDb::default();
+    ledger.announce(&site, &announce(1, 1, 1), at(100)).unwrap();
     let mut seeder = announce(2, 1, 2);
     seeder.left = 0;
-    ledger.announce(&site, &seeder, 200).unwrap();
-    ledger.announce(&site, &announce(1, 2, 3), 5000).unwrap();
-    ledger.take_batch();
+    ledger.announce(&site, &seeder, at(200)).unwrap();
+    ledger
+        .announce(&site, &announce(1, 2, 3), at(5000))
+        .unwrap();
+    flush(&mut ledger, &mut db);
+    assert_eq!((db.torrents[&1].seeders, db.torrents[&1].leechers), (1, 1));
 
     assert_eq!(ledger.expire(100 + 7200), 0, "exactly the TTL: kept");
     assert_eq!(ledger.expire_some(200 + 7201, 1), 1);
@@ -215,18 +279,41 @@ fn expiry_forgets_silent_peers_oldest_first_and_bounded() {
     assert_eq!(ledger.accounts(), 1);
     assert_eq!(ledger.counts(1), (0, 0));
     let batch = ledger.take_batch();
-    let row = batch.peers[&key(1, 1, 1)];
+    assert!(batch.history.is_empty());
+    db.flush(&batch, &ledger.config().credit_rules());
+    let row = db.peers[&key(1, 1, 1)];
     assert!(!row.active);
     assert_eq!(row.updated_at, 100);
-    assert!(!batch.peers[&key(2, 1, 2)].active);
-    assert_eq!(batch.torrents[&1].seeders, -1);
-    assert_eq!(batch.torrents[&1].leechers, -1);
-    assert!(batch.history.is_empty());
+    assert!(!db.peers[&key(2, 1, 2)].active);
+    assert_eq!((db.torrents[&1].seeders, db.torrents[&1].leechers), (0, 0));
 
-    // A peer that comes back is new: nothing credited.
+    // A peer back after the TTL is new here, and credited from the row the
+    // database kept (UNIT3D-Announce credits its inactive peers the same
+    // way), with no seedtime for the silence.
     let mut back = announce(1, 1, 1);
+    back.event = AnnounceEvent::None;
     back.uploaded = 999;
-    assert!(ledger.announce(&site, &back, 8000).unwrap().new_peer);
+    assert!(ledger.announce(&site, &back, at(8000)).unwrap().new_peer);
+    let settled = flush(&mut ledger, &mut db);
+    assert_eq!(settled.credited.actual_uploaded, 999);
+    assert_eq!(settled.credited.seedtime, 0);
+    assert_eq!(db.torrents[&1].leechers, 1);
+    // But not one that starts a new session...
+    let mut started = announce(2, 1, 2);
+    started.left = 0;
+    started.uploaded = 5;
+    ledger.announce(&site, &started, at(8000)).unwrap();
+    assert!(flush(&mut ledger, &mut db).credited.is_zero());
+    // ...nor from a row older than the inactive TTL.
+    let mut old = announce(1, 2, 3);
+    old.event = AnnounceEvent::None;
+    old.uploaded = 70;
+    ledger.expire(5000 + 7201);
+    flush(&mut ledger, &mut db);
+    ledger
+        .announce(&site, &old, at(5000 + 1_814_400 + 1))
+        .unwrap();
+    assert!(flush(&mut ledger, &mut db).credited.is_zero());
 }
 
 #[test]
@@ -234,8 +321,8 @@ fn a_reannounce_postpones_expiry() {
     let site = site();
     let mut ledger = Ledger::new(LedgerConfig::default());
     let a = announce(1, 1, 1);
-    ledger.announce(&site, &a, 100).unwrap();
-    ledger.announce(&site, &a, 5000).unwrap();
+    ledger.announce(&site, &a, at(100)).unwrap();
+    ledger.announce(&site, &a, at(5000)).unwrap();
     assert_eq!(ledger.expire(7400), 0);
     assert_eq!(ledger.expire(12201), 1);
 }
@@ -245,9 +332,11 @@ fn a_user_may_have_three_peers_on_a_torrent() {
     let site = site();
     let mut ledger = Ledger::new(LedgerConfig::default());
     for p in 1..=3 {
-        ledger.announce(&site, &announce(1, 1, p), 100).unwrap();
+        ledger.announce(&site, &announce(1, 1, p), at(100)).unwrap();
     }
-    let refused = ledger.announce(&site, &announce(1, 1, 4), 100).unwrap_err();
+    let refused = ledger
+        .announce(&site, &announce(1, 1, 4), at(100))
+        .unwrap_err();
     assert_eq!(refused, Refusal::TooManyPeers { max: 3 });
     assert_eq!(
         refused.reason(),
@@ -255,18 +344,18 @@ fn a_user_may_have_three_peers_on_a_torrent() {
     );
     assert_eq!(ledger.accounts(), 3);
     // Known peers still announce; other users and torrents are apart.
-    ledger.announce(&site, &announce(1, 1, 3), 200).unwrap();
-    ledger.announce(&site, &announce(2, 1, 4), 200).unwrap();
-    ledger.announce(&site, &announce(1, 2, 4), 200).unwrap();
+    ledger.announce(&site, &announce(1, 1, 3), at(200)).unwrap();
+    ledger.announce(&site, &announce(2, 1, 4), at(200)).unwrap();
+    ledger.announce(&site, &announce(1, 2, 4), at(200)).unwrap();
     let mut stop = announce(1, 1, 1);
     stop.event = AnnounceEvent::Stopped;
-    ledger.announce(&site, &stop, 300).unwrap();
-    ledger.announce(&site, &announce(1, 1, 4), 300).unwrap();
+    ledger.announce(&site, &stop, at(300)).unwrap();
+    ledger.announce(&site, &announce(1, 1, 4), at(300)).unwrap();
 }
 
 fn refusal_of(site: &Site, a: &PrivateAnnounce) -> Refusal {
     let mut ledger = Ledger::new(LedgerConfig::default());
-    let refusal = ledger.announce(site, a, 100).unwrap_err();
+    let refusal = ledger.announce(site, a, at(100)).unwrap_err();
     assert_eq!(ledger.accounts(), 0);
     assert!(ledger.take_batch().is_empty());
     refusal
@@ -312,7 +401,7 @@ fn every_refusal_has_unit3d_announces_words() {
     blacklisted.peer_id.0[..3].copy_from_slice(b"-BL");
     let mut seeding = announce(3, 1, 1);
     seeding.left = 0;
-    assert!(Ledger::default().announce(&site, &seeding, 1).is_ok());
+    assert!(Ledger::default().announce(&site, &seeding, at(1)).is_ok());
 
     let cases = [
         (
@@ -320,7 +409,10 @@ fn every_refusal_has_unit3d_announces_words() {
             "Client is not acceptable. Please check our blacklist.",
         ),
         (announce(1, 50, 1), "InfoHash not found."),
-        (announce(99, 50, 1), "InfoHash not found."),
+        (
+            announce(99, 50, 1),
+            "Passkey does not exist. Please re-download the .torrent file.",
+        ),
         (announce(1, 3, 1), "Torrent has been deleted."),
         (announce(1, 4, 1), "Torrent is pending moderation."),
         (announce(1, 5, 1), "Torrent has been rejected."),
@@ -375,19 +467,21 @@ fn an_empty_blacklisted_prefix_refuses_every_client() {
 
 fn credited(site: &Site, user_id: u32, torrent_id: u32) -> (u64, u64) {
     let mut ledger = Ledger::new(LedgerConfig::default());
+    let mut db = MemoryDb::default();
     let mut a = announce(user_id, torrent_id, 1);
-    ledger.announce(site, &a, 100).unwrap();
+    ledger.announce(site, &a, at(100)).unwrap();
+    a.event = AnnounceEvent::None;
     a.uploaded = 1000;
     a.downloaded = 1000;
-    let admitted = ledger.announce(site, &a, 200).unwrap();
-    let batch = ledger.take_batch();
-    let history = batch.history[&(user_id, torrent_id)];
+    ledger.announce(site, &a, at(200)).unwrap();
+    flush(&mut ledger, &mut db);
+    let history = db.history[&(user_id, torrent_id)];
     assert_eq!(
         (history.actual_uploaded, history.actual_downloaded),
         (1000, 1000)
     );
-    assert_eq!(batch.torrents[&torrent_id].balance, 0);
-    (admitted.credited_uploaded, admitted.credited_downloaded)
+    assert_eq!(db.torrents[&torrent_id].balance, 0);
+    (history.uploaded, history.downloaded)
 }
 
 #[test]
@@ -419,8 +513,8 @@ fn immunity_comes_from_the_group_or_the_donor_override() {
     factors.donor.immune = Some(false);
     let site = Site::from_records(records, factors);
     let mut ledger = Ledger::default();
-    ledger.announce(&site, &announce(1, 1, 1), 1).unwrap();
-    ledger.announce(&site, &announce(3, 1, 1), 1).unwrap();
+    ledger.announce(&site, &announce(1, 1, 1), at(1)).unwrap();
+    ledger.announce(&site, &announce(3, 1, 1), at(1)).unwrap();
     let batch = ledger.take_batch();
     assert!(batch.history[&(1, 1)].immune);
     assert!(!batch.history[&(3, 1)].immune);
@@ -433,28 +527,88 @@ fn an_upload_too_fast_is_flagged_not_credited() {
         max_upload_rate: 100,
         ..LedgerConfig::default()
     });
+    let mut db = MemoryDb::default();
     let mut a = announce(1, 1, 1);
-    ledger.announce(&site, &a, 100).unwrap();
+    ledger.announce(&site, &a, at(100)).unwrap();
+    a.event = AnnounceEvent::None;
     a.uploaded = 1000;
     a.downloaded = 10;
-    let fine = ledger.announce(&site, &a, 110).unwrap();
-    assert!(!fine.flagged);
-    assert_eq!(fine.credited_uploaded, 1000);
+    assert!(!ledger.announce(&site, &a, at(110)).unwrap().flagged);
     a.uploaded = 3000;
-    let fast = ledger.announce(&site, &a, 119).unwrap();
-    assert!(fast.flagged);
-    assert_eq!((fast.uploaded, fast.credited_uploaded), (2000, 0));
+    assert!(ledger.announce(&site, &a, at(119)).unwrap().flagged);
     assert_eq!(ledger.flagged(), 1);
-    let batch = ledger.take_batch();
-    assert_eq!(batch.users[&1].uploaded, 1000);
-    assert_eq!(batch.history[&(1, 1)].actual_uploaded, 3000);
-    assert_eq!(batch.torrents[&1].balance, 3000 - 10);
-    // Within the same second the bound is one second's worth (the clock
-    // counts whole seconds).
-    a.uploaded = 3100;
-    assert!(!ledger.announce(&site, &a, 119).unwrap().flagged);
-    a.uploaded = 3201;
-    assert!(ledger.announce(&site, &a, 119).unwrap().flagged);
+    // No slack at all: the same millisecond allows nothing, a tenth of a
+    // second a tenth of the rate.
+    a.uploaded = 3001;
+    assert!(ledger.announce(&site, &a, at(119)).unwrap().flagged);
+    a.uploaded = 3011;
+    assert!(!ledger.announce(&site, &a, at(119) + 100).unwrap().flagged);
+    flush(&mut ledger, &mut db);
+    assert_eq!(db.users[&1].uploaded, 1010);
+    assert_eq!(db.history[&(1, 1)].actual_uploaded, 3011);
+    assert_eq!(db.torrents[&1].balance, 3011 - 10);
+}
+
+/// Announcing in a tight loop credits no more than the bound over the real
+/// time, however short the intervals, and the user's peers on a torrent
+/// share one bound.
+#[test]
+fn announcing_in_a_tight_loop_gains_nothing_over_the_bound() {
+    let site = site();
+    let rate = 10_000_000;
+    let mut ledger = Ledger::new(LedgerConfig {
+        max_upload_rate: rate,
+        ..LedgerConfig::default()
+    });
+    let mut db = MemoryDb::default();
+    let mut peers: Vec<_> = (1..=3).map(|p| announce(1, 1, p)).collect();
+    let start = at(1000);
+    for a in &mut peers {
+        ledger.announce(&site, a, start).unwrap();
+        a.event = AnnounceEvent::None;
+    }
+    // 1.05 s of announces 1 ms apart: one peer claims a second's worth
+    // each time (the audit's 500 MB in 1.05 s), the two others each a
+    // millisecond's worth (three times the rate together).
+    for ms in 1..=1050 {
+        for (i, a) in peers.iter_mut().enumerate() {
+            a.uploaded += if i == 0 { rate } else { rate / 1000 };
+            ledger.announce(&site, a, start + ms).unwrap();
+        }
+    }
+    flush(&mut ledger, &mut db);
+    let credited = db.users.get(&1).map_or(0, |u| u.uploaded);
+    assert!(
+        credited <= rate * 1050 / 1000,
+        "{credited} credited in 1.05 s at {rate} B/s"
+    );
+    assert!(credited >= rate, "the bound's own worth is credited");
+    assert_eq!(
+        db.history[&(1, 1)].actual_uploaded,
+        1050 * rate + 2 * 1050 * (rate / 1000)
+    );
+    // Honest peers sharing the bound are all credited.
+    let mut honest = Ledger::new(LedgerConfig {
+        max_upload_rate: rate,
+        ..LedgerConfig::default()
+    });
+    let mut db = MemoryDb::default();
+    let mut peers: Vec<_> = (1..=3).map(|p| announce(2, 1, p)).collect();
+    for a in &mut peers {
+        honest.announce(&site, a, start).unwrap();
+        a.event = AnnounceEvent::None;
+        a.uploaded = rate * 600;
+    }
+    for a in &peers {
+        assert!(
+            !honest
+                .announce(&site, a, start + 1_800_000)
+                .unwrap()
+                .flagged
+        );
+    }
+    flush(&mut honest, &mut db);
+    assert_eq!(db.users[&2].uploaded, 3 * 600 * rate);
 }
 
 #[test]
@@ -464,31 +618,42 @@ fn an_announce_too_soon_is_accounted_but_marked() {
         min_announce_interval: 1740,
         ..LedgerConfig::default()
     });
+    let mut db = MemoryDb::default();
     let mut a = announce(1, 1, 1);
     assert!(
-        !ledger.announce(&site, &a, 100).unwrap().too_soon,
+        !ledger.announce(&site, &a, at(100)).unwrap().too_soon,
         "a new peer"
     );
     a.event = AnnounceEvent::None;
     a.uploaded = 300;
-    let soon = ledger.announce(&site, &a, 1000).unwrap();
+    let soon = ledger.announce(&site, &a, at(1000)).unwrap();
     assert!(soon.too_soon && soon.in_swarm);
-    assert_eq!(soon.credited_uploaded, 300, "still credited");
     // The interval counts from the announce before, held back or not.
-    assert!(ledger.announce(&site, &a, 2739).unwrap().too_soon);
-    assert!(!ledger.announce(&site, &a, 2739 + 1740).unwrap().too_soon);
+    assert!(ledger.announce(&site, &a, at(2739)).unwrap().too_soon);
+    assert!(
+        !ledger
+            .announce(&site, &a, at(2739 + 1740))
+            .unwrap()
+            .too_soon
+    );
     // A first completed is never held back; a second one is.
     a.event = AnnounceEvent::Completed;
     a.left = 0;
-    let done = ledger.announce(&site, &a, 2739 + 1741).unwrap();
+    let done = ledger.announce(&site, &a, at(2739 + 1741)).unwrap();
     assert!(done.completed && !done.too_soon);
-    assert!(ledger.announce(&site, &a, 2739 + 1742).unwrap().too_soon);
+    assert!(
+        ledger
+            .announce(&site, &a, at(2739 + 1742))
+            .unwrap()
+            .too_soon
+    );
     // Off at 0.
     let mut off = Ledger::new(LedgerConfig::default());
-    let a = announce(1, 1, 2);
-    off.announce(&site, &a, 100).unwrap();
-    assert!(!off.announce(&site, &a, 100).unwrap().too_soon);
-    assert_eq!(ledger.take_batch().users[&1].uploaded, 300);
+    let b = announce(1, 1, 2);
+    off.announce(&site, &b, at(100)).unwrap();
+    assert!(!off.announce(&site, &b, at(100)).unwrap().too_soon);
+    flush(&mut ledger, &mut db);
+    assert_eq!(db.users[&1].uploaded, 300, "still credited");
 }
 
 #[test]
@@ -497,8 +662,8 @@ fn the_peers_of_a_torrent_are_listed_for_the_api() {
     let mut ledger = Ledger::default();
     let mut a = announce(1, 1, 1);
     a.event = AnnounceEvent::Completed;
-    ledger.announce(&site, &a, 100).unwrap();
-    ledger.announce(&site, &announce(2, 1, 2), 150).unwrap();
+    ledger.announce(&site, &a, at(100)).unwrap();
+    ledger.announce(&site, &announce(2, 1, 2), at(150)).unwrap();
     let mut peers: Vec<_> = ledger.peers_of(1).collect();
     peers.sort_by_key(|p| p.key);
     assert_eq!(peers.len(), 2);
@@ -513,39 +678,30 @@ fn the_peers_of_a_torrent_are_listed_for_the_api() {
 fn a_restored_peer_is_credited_from_its_last_totals() {
     let site = site();
     let mut first = Ledger::new(LedgerConfig::default());
+    let mut db = MemoryDb::default();
     let mut a = announce(1, 1, 1);
     a.uploaded = 100;
-    first.announce(&site, &a, 100).unwrap();
-    let rows = first.take_batch().peers;
+    first.announce(&site, &a, at(100)).unwrap();
+    flush(&mut first, &mut db);
 
     // A new process: the peer's row comes back from the database.
     let mut ledger = Ledger::new(LedgerConfig::default());
-    for (key, row) in &rows {
+    for (key, row) in &db.peers {
         ledger.restore(*key, row);
     }
     assert_eq!((ledger.accounts(), ledger.counts(1)), (1, (0, 1)));
     assert!(ledger.take_batch().is_empty(), "a restore writes nothing");
     a.event = AnnounceEvent::None;
     a.uploaded = 400;
-    let admitted = ledger.announce(&site, &a, 200).unwrap();
-    assert!(!admitted.new_peer);
-    assert_eq!(admitted.credited_uploaded, 300);
-    let batch = ledger.take_batch();
-    assert!(
-        batch.torrents.get(&1).is_none_or(|t| t.leechers == 0),
-        "counted already"
-    );
+    assert!(!ledger.announce(&site, &a, at(200)).unwrap().new_peer);
+    assert_eq!(flush(&mut ledger, &mut db).credited.uploaded, 300);
+    assert_eq!(db.torrents[&1].leechers, 1, "counted already");
 
     // An inactive row, or a newer one, replaces what was restored.
-    let mut row = rows[&key(1, 1, 1)];
+    let mut row = db.peers[&key(1, 1, 1)];
     row.uploaded = 1000;
     ledger.restore(key(1, 1, 1), &row);
     assert_eq!(ledger.accounts(), 1);
-    a.uploaded = 1500;
-    assert_eq!(
-        ledger.announce(&site, &a, 300).unwrap().credited_uploaded,
-        500
-    );
     row.active = false;
     ledger.restore(key(1, 1, 1), &row);
     assert_eq!((ledger.accounts(), ledger.counts(1)), (0, (0, 0)));
@@ -556,17 +712,17 @@ fn snatches_and_a_users_peers_for_the_site_api() {
     let site = site();
     let mut ledger = Ledger::default();
     let mut a = announce(1, 1, 1);
-    ledger.announce(&site, &a, 100).unwrap();
+    ledger.announce(&site, &a, at(100)).unwrap();
     let seeder = announce(1, 1, 2);
     let mut seeder = PrivateAnnounce { left: 0, ..seeder };
     seeder.event = AnnounceEvent::Started;
-    ledger.announce(&site, &seeder, 100).unwrap();
+    ledger.announce(&site, &seeder, at(100)).unwrap();
     assert_eq!(ledger.user_counts(1), (1, 1));
     assert_eq!(ledger.user_counts(2), (0, 0));
     assert_eq!(ledger.snatches(1), 0);
     a.event = AnnounceEvent::Completed;
     a.left = 0;
-    ledger.announce(&site, &a, 200).unwrap();
+    ledger.announce(&site, &a, at(200)).unwrap();
     assert_eq!((ledger.snatches(1), ledger.user_counts(1)), (1, (2, 0)));
 }
 
@@ -576,40 +732,78 @@ fn a_leecher_past_its_download_slots_is_accounted_but_kept_out() {
     records.groups[0].download_slots = Some(1);
     let site = Site::from_records(records, GlobalFactors::default());
     let counts = std::sync::Arc::new(crate::slots::LeechingCounts::default());
+    let mut db = MemoryDb::default();
     // Two workers' ledgers share the counts.
     let mut one = Ledger::default().with_slots(counts.clone());
     let mut two = Ledger::default().with_slots(counts.clone());
-    let first = one.announce(&site, &announce(1, 1, 1), 100).unwrap();
+    let first = one.announce(&site, &announce(1, 1, 1), at(100)).unwrap();
     assert!(first.in_swarm && !first.hidden);
     assert_eq!(counts.get(1), 1);
     let mut second = announce(1, 2, 2);
-    let over = two.announce(&site, &second, 100).unwrap();
+    let over = two.announce(&site, &second, at(100)).unwrap();
     assert!(over.hidden && !over.in_swarm, "past the one slot");
-    assert!(!two.take_batch().peers[&key(1, 2, 2)].visible);
+    flush(&mut one, &mut db);
+    flush(&mut two, &mut db);
+    assert!(!db.peers[&key(1, 2, 2)].visible);
+    // Not counted in its torrent's leechers, as UNIT3D-Announce counts.
+    assert_eq!(db.torrents.get(&2).map_or(0, |t| t.leechers), 0);
     // Still accounted: its deltas are credited.
     second.event = AnnounceEvent::None;
     second.downloaded = 100;
-    assert_eq!(
-        two.announce(&site, &second, 110)
-            .unwrap()
-            .credited_downloaded,
-        100
-    );
+    two.announce(&site, &second, at(110)).unwrap();
+    assert_eq!(flush(&mut two, &mut db).credited.downloaded, 100);
     // The first completes: the slot is free, and the second takes it.
     let mut done = announce(1, 1, 1);
     done.event = AnnounceEvent::Completed;
     done.left = 0;
-    one.announce(&site, &done, 120).unwrap();
+    one.announce(&site, &done, at(120)).unwrap();
     assert_eq!(counts.get(1), 0);
-    let now_in = two.announce(&site, &second, 130).unwrap();
+    let now_in = two.announce(&site, &second, at(130)).unwrap();
     assert!(now_in.in_swarm && !now_in.hidden);
     assert_eq!(counts.get(1), 1);
+    flush(&mut two, &mut db);
+    assert_eq!(db.torrents[&2].leechers, 1);
     // A stop gives it back; so would an expiry.
     second.event = AnnounceEvent::Stopped;
-    two.announce(&site, &second, 140).unwrap();
+    two.announce(&site, &second, at(140)).unwrap();
     assert_eq!(counts.get(1), 0);
     // Another user's group has no limit.
-    assert!(!one.announce(&site, &announce(2, 2, 3), 150).unwrap().hidden);
+    assert!(
+        !one.announce(&site, &announce(2, 2, 3), at(150))
+            .unwrap()
+            .hidden
+    );
+}
+
+/// Workers admitting one user's new leechers at the same instant cannot
+/// pass its slots: each slot is taken in one atomic step.
+#[test]
+fn simultaneous_leechers_on_many_workers_never_pass_the_slots() {
+    let mut records = testing::records();
+    records.groups[0].download_slots = Some(2);
+    for id in 2..=9 {
+        records.torrents.push(torrent(id));
+    }
+    let site = std::sync::Arc::new(Site::from_records(records, GlobalFactors::default()));
+    for _ in 0..50 {
+        let counts = std::sync::Arc::new(crate::slots::LeechingCounts::default());
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+        let visible: usize = (0..8u32)
+            .map(|worker| {
+                let (site, counts, barrier) = (site.clone(), counts.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    let mut ledger = Ledger::default().with_slots(counts);
+                    barrier.wait();
+                    let a = announce(1, worker + 2, 1);
+                    usize::from(ledger.announce(&site, &a, at(100)).unwrap().in_swarm)
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .sum();
+        assert_eq!(visible, 2);
+    }
 }
 
 #[test]
@@ -624,7 +818,7 @@ fn a_known_users_announce_of_a_torrent_not_served_is_noted_within_a_bound() {
         ..LedgerConfig::default()
     });
     let refused = |ledger: &mut Ledger, a: &PrivateAnnounce, now| {
-        ledger.announce(&site, a, now).unwrap_err().reason()
+        ledger.announce(&site, a, at(now)).unwrap_err().reason()
     };
     assert_eq!(
         refused(&mut ledger, &announce(1, 50, 1), 100),
@@ -662,6 +856,25 @@ fn a_known_users_announce_of_a_torrent_not_served_is_noted_within_a_bound() {
     refused(&mut off, &announce(1, 50, 1), 100);
     assert!(off.take_batch().is_empty());
     assert_eq!(off.unregistered_dropped(), 0);
+    // Across batches and workers, one user's rows an hour are bounded: a
+    // passkey making up info-hashes adds at most that many to the table.
+    let quota = Arc::new(crate::quota::UnregisteredQuota::new(3));
+    let config = LedgerConfig {
+        max_unregistered_per_batch: 100,
+        ..LedgerConfig::default()
+    };
+    let mut one = Ledger::new(config).with_quota(quota.clone());
+    let mut two = Ledger::new(config).with_quota(quota);
+    for n in 0..10 {
+        refused(&mut one, &announce(1, 100 + n, 1), 3600);
+        refused(&mut two, &announce(1, 200 + n, 1), 3601);
+    }
+    refused(&mut two, &announce(2, 300, 1), 3602);
+    let noted = one.take_batch().unregistered.len() + two.take_batch().unregistered.len();
+    assert_eq!(noted, 3 + 1);
+    assert_eq!(one.unregistered_dropped() + two.unregistered_dropped(), 17);
+    refused(&mut one, &announce(1, 400, 1), 7200);
+    assert_eq!(one.take_batch().unregistered.len(), 1, "a new hour");
 }
 
 #[test]
@@ -677,35 +890,37 @@ fn peer_lists_past_a_users_limits_are_refused_by_kind() {
     let mut other = Ledger::new(LedgerConfig::default()).with_lists(rates);
     let mut seeding = announce(2, 1, 1);
     seeding.left = 0;
-    let alone = ledger.announce(&site, &seeding, 100).unwrap();
+    let alone = ledger.announce(&site, &seeding, at(100)).unwrap();
     assert!(
         !alone.seed_list_refused && !alone.leech_list_refused,
         "no leechers: no lists"
     );
     // User 1 leeches torrent 1: a seed list (its one a minute); no other
     // leecher, no leech list.
-    let first = ledger.announce(&site, &announce(1, 1, 1), 100).unwrap();
+    let first = ledger.announce(&site, &announce(1, 1, 1), at(100)).unwrap();
     assert!(!first.seed_list_refused && !first.leech_list_refused);
     let mut seeding2 = announce(2, 2, 1);
     seeding2.left = 0;
-    other.announce(&site, &seeding2, 100).unwrap();
-    let second = other.announce(&site, &announce(1, 2, 1), 101).unwrap();
+    other.announce(&site, &seeding2, at(100)).unwrap();
+    let second = other.announce(&site, &announce(1, 2, 1), at(101)).unwrap();
     assert!(
         second.seed_list_refused,
         "the minute's one seed list is spent"
     );
     assert!(!second.leech_list_refused);
     // Leech lists: user 1's second peer on torrent 1 sees a leecher.
-    let third = ledger.announce(&site, &announce(1, 1, 2), 102).unwrap();
+    let third = ledger.announce(&site, &announce(1, 1, 2), at(102)).unwrap();
     assert!(third.seed_list_refused && !third.leech_list_refused);
     // The seeder now sees leechers: its leech lists count for user 2.
     seeding.event = AnnounceEvent::None;
-    let seeder_again = ledger.announce(&site, &seeding, 2000).unwrap();
+    let seeder_again = ledger.announce(&site, &seeding, at(2000)).unwrap();
     assert!(!seeder_again.seed_list_refused && !seeder_again.leech_list_refused);
     // Nothing is counted without limits.
     let mut free = Ledger::new(LedgerConfig::default());
     for peer in 1..=3 {
-        let a = free.announce(&site, &announce(1, 1, peer), 100).unwrap();
+        let a = free
+            .announce(&site, &announce(1, 1, peer), at(100))
+            .unwrap();
         assert!(!a.seed_list_refused && !a.leech_list_refused);
     }
 }

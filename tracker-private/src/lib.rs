@@ -9,14 +9,20 @@
 //!   requests parsed, changes applied to a [`Site`], GET answers written.
 //! - [`rules`]: the factors and the integer math that credit bytes.
 //! - [`ledger`], [`refusal`]: one worker's per-peer accounts; an announce
-//!   checked (UNIT3D-Announce's refusal words), credited, and merged into
-//!   the rows of the next flush.
-//! - [`batch`]: those rows (UNIT3D's `peers`, `history`, `users`,
-//!   `torrents`), merged per key.
+//!   checked (UNIT3D-Announce's refusal words) and merged into the claims
+//!   of the next flush.
+//! - [`batch`]: those claims (each peer's steps since the tracker's last
+//!   view of it) and history marks, merged per key.
+//! - [`settle`]: what a flush credits, each claim measured from the peer's
+//!   row as the database holds it: UNIT3D's `peers`, `history`, `users`,
+//!   `torrents` rows.
 //! - [`codec`]: the binary form of rows not yet written, for the state
 //!   file and a hand-over.
-//! - [`slots`], [`lists`]: what the workers count together, per user:
-//!   leeching peers (download slots) and peer lists received.
+//! - [`slots`], [`lists`], [`quota`]: what the workers count together, per
+//!   user: leeching peers (download slots), peer lists received, and
+//!   unregistered info-hashes noted per hour.
+//! - [`client`], [`client_name`]: the client's own checks (user agent,
+//!   port), and the name a client without a user agent (UDP) is known by.
 
 mod account;
 mod announce;
@@ -26,25 +32,33 @@ mod api_error;
 pub mod batch;
 pub mod change;
 pub mod client;
+pub mod client_name;
 pub mod codec;
 pub mod ledger;
 pub mod lists;
+pub mod quota;
 pub mod refusal;
 pub mod rules;
+pub mod settle;
 pub mod site;
 pub mod slots;
+mod user_table;
 
 #[cfg(test)]
 mod testing;
 
-pub use answer::{stats_json, torrent_json, user_json, ApiStats, TorrentCounts};
+pub use answer::{stats_json, torrent_json, user_json, ApiStats, TorrentCounts, UserCounts};
 pub use api::{parse_api_request, status_of, ApiError, ApiRequest};
-pub use batch::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UnregisteredRow, UserRow};
+pub use batch::{
+    Agent, Batch, Claim, Credit, CreditRules, HistoryMark, HistoryRow, PeerEntry, PeerKey, PeerRow,
+    Point, Rows, Step, StepKind, TorrentRow, UnregisteredRow, UserRow,
+};
 pub use change::SiteChange;
 pub use codec::{decode_pending, encode_pending, CodecError};
 pub use ledger::{Admitted, Ledger, LedgerConfig, PeerSnapshot, PrivateAnnounce};
 pub use refusal::{Refusal, RefusalKind};
 pub use rules::{credit, FactorOverrides, Factors, GlobalFactors};
+pub use settle::{settle, Settled, StoredHistory, StoredPeer};
 pub use site::{
     Group, GroupId, Passkey, Site, SiteRecords, Torrent, TorrentId, TorrentStatus, User, UserId,
 };

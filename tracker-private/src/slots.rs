@@ -1,57 +1,36 @@
 //! Each user's leeching peers across every worker's ledger, for the
-//! groups' download slots: a table of atomic counters shared by the
-//! workers, indexed by user id in chunks allocated on first use, so a
-//! lookup takes no lock and a count moves only when a peer starts or stops
-//! leeching, never on every announce.
+//! groups' download slots: atomic counters shared by the workers (a
+//! [`UserTable`]), so a lookup takes no lock and a count moves only when a
+//! peer starts or stops leeching, never on every announce. A slot is taken
+//! with one compare-and-swap, so no number of workers admitting one user's
+//! leechers at the same instant passes the limit.
 
 use crate::site::UserId;
+use crate::user_table::UserTable;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
 
-/// Users per chunk.
-const CHUNK: usize = 1 << 16;
-/// Chunks: enough for every u32 user id.
-const CHUNKS: usize = (u32::MAX as usize >> 16) + 1;
-
+#[derive(Default)]
 pub struct LeechingCounts {
-    chunks: Box<[OnceLock<Box<[AtomicU32]>>]>,
-}
-
-impl Default for LeechingCounts {
-    fn default() -> LeechingCounts {
-        LeechingCounts {
-            chunks: (0..CHUNKS).map(|_| OnceLock::new()).collect(),
-        }
-    }
+    counts: UserTable<AtomicU32>,
 }
 
 impl std::fmt::Debug for LeechingCounts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let used = self.chunks.iter().filter(|c| c.get().is_some()).count();
-        write!(f, "LeechingCounts({used} chunks)")
+        write!(f, "LeechingCounts({} chunks)", self.counts.chunks_used())
     }
 }
 
 impl LeechingCounts {
-    fn counter(&self, user: UserId) -> Option<&AtomicU32> {
-        let user = user as usize;
-        let chunk = self.chunks.get(user / CHUNK)?;
-        let chunk = chunk.get_or_init(|| (0..CHUNK).map(|_| AtomicU32::new(0)).collect());
-        chunk.get(user % CHUNK)
-    }
-
     /// The user's leeching peers now (a read allocates no chunk).
     pub fn get(&self, user: UserId) -> u32 {
-        let user = user as usize;
-        let counter = self.chunks.get(user / CHUNK).and_then(OnceLock::get);
-        counter
-            .and_then(|chunk| chunk.get(user % CHUNK))
+        self.counts
+            .peek(user)
             .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
     /// One more leeching peer (`up`), or one fewer.
     pub fn change(&self, user: UserId, up: bool) {
-        if let Some(counter) = self.counter(user) {
+        if let Some(counter) = self.counts.slot(user) {
             if up {
                 counter.fetch_add(1, Ordering::Relaxed);
             } else {
@@ -61,11 +40,24 @@ impl LeechingCounts {
             }
         }
     }
+
+    /// One more leeching peer if the user has fewer than `limit`: whether
+    /// it was taken.
+    pub fn try_take(&self, user: UserId, limit: u32) -> bool {
+        self.counts.slot(user).is_some_and(|counter| {
+            counter
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                    (n < limit).then_some(n + 1)
+                })
+                .is_ok()
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn counts_per_user_never_below_zero() {
@@ -81,5 +73,28 @@ mod tests {
         counts.change(7, false);
         counts.change(7, false);
         assert_eq!(counts.get(7), 0);
+    }
+
+    /// Eight threads racing for three slots, many times over: exactly three
+    /// are taken each round (a check then a take let one per thread pass).
+    #[test]
+    fn slots_taken_at_once_never_pass_the_limit() {
+        for round in 0..200u32 {
+            let counts = Arc::new(LeechingCounts::default());
+            let barrier = Arc::new(std::sync::Barrier::new(8));
+            let taken: u32 = (0..8)
+                .map(|_| {
+                    let (counts, barrier) = (counts.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        u32::from(counts.try_take(round, 3))
+                    })
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(|t| t.join().unwrap())
+                .sum();
+            assert_eq!((taken, counts.get(round)), (3, 3));
+        }
     }
 }

@@ -1,12 +1,17 @@
 //! Builders and strategies the tests share.
 
 use crate::batch::{
-    Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UnregisteredRow, UserRow,
+    Agent, Batch, Claim, Credit, CreditRules, HistoryMark, HistoryRow, PeerEntry, PeerKey, PeerRow,
+    Point, Rows, Step, StepKind, TorrentRow, UnregisteredRow, UserRow,
 };
 use crate::ledger::PrivateAnnounce;
-use crate::rules::GlobalFactors;
-use crate::site::{Group, Passkey, Site, SiteRecords, Torrent, TorrentStatus, User};
+use crate::rules::{Factors, GlobalFactors};
+use crate::settle::{settle, Settled, StoredHistory, StoredPeer};
+use crate::site::{
+    Group, Passkey, Site, SiteRecords, Torrent, TorrentId, TorrentStatus, User, UserId,
+};
 use proptest::prelude::*;
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tracker_proto::{AnnounceEvent, InfoHash, PeerId};
 
@@ -169,6 +174,29 @@ fn arb_history_row() -> impl Strategy<Value = HistoryRow> {
         )
 }
 
+fn arb_history_mark() -> impl Strategy<Value = HistoryMark> {
+    (
+        arb_agent(),
+        any::<(u64, u64)>(),
+        any::<(bool, bool, bool)>(),
+        any::<Option<u64>>(),
+        any::<(u64, u64)>(),
+    )
+        .prop_map(
+            |(agent, (up, down), (seeder, active, immune), completed_at, (c, u))| HistoryMark {
+                agent,
+                client_uploaded: up,
+                client_downloaded: down,
+                seeder,
+                active,
+                immune,
+                completed_at,
+                created_at: c,
+                updated_at: u,
+            },
+        )
+}
+
 /// Signed fields stay far from the limits: saturating sums of mixed
 /// signs are not associative at the edges.
 fn arb_torrent_row() -> impl Strategy<Value = TorrentRow> {
@@ -191,22 +219,72 @@ fn arb_torrent_row() -> impl Strategy<Value = TorrentRow> {
         )
 }
 
-pub fn arb_batch() -> impl Strategy<Value = Batch> {
-    (
-        proptest::collection::hash_map(arb_peer_key(), arb_peer_row(), 0..6),
-        proptest::collection::hash_map((0u32..4, 0u32..4), arb_history_row(), 0..6),
-        proptest::collection::hash_map(0u32..4, any::<(u64, u64)>(), 0..4),
-        proptest::collection::hash_map(0u32..4, arb_torrent_row(), 0..4),
-        proptest::collection::hash_map(
-            (0u32..4, (0u8..3).prop_map(|b| InfoHash([b; 20]))),
-            (0u64..1 << 40, 0u64..1 << 40).prop_map(|(created_at, updated_at)| UnregisteredRow {
-                created_at,
-                updated_at,
-            }),
-            0..4,
-        ),
+fn arb_point() -> impl Strategy<Value = Point> {
+    (any::<(u64, u64, u64)>(), any::<(bool, bool)>()).prop_map(
+        |((uploaded, downloaded, at_ms), (seeder, active))| Point {
+            uploaded,
+            downloaded,
+            at_ms,
+            seeder,
+            active,
+        },
     )
-        .prop_map(|(peers, history, users, torrents, unregistered)| Batch {
+}
+
+fn arb_step() -> impl Strategy<Value = Step> {
+    (arb_point(), 0u8..4, any::<(u16, u8)>(), any::<bool>()).prop_map(
+        |(point, kind, (upload, download), flagged)| Step {
+            point,
+            kind: [
+                StepKind::Announce,
+                StepKind::Started,
+                StepKind::Stopped,
+                StepKind::Expired,
+            ][usize::from(kind)],
+            factors: Factors { upload, download },
+            flagged,
+        },
+    )
+}
+
+fn arb_credit() -> impl Strategy<Value = Credit> {
+    any::<([u64; 5], bool)>().prop_map(|(n, completed)| Credit {
+        uploaded: n[0],
+        downloaded: n[1],
+        actual_uploaded: n[2],
+        actual_downloaded: n[3],
+        seedtime: n[4],
+        completed,
+    })
+}
+
+fn arb_claim() -> impl Strategy<Value = Claim> {
+    (
+        proptest::option::of(arb_point()),
+        arb_step(),
+        arb_credit(),
+        arb_credit(),
+        arb_step(),
+        any::<bool>(),
+    )
+        .prop_map(|(base, first, lead, rest, last, stops_only)| Claim {
+            base,
+            first,
+            lead,
+            rest,
+            last,
+            stops_only,
+        })
+}
+
+fn arb_rows() -> impl Strategy<Value = Rows> {
+    (
+        proptest::collection::hash_map(arb_peer_key(), arb_peer_row(), 0..3),
+        proptest::collection::hash_map((0u32..4, 0u32..4), arb_history_row(), 0..3),
+        proptest::collection::hash_map(0u32..4, any::<(u64, u64)>(), 0..3),
+        proptest::collection::hash_map(0u32..4, arb_torrent_row(), 0..3),
+    )
+        .prop_map(|(peers, history, users, torrents)| Rows {
             peers: peers.into_iter().collect(),
             history: history.into_iter().collect(),
             users: users
@@ -222,6 +300,104 @@ pub fn arb_batch() -> impl Strategy<Value = Batch> {
                 })
                 .collect(),
             torrents: torrents.into_iter().collect(),
-            unregistered: unregistered.into_iter().collect(),
         })
+}
+
+pub fn arb_batch() -> impl Strategy<Value = Batch> {
+    (
+        proptest::collection::hash_map(
+            arb_peer_key(),
+            (arb_peer_row(), arb_claim()).prop_map(|(row, claim)| PeerEntry { row, claim }),
+            0..6,
+        ),
+        proptest::collection::hash_map((0u32..4, 0u32..4), arb_history_mark(), 0..6),
+        proptest::collection::hash_map(
+            (0u32..4, (0u8..3).prop_map(|b| InfoHash([b; 20]))),
+            (0u64..1 << 40, 0u64..1 << 40).prop_map(|(created_at, updated_at)| UnregisteredRow {
+                created_at,
+                updated_at,
+            }),
+            0..4,
+        ),
+        arb_rows(),
+    )
+        .prop_map(|(peers, history, unregistered, settled)| Batch {
+            peers: peers.into_iter().collect(),
+            history: history.into_iter().collect(),
+            unregistered: unregistered.into_iter().collect(),
+            settled,
+        })
+}
+
+/// A site's database as flushes leave it, in memory: rows written as the
+/// flush's statements write them (tracker-db), for tests of what settles.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryDb {
+    pub peers: BTreeMap<PeerKey, PeerRow>,
+    pub history: BTreeMap<(UserId, TorrentId), HistoryRow>,
+    pub users: BTreeMap<UserId, UserRow>,
+    /// Seeders, leechers and completions as the table holds them.
+    pub torrents: BTreeMap<TorrentId, TorrentRow>,
+}
+
+impl MemoryDb {
+    /// Settles `batch` against the rows held and writes what it settled.
+    pub fn flush(&mut self, batch: &Batch, rules: &CreditRules) -> Settled {
+        let settled = settle(
+            batch,
+            |key| self.peers.get(key).map(StoredPeer::of_row),
+            |user, torrent| {
+                self.history.get(&(user, torrent)).map(|h| StoredHistory {
+                    completed: h.completed_at.is_some(),
+                    updated_at: h.updated_at,
+                })
+            },
+            rules,
+        );
+        self.apply(&settled.rows);
+        settled
+    }
+
+    fn apply(&mut self, rows: &Rows) {
+        for (key, row) in &rows.peers {
+            let created_at = self.peers.get(key).map_or(row.created_at, |r| r.created_at);
+            self.peers.insert(*key, PeerRow { created_at, ..*row });
+        }
+        for (key, row) in &rows.history {
+            match self.history.get_mut(key) {
+                Some(old) => old.merge(row),
+                None => {
+                    self.history.insert(*key, *row);
+                }
+            }
+        }
+        for (id, row) in &rows.users {
+            let user = self.users.entry(*id).or_default();
+            user.uploaded += row.uploaded;
+            user.downloaded += row.downloaded;
+        }
+        for (id, row) in &rows.torrents {
+            let t = self.torrents.entry(*id).or_default();
+            t.seeders += row.seeders;
+            t.leechers += row.leechers;
+            t.times_completed += row.times_completed;
+            t.balance += row.balance;
+        }
+    }
+
+    /// A torrent's active and visible rows: (seeders, leechers).
+    pub fn visible(&self, torrent: TorrentId) -> (i64, i64) {
+        let mut counts = (0, 0);
+        for (key, row) in &self.peers {
+            match (key.torrent_id == torrent)
+                .then(|| row.counted_as_seeder())
+                .flatten()
+            {
+                Some(true) => counts.0 += 1,
+                Some(false) => counts.1 += 1,
+                None => {}
+            }
+        }
+        counts
+    }
 }

@@ -9,8 +9,8 @@ use std::sync::OnceLock;
 
 static START: OnceLock<i64> = OnceLock::new();
 
-/// Whole seconds of `clock`.
-fn seconds(clock: libc::clockid_t) -> i64 {
+/// `clock` now.
+fn read(clock: libc::clockid_t) -> libc::timespec {
     let mut now = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -18,7 +18,12 @@ fn seconds(clock: libc::clockid_t) -> i64 {
     // SAFETY: `now` is a valid timespec to write. The coarse clocks exist on
     // every Linux since 2.6.32, so this cannot fail; were it to, `now` stays 0.
     unsafe { libc::clock_gettime(clock, &mut now) };
-    now.tv_sec
+    now
+}
+
+/// Whole seconds of `clock`.
+fn seconds(clock: libc::clockid_t) -> i64 {
+    read(clock).tv_sec
 }
 
 /// Seconds on a monotonic clock that starts near 0 when the process starts
@@ -34,6 +39,17 @@ pub fn unix_secs() -> u64 {
     seconds(libc::CLOCK_REALTIME_COARSE).max(0) as u64
 }
 
+/// Milliseconds since the Unix epoch, to the coarse clock's tick (1-4 ms):
+/// private mode bounds the upload a peer reports over the time since its
+/// previous announce, where whole seconds would give every announce a
+/// second's slack.
+pub fn unix_millis() -> u64 {
+    let now = read(libc::CLOCK_REALTIME_COARSE);
+    let secs = u64::try_from(now.tv_sec).unwrap_or(0);
+    let millis = u64::try_from(now.tv_nsec).unwrap_or(0) / 1_000_000;
+    secs.saturating_mul(1000).saturating_add(millis)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -46,6 +62,7 @@ mod tests {
             .map(|d| d.as_secs())
             .unwrap();
         assert!(unix_secs().abs_diff(precise) <= 1);
+        assert!((unix_millis() / 1000).abs_diff(precise) <= 1);
         let start = now_secs();
         assert!(start <= 1);
         assert!(now_secs() >= start);

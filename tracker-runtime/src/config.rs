@@ -371,6 +371,20 @@ pub struct SwarmConfig {
     /// for it: about 11 bytes per client. 0 turns the limit (and the counts)
     /// off.
     pub max_peers_per_address_per_torrent: usize,
+    /// Peers each worker holds at most from one network (an IPv4 /16, an
+    /// IPv6 /48: what an organisation or a hosting customer is given), over
+    /// all its torrents; new ones past it are answered, not stored, and
+    /// create no torrent. Without it a /48, or a thousand addresses of one
+    /// /16, could fill max_peers_per_worker, and two networks that announce
+    /// every torrent they create from both could hold
+    /// max_torrents_per_worker for good (a torrent two networks share is
+    /// never dropped for a new one). The cap used is at most an eighth of
+    /// max_peers_per_worker and a quarter of max_torrents_per_worker,
+    /// whatever is set here, so that it takes eight networks to fill either
+    /// (the default is both, for the default caps). Clients of
+    /// runtime.exempt_networks are not held to it. It costs a table of 256
+    /// KiB per worker, nothing per peer. 0 turns it (and the table) off.
+    pub max_peers_per_network: usize,
     /// Torrents one client address (an IPv6 client by its /64) may create per
     /// minute on each worker; announces that would create more get the error
     /// "too many new torrents from this address" and are retried by clients
@@ -412,6 +426,7 @@ impl Default for SwarmConfig {
             max_peers_per_torrent: 100_000,
             max_peers_per_worker: 20_000_000,
             max_peers_per_address_per_torrent: 32,
+            max_peers_per_network: 1_250_000,
             new_torrents_per_address_per_minute: 600,
             new_torrents_per_subnet_per_minute: 2_400,
             new_torrents_per_network_per_minute: 6_000,
@@ -479,6 +494,21 @@ impl SwarmConfig {
             .min(protocol_cap)
     }
 
+    /// The cap on one network's peers in a worker: what is set, within the
+    /// shares of both caps that leave seven networks short of filling
+    /// either (see `max_peers_per_network`). Seven networks hold 7/8 of the
+    /// peers at most; and each torrent that eviction spares holds peers of
+    /// two networks (or more than 4 of one), so at most 7/4 / 2 = 7/8 of
+    /// the torrents. None when off.
+    fn peers_per_network(&self) -> Option<usize> {
+        const NETWORKS_TO_FILL: usize = 8;
+        let share_of_peers = self.max_peers_per_worker / NETWORKS_TO_FILL;
+        let share_of_torrents = 2 * self.max_torrents_per_worker / NETWORKS_TO_FILL;
+        Some(self.max_peers_per_network)
+            .filter(|&max| max > 0)
+            .map(|max| max.min(share_of_peers).min(share_of_torrents).max(1))
+    }
+
     /// What each worker's store may hold.
     pub fn store_limits(&self) -> StoreLimits {
         StoreLimits {
@@ -488,6 +518,7 @@ impl SwarmConfig {
             max_peers: self.max_peers_per_worker,
             max_peers_per_address: Some(self.max_peers_per_address_per_torrent)
                 .filter(|&max| max > 0),
+            max_peers_per_network: self.peers_per_network(),
             new_torrents_per_minute: [
                 self.new_torrents_per_address_per_minute,
                 self.new_torrents_per_subnet_per_minute,
@@ -762,6 +793,19 @@ mod tests {
         assert_eq!(swarm.store_limits().max_peers_per_address, None);
         let budgets = swarm.store_limits().new_torrents_per_minute;
         assert_eq!(budgets, [600, 2_400, 6_000], "address, subnet, network");
+        // The cap per network: what is set, within an eighth of the peers
+        // and a quarter of the torrents (the default is both).
+        assert_eq!(swarm.store_limits().max_peers_per_network, Some(1_250_000));
+        swarm.max_peers_per_network = 1000;
+        assert_eq!(swarm.store_limits().max_peers_per_network, Some(1000));
+        swarm.max_peers_per_worker = 4000;
+        assert_eq!(swarm.store_limits().max_peers_per_network, Some(500));
+        swarm.max_torrents_per_worker = 400;
+        assert_eq!(swarm.store_limits().max_peers_per_network, Some(100));
+        swarm.max_torrents_per_worker = 1;
+        assert_eq!(swarm.store_limits().max_peers_per_network, Some(1));
+        swarm.max_peers_per_network = 0;
+        assert_eq!(swarm.store_limits().max_peers_per_network, None);
         assert_eq!(swarm.numwant(None, 74), 50);
         assert_eq!(swarm.numwant(Some(1000), 74), 74);
     }

@@ -127,14 +127,20 @@ families! {
     /// Label: direction (uploaded, downloaded: credited with factors;
     /// actual_uploaded, actual_downloaded: as reported).
     PRIVATE_CREDITED_BYTES = "tracker_private_bytes_total", Counter,
-        "Bytes accounted from private announces, by direction.";
+        "Bytes the applied flushes credited from private announces, by direction.";
+    PRIVATE_SEEDTIME = "tracker_private_seedtime_seconds_total", Counter,
+        "Seconds of seedtime the applied flushes added to history.";
+    PRIVATE_PEERS_SUPERSEDED = "tracker_private_peers_superseded_total", Counter,
+        "Peers whose announces here another tracker sharing the database had recorded later: nothing credited twice, their rows left as the other wrote them.";
+    PRIVATE_ENTRIES_DROPPED = "tracker_private_entries_dropped_total", Counter,
+        "Entries of accounting the database thread dropped past private.max_pending_entries or its per-user bound while the database was unreachable.";
     PRIVATE_LEDGER_PEERS = "tracker_private_ledger_peers", Gauge,
         "Peers the private ledger keeps accounts of.";
     PRIVATE_UNREGISTERED_DROPPED = "tracker_private_unregistered_dropped_total", Counter,
-        "Rows of unregistered_info_hashes not written: past private.max_unregistered_per_flush in one flush of one worker.";
-    /// Label: outcome (applied, already_applied, failed).
+        "Rows of unregistered_info_hashes not written: past private.max_unregistered_per_flush in one flush of one worker, or past a user's private.max_unregistered_per_user_per_hour.";
+    /// Label: outcome (applied, already_applied, failed, refused).
     PRIVATE_FLUSHES = "tracker_private_flushes_total", Counter,
-        "Flushes of the accounting into the site's database, by outcome: already_applied counts retries whose commit had landed (a lost acknowledgement), failed counts attempts that did not commit.";
+        "Flushes of the accounting into the site's database, by outcome: already_applied counts retries whose commit had landed (a lost acknowledgement), failed counts attempts that did not commit, refused those of them that retrying cannot fix (a privilege or the schema).";
     PRIVATE_ROWS_SKIPPED = "tracker_private_rows_skipped_total", Counter,
         "Rows the applied flushes left out: their user or torrent was deleted on the site since the tracker read it.";
     PRIVATE_ROWS_WRITTEN = "tracker_private_rows_written_total", Counter,
@@ -150,7 +156,7 @@ families! {
     SITE_API_REQUESTS = "tracker_site_api_requests_total", Counter,
         "Requests to the private site API, by outcome; wrong_key counts paths whose key did not match.";
     /// Label: kind (torrent_refused, peer_not_stored, peers_per_address,
-    /// torrent_budget, torrent_evicted).
+    /// peers_per_network, torrent_budget, torrent_evicted).
     STORE_FULL = "tracker_store_full_total", Counter,
         "Announces the swarm store could not take in full because a limit was reached, and torrents it dropped to make room for new ones when full (torrent_evicted), by kind.";
     TORRENTS = "tracker_torrents", Gauge,

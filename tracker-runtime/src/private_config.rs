@@ -7,6 +7,7 @@ use documented::{Documented, DocumentedFields};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use tracker_private::lists::ListLimits;
+use tracker_private::{FactorOverrides, GlobalFactors};
 
 /// Private mode: announces need a user's passkey in the URL
 /// (`/announce/{passkey}` or `/{passkey}/announce` over HTTP and HTTPS; the
@@ -59,18 +60,46 @@ pub struct PrivateConfig {
     /// Percent of downloaded bytes counted for everyone (0: freeleech for
     /// the whole site); a group's or torrent's lower factor wins.
     pub download_factor: u8,
+    /// Hit-and-run immunity of donors (users.is_donor, not is_lifetime),
+    /// whatever their group's (UNIT3D-Announce's DONOR_IMMUNITY_OVERRIDE).
+    /// Unset: their group's.
+    pub donor_immunity_override: Option<bool>,
+    /// Percent of uploaded bytes credited to donors at least
+    /// (DONOR_UPLOAD_FACTOR_OVERRIDE): a higher factor of the site, group
+    /// or torrent still wins. Unset: no override.
+    pub donor_upload_factor_override: Option<u8>,
+    /// Percent of downloaded bytes counted for donors at most, 0 to 100
+    /// (DONOR_DOWNLOAD_FACTOR_OVERRIDE): a lower factor still wins. Unset:
+    /// no override.
+    pub donor_download_factor_override: Option<u8>,
+    /// The same for lifetime donors (users.is_lifetime), in place of the
+    /// donors' (LIFETIME_DONOR_IMMUNITY_OVERRIDE).
+    pub lifetime_donor_immunity_override: Option<bool>,
+    /// LIFETIME_DONOR_UPLOAD_FACTOR_OVERRIDE.
+    pub lifetime_donor_upload_factor_override: Option<u8>,
+    /// LIFETIME_DONOR_DOWNLOAD_FACTOR_OVERRIDE.
+    pub lifetime_donor_download_factor_override: Option<u8>,
     /// Peers one user may have on one torrent (UNIT3D-Announce: 3); a new
     /// one past it is refused. Bounds what one passkey can make the
     /// tracker keep.
     pub max_peers_per_torrent_per_user: u32,
     /// Seconds after which a peer that stopped announcing counts as gone
-    /// (UNIT3D-Announce's ACTIVE_PEER_TTL); also the most seedtime one
-    /// interval between two announces can add.
+    /// (UNIT3D-Announce's ACTIVE_PEER_TTL): forgotten in memory, its row
+    /// made inactive and taken off its torrent's counts; also the most
+    /// seedtime one interval between two announces can add.
     pub active_peer_ttl_secs: u32,
-    /// Bytes per second of upload that one peer's announce may imply since
-    /// its previous one; a larger delta is flagged (counted, not credited),
-    /// the usual guard against clients that report invented uploads.
-    /// 0: off. The default, 10 Gbit/s, leaves seedboxes alone.
+    /// Seconds a peer's row in the database is still credited from
+    /// (UNIT3D-Announce's INACTIVE_PEER_TTL, 21 days): a peer back after a
+    /// silence longer than active_peer_ttl_secs (or after a tracker outage
+    /// that long) is credited every byte since its row, with nothing of it
+    /// held in memory meanwhile; after longer it counts as new.
+    pub inactive_peer_ttl_secs: u32,
+    /// Bytes per second of upload one peer's announce may imply over the
+    /// time since its previous one (in milliseconds, so announcing fast
+    /// gains nothing), after what the user's other peers on the torrent
+    /// were credited; past it the upload is flagged (counted, not
+    /// credited), the usual guard against clients that report invented
+    /// uploads. 0: off. The default, 10 Gbit/s, leaves seedboxes alone.
     pub max_upload_rate: u64,
     /// Percent of swarm.announce_interval_secs a peer must let pass
     /// between two announces (UNIT3D-Announce's ANNOUNCE_MIN_ENFORCED,
@@ -97,6 +126,23 @@ pub struct PrivateConfig {
     /// database has no such table (UNIT3D has it), none are written and the
     /// start says so. 0: none are written.
     pub max_unregistered_per_flush: u32,
+    /// Rows of unregistered_info_hashes one user may have noted per hour,
+    /// counted across every worker: with the database up, a passkey
+    /// announcing made-up info-hashes would otherwise add rows to the
+    /// site's table without end. A client with many torrents the site
+    /// removed is still noted, a few hundred an hour. 0: no limit.
+    pub max_unregistered_per_user_per_hour: u32,
+    /// Entries (a peer's announces, a user's history on a torrent, an
+    /// unregistered info-hash) the database thread holds for the next
+    /// flush at most, while the database is down; past it new ones are
+    /// dropped and counted (tracker_private_entries_dropped_total). A
+    /// dropped peer is credited at its next announce from its row, so
+    /// little is lost; the bound keeps an outage from growing memory
+    /// without end (about 500 bytes an entry).
+    pub max_pending_entries: u32,
+    /// Entries of one user held at most: one passkey churning peer ids
+    /// during an outage is stopped here, before it crowds out the others.
+    pub max_pending_entries_per_user: u32,
     /// Where the accounting not yet written is kept when the database is
     /// unreachable at a stop, for the next start to write (replaced
     /// atomically). Empty: next to the state file, with `.pending` added.
@@ -128,13 +174,23 @@ impl Default for PrivateConfig {
             api_key: String::new(),
             upload_factor: 100,
             download_factor: 100,
+            donor_immunity_override: None,
+            donor_upload_factor_override: None,
+            donor_download_factor_override: None,
+            lifetime_donor_immunity_override: None,
+            lifetime_donor_upload_factor_override: None,
+            lifetime_donor_download_factor_override: None,
             max_peers_per_torrent_per_user: 3,
             active_peer_ttl_secs: 7200,
+            inactive_peer_ttl_secs: 1_814_400,
             max_upload_rate: 1_250_000_000,
             min_announce_interval_percent: 96,
             seed_list_limits: "60=10;900=25;7200=125;86400=500;604800=2500".into(),
             leech_list_limits: "60=20;900=50;7200=250;86400=1000;604800=5000".into(),
             max_unregistered_per_flush: 10_000,
+            max_unregistered_per_user_per_hour: 1000,
+            max_pending_entries: 1_000_000,
+            max_pending_entries_per_user: 20_000,
             pending_file: String::new(),
         }
     }
@@ -189,6 +245,20 @@ impl PrivateConfig {
             api_key("private.api_key", &self.api_key, "private.api_listen")?;
         }
         at_most("private.download_factor", self.download_factor.into(), 100)?;
+        for (key, factor) in [
+            (
+                "private.donor_download_factor_override",
+                self.donor_download_factor_override,
+            ),
+            (
+                "private.lifetime_donor_download_factor_override",
+                self.lifetime_donor_download_factor_override,
+            ),
+        ] {
+            if let Some(factor) = factor {
+                at_most(key, factor.into(), 100)?;
+            }
+        }
         at_most(
             "private.min_announce_interval_percent",
             self.min_announce_interval_percent.into(),
@@ -207,7 +277,41 @@ impl PrivateConfig {
         positive(
             "private.active_peer_ttl_secs",
             self.active_peer_ttl_secs as usize,
-        )
+        )?;
+        if self.inactive_peer_ttl_secs < self.active_peer_ttl_secs {
+            return Err(ConfigError::key(
+                "private.inactive_peer_ttl_secs",
+                "must be at least private.active_peer_ttl_secs",
+            ));
+        }
+        if self.max_pending_entries_per_user > self.max_pending_entries
+            && self.max_pending_entries != 0
+        {
+            return Err(ConfigError::key(
+                "private.max_pending_entries_per_user",
+                "must be at most private.max_pending_entries",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The crediting factors every announce reads: the site's, and the
+    /// donors' overrides.
+    pub fn factors(&self) -> GlobalFactors {
+        GlobalFactors {
+            upload: self.upload_factor,
+            download: self.download_factor,
+            donor: FactorOverrides {
+                upload: self.donor_upload_factor_override,
+                download: self.donor_download_factor_override,
+                immune: self.donor_immunity_override,
+            },
+            lifetime: FactorOverrides {
+                upload: self.lifetime_donor_upload_factor_override,
+                download: self.lifetime_donor_download_factor_override,
+                immune: self.lifetime_donor_immunity_override,
+            },
+        }
     }
 
     /// The tracker's name in tracker_flushes.
@@ -244,12 +348,20 @@ mod tests {
         enabled().validate().unwrap();
         PrivateConfig::default().validate().unwrap();
         type Edit = fn(&mut PrivateConfig);
-        let cases: [(Edit, &str); 6] = [
+        let cases: [(Edit, &str); 8] = [
             (
                 |c| c.database_url = "postgres://x".into(),
                 "private.database_url",
             ),
             (|c| c.download_factor = 101, "private.download_factor"),
+            (
+                |c| c.donor_download_factor_override = Some(101),
+                "private.donor_download_factor_override",
+            ),
+            (
+                |c| c.lifetime_donor_download_factor_override = Some(200),
+                "private.lifetime_donor_download_factor_override",
+            ),
             (
                 |c| c.min_announce_interval_percent = 101,
                 "private.min_announce_interval_percent",
@@ -270,5 +382,33 @@ mod tests {
             let err = c.validate().unwrap_err().to_string();
             assert!(err.contains(key), "{key}: {err}");
         }
+    }
+
+    #[test]
+    fn the_donor_overrides_take_unit3d_announces_names() {
+        let text = "enabled = true\n\
+                    database_url = \"mysql://u:p@127.0.0.1:3306/site\"\n\
+                    api_listen = \"\"\n\
+                    donor_upload_factor_override = 150\n\
+                    donor_download_factor_override = 50\n\
+                    lifetime_donor_immunity_override = true\n\
+                    lifetime_donor_upload_factor_override = 255\n";
+        let config: PrivateConfig = toml::from_str(text).unwrap();
+        config.validate().unwrap();
+        let factors = config.factors();
+        let (donor, lifetime) = (factors.donor, factors.lifetime);
+        assert_eq!(
+            (donor.upload, donor.download, donor.immune),
+            (Some(150), Some(50), None)
+        );
+        assert_eq!(
+            (lifetime.upload, lifetime.download, lifetime.immune),
+            (Some(255), None, Some(true))
+        );
+        assert_eq!(
+            PrivateConfig::default().factors(),
+            GlobalFactors::default(),
+            "unset: no override"
+        );
     }
 }

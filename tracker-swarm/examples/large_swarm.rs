@@ -28,6 +28,7 @@ fn main() {
         max_peers_per_torrent: usize::MAX,
         max_peers: usize::MAX,
         max_peers_per_address: None,
+        max_peers_per_network: None,
         new_torrents_per_minute: [0; 3],
         peer_ids: false,
     };

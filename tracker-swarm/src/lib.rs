@@ -11,6 +11,7 @@ mod evict;
 mod expiry;
 mod index;
 mod ip_counts;
+mod network_peers;
 mod peers;
 mod persist;
 mod prefetch;

@@ -64,7 +64,8 @@ impl PeerIp for Ipv6Addr {
 pub(super) struct Peer<I> {
     pub ip: I,
     pub port: u16,
-    /// When it expires: `now` of its last announce plus the peer time-out.
+    /// When it expires (`now` of its last announce plus the peer time-out),
+    /// and whether it had a download counted.
     pub expiry: Expiry,
 }
 
@@ -318,7 +319,8 @@ impl<I: PeerIp> Peers<I> {
         }
     }
 
-    /// Records a re-announce of the peer at `i` (its address, the key, stays).
+    /// Records a re-announce of the peer at `i` (its address, the key,
+    /// stays): its new expiry, with its mark (see `Expiry::completed`).
     pub fn refresh(&mut self, i: usize, expiry: Expiry) {
         let peer = match self {
             Peers::One(peer) => peer,

@@ -13,6 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use tracker_proto::{canonical_ip, is_peer_address, InfoHash, PeerId};
 
+use crate::network_peers::NetworkPeers;
 use crate::peers::Peer;
 use crate::state::{SavedPeer, SavedTorrent, Section, StateError, StateFile, TorrentRecord};
 use crate::store::{Quota, SwarmStore};
@@ -28,7 +29,7 @@ pub struct Restored {
     /// Peers left out because they expired (while the tracker was down, say).
     pub expired: usize,
     /// Peers left out by a limit (`max_torrents`, `max_peers_per_torrent`,
-    /// `max_peers`, `max_peers_per_address`).
+    /// `max_peers`, `max_peers_per_address`, `max_peers_per_network`).
     pub refused: usize,
     /// Peers left out because no announce could have stored them: port 0,
     /// an address of no single host (unspecified, broadcast, multicast), or
@@ -165,6 +166,7 @@ impl SwarmStore {
         let worker_room = self.limits.max_peers.saturating_sub(self.peers_held());
         let torrents = self.torrents + self.rtc.torrents();
         let (segment, hash) = self.locate(&record.info_hash);
+        let networks = &mut self.networks;
         let table = &mut self.segments[segment];
         let torrent = match table.find(hash, &record.info_hash) {
             Some(pos) => table.value_mut(pos),
@@ -184,26 +186,31 @@ impl SwarmStore {
             per_torrent: self.limits.max_peers_per_torrent,
             in_worker: worker_room,
             per_address: [Quota::Counted, Quota::Exempt].map(|q| self.limits.address_cap(q)),
+            per_network: [Quota::Counted, Quota::Exempt].map(|q| self.limits.network_cap(q)),
             peer_ids: self.limits.peer_ids,
         };
-        restore_half(
+        let mut into = Storing {
             torrent,
+            networks,
+            done: &mut done,
+        };
+        restore_half(
+            &mut into,
             record.v4.peers(),
             &clocks,
             room,
             quota,
-            &mut done,
             Torrent::restore_v4,
         );
         restore_half(
-            torrent,
+            &mut into,
             record.v6.peers(),
             &clocks,
             room,
             quota,
-            &mut done,
             Torrent::restore_v6,
         );
+        let torrent = into.torrent;
         let after = torrent.counts();
         self.peers.replace(before, after);
         done
@@ -219,6 +226,8 @@ struct Room {
     in_worker: usize,
     /// `max_peers_per_address`, for a counted client and an exempt one.
     per_address: [AddressCap; 2],
+    /// `max_peers_per_network`, for a counted client and an exempt one.
+    per_network: [Option<usize>; 2],
     /// Keep the saved peer ids (`StoreLimits::peer_ids`).
     peer_ids: bool,
 }
@@ -254,17 +263,29 @@ fn count_live<I: Copy + Into<IpAddr>>(
 /// its client).
 type StorePeer<I> = fn(&mut Torrent, Peer<I>, Option<PeerId>, bool, AddressCap) -> Restore;
 
-/// Stores one address family's saved peers in `torrent` with `store`, the
-/// expired and invalid ones left out, within `room`; counts into `done`.
+/// Where a restore stores a torrent's peers: the torrent, the counts per
+/// network of its store, and what it counts of them.
+struct Storing<'a> {
+    torrent: &'a mut Torrent,
+    networks: &'a mut NetworkPeers,
+    done: &'a mut Restored,
+}
+
+/// Stores one address family's saved peers in `into` with `store`, the
+/// expired and invalid ones left out, within `room`.
 fn restore_half<I: Copy + Into<IpAddr>>(
-    torrent: &mut Torrent,
+    into: &mut Storing<'_>,
     saved: impl Iterator<Item = (bool, SavedPeer<I>)>,
     clocks: &Clocks,
     room: Room,
     quota: &dyn Fn(IpAddr) -> Quota,
-    done: &mut Restored,
     store: StorePeer<I>,
 ) {
+    let Storing {
+        torrent,
+        networks,
+        done,
+    } = into;
     for (seeder, p) in saved {
         if !is_valid(&p) {
             continue;
@@ -272,9 +293,12 @@ fn restore_half<I: Copy + Into<IpAddr>>(
         let Some(expiry) = clocks.expiry(p.last_seen) else {
             continue;
         };
+        let ip = p.ip.into();
+        let exempt = usize::from(quota(ip) == Quota::Exempt);
         let held = torrent.counts();
         if (held.seeders + held.leechers) as usize >= room.per_torrent
             || done.peers >= room.in_worker
+            || networks.is_full(ip, room.per_network[exempt])
         {
             done.refused += 1;
             continue;
@@ -282,12 +306,14 @@ fn restore_half<I: Copy + Into<IpAddr>>(
         let peer = Peer {
             ip: p.ip,
             port: p.port,
-            expiry,
+            expiry: expiry.with_completed(p.completed),
         };
         let id = room.peer_ids.then_some(p.peer_id);
-        let cap = room.per_address[usize::from(quota(p.ip.into()) == Quota::Exempt)];
-        match store(torrent, peer, id, seeder, cap) {
-            Restore::Stored => done.peers += 1,
+        match store(torrent, peer, id, seeder, room.per_address[exempt]) {
+            Restore::Stored => {
+                done.peers += 1;
+                networks.add(ip);
+            }
             Restore::Present => {}
             Restore::AddressLimit => done.refused += 1,
         }

@@ -67,6 +67,7 @@ impl SwarmStore {
             None => {}
             Some(Unstored::NoRoom) => stats.unstored_peers += 1,
             Some(Unstored::AddressLimit) => stats.address_peers += 1,
+            Some(Unstored::NetworkLimit) => stats.network_peers += 1,
         }
         let after = torrent.counts();
         rtc.peers.replace(before, after);

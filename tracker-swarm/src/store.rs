@@ -13,6 +13,7 @@ use crate::expiry::{Expiry, MAX_PEER_TIMEOUT_SECS};
 pub const MAX_PEERS_PER_TORRENT: usize = crate::slots::POSITIONS;
 use crate::budget::NewTorrentBudgets;
 use crate::evict::{self, Candidate};
+use crate::network_peers::NetworkPeers;
 use crate::peers;
 pub use crate::refusal::{AnnounceRefused, Quota};
 
@@ -27,7 +28,7 @@ use crate::rng::WyRand;
 use crate::rtc::RtcSwarms;
 use crate::table::Table;
 pub use crate::torrent::HandOut;
-use crate::torrent::{AddressCap, Torrent, Unstored, Visit, CLEAN_WINDOW};
+use crate::torrent::{AddressCap, NetworkRoom, Torrent, Unstored, Visit, CLEAN_WINDOW};
 
 use tracker_proto::{
     block_key, Announce, AnnounceEvent, AnswerPeers, BlockLevel, InfoHash, IpFamily, ScrapeStats,
@@ -48,6 +49,10 @@ pub struct StoreStats {
     /// New peers answered but not stored: their torrent held
     /// `max_peers_per_address` from their client (IP address, IPv6 /64).
     pub address_peers: u64,
+    /// New peers answered but not stored (nor their torrent created): their
+    /// network (an IPv4 /16, an IPv6 /48) held `max_peers_per_network` in
+    /// the store.
+    pub network_peers: u64,
     /// Torrents dropped to make room for a new one while the store held
     /// `max_torrents` (see `evict`).
     pub evicted_torrents: u64,
@@ -79,6 +84,12 @@ pub struct StoreLimits {
     /// not stored. `None`: no limit, and large swarms keep no counts per
     /// client (see `ip_counts`).
     pub max_peers_per_address: Option<usize>,
+    /// A new BitTorrent peer beyond this many from its network (an IPv4
+    /// /16, an IPv6 /48) in the whole store is answered but not stored, and
+    /// creates no torrent, so that a few networks cannot fill `max_peers`,
+    /// nor `max_torrents` with torrents that eviction spares (see
+    /// `network_peers`). `None`: no limit, and no counts kept.
+    pub max_peers_per_network: Option<usize>,
     /// Torrents the clients of one block of addresses may create per minute,
     /// by `BlockLevel` (an address, an IPv6 client by its /64; a subnet; a
     /// network), each width counted apart; announces that would create more
@@ -97,6 +108,14 @@ impl StoreLimits {
             max: max.filter(|_| quota == Quota::Counted),
             counted: max.is_some(),
         }
+    }
+
+    /// The cap on the peers of one network in the store, for a client of
+    /// `quota` (an exempt one's peers are counted all the same, so that
+    /// the counts stay whole whoever comes and goes).
+    pub(crate) fn network_cap(&self, quota: Quota) -> Option<usize> {
+        self.max_peers_per_network
+            .filter(|_| quota == Quota::Counted)
     }
 }
 
@@ -126,6 +145,8 @@ type Segment = Table<Torrent>;
 ///   a boxed header of 128 bytes.
 /// - The budgets of new torrents: 512 KiB for each width of block that has
 ///   one (1.5 MiB with the default config), whatever the store holds.
+/// - The peers of each network, for `max_peers_per_network`: 256 KiB,
+///   whatever the store holds (see `network_peers`); nothing per peer.
 ///
 /// Measured with `load-test/examples/store_announce.rs`: its default 4M
 /// announces leave 491,177 torrents and 3,691,564 peers in 106 MB resident
@@ -145,6 +166,8 @@ pub struct SwarmStore {
     pub(crate) clean_pending: Vec<InfoHash>,
     /// The budgets for new torrents, per block of addresses.
     pub(crate) new_torrents: NewTorrentBudgets,
+    /// The BitTorrent peers each network holds, for `max_peers_per_network`.
+    pub(crate) networks: NetworkPeers,
     /// The WebRTC torrents and their peers (see `rtc`).
     pub(crate) rtc: RtcSwarms,
     /// What the limits turned away.
@@ -175,6 +198,7 @@ impl SwarmStore {
             peers: PeerTotals::default(),
             clean_pending: Vec::new(),
             new_torrents: NewTorrentBudgets::new(limits.new_torrents_per_minute),
+            networks: NetworkPeers::new(limits.max_peers_per_network.is_some()),
             rtc: RtcSwarms::new(Self::SEGMENTS),
             stats: StoreStats::default(),
         }
@@ -218,8 +242,9 @@ impl SwarmStore {
     /// when none of those drawn may go; one past its address's budgets of new
     /// torrents is refused; a new peer past `max_peers_per_torrent` in its
     /// torrent, past `max_peers_per_address` from its client in its torrent,
-    /// or past `max_peers` in the store, is answered but not stored (and
-    /// creates no torrent). Each is counted in `stats`.
+    /// past `max_peers_per_network` from its network in the store, or past
+    /// `max_peers` in the store, is answered but not stored (and creates no
+    /// torrent). Each is counted in `stats`.
     pub fn announce(
         &mut self,
         req: &Announce,
@@ -260,15 +285,28 @@ impl SwarmStore {
             room: ((before.seeders + before.leechers) as usize) < self.limits.max_peers_per_torrent
                 && store_room,
             per_address: self.limits.address_cap(quota),
+            per_network: NetworkRoom {
+                held: &self.networks,
+                max: self.limits.network_cap(quota),
+            },
             hand_out,
         };
         match torrent.announce(&visit, &mut self.rng, peers) {
             None => {}
             Some(Unstored::NoRoom) => self.stats.unstored_peers += 1,
             Some(Unstored::AddressLimit) => self.stats.address_peers += 1,
+            Some(Unstored::NetworkLimit) => self.stats.network_peers += 1,
         }
         let after = torrent.counts();
         self.peers.replace(before, after);
+        // An announce stores or drops one peer at most, its own.
+        let held_before = before.seeders + before.leechers;
+        let held_after = after.seeders + after.leechers;
+        if held_after > held_before {
+            self.networks.add(req.peer_addr.ip());
+        } else if held_after < held_before {
+            self.networks.sub(req.peer_addr.ip());
+        }
         Ok(after)
     }
 
@@ -321,6 +359,12 @@ impl SwarmStore {
         // none.
         if self.peers_held() >= self.limits.max_peers {
             self.stats.unstored_peers += 1;
+            return Ok(false);
+        }
+        // Nor is there room for its peer when its network is at its cap
+        // (before any budget is spent or torrent dropped for it).
+        if self.networks.is_full(ip, self.limits.network_cap(quota)) {
+            self.stats.network_peers += 1;
             return Ok(false);
         }
         // A segment full to its slots' reach (2^24 torrents) counts as the
@@ -378,6 +422,7 @@ impl SwarmStore {
         };
         let (segment, pos) = at[chosen];
         let gone = self.segments[segment].remove_at(pos);
+        gone.for_each_ip(|ip| self.networks.sub(ip));
         let mut removed = CleanReport {
             torrents: 1,
             ..CleanReport::default()
@@ -511,6 +556,7 @@ impl SwarmStore {
     pub fn clean_segment(&mut self, segment: usize, now: u32) -> CleanReport {
         let mut removed = CleanReport::default();
         let pending = &mut self.clean_pending;
+        let networks = &mut self.networks;
         let map = &mut self.segments[segment];
         map.retain(|info_hash, torrent| {
             if torrent.len() > CLEAN_WINDOW {
@@ -519,7 +565,7 @@ impl SwarmStore {
             }
             let before = torrent.counts();
             // Done in one step: it holds no more than a window.
-            torrent.drop_expired(now);
+            torrent.drop_expired(now, networks);
             removed.count(before, torrent.counts());
             let keep = !torrent.is_empty();
             removed.torrents += usize::from(!keep);
@@ -554,7 +600,7 @@ impl SwarmStore {
         };
         let torrent = map.value_mut(pos);
         let before = torrent.counts();
-        let done = torrent.drop_expired(now);
+        let done = torrent.drop_expired(now, &mut self.networks);
         removed.count(before, torrent.counts());
         if done {
             self.clean_pending.pop();
@@ -584,11 +630,13 @@ impl SwarmStore {
         mut keep: impl FnMut(&InfoHash) -> bool,
     ) -> CleanReport {
         let mut removed = CleanReport::default();
+        let networks = &mut self.networks;
         let map = &mut self.segments[segment];
         map.retain(|info_hash, torrent| {
             if keep(info_hash) {
                 return true;
             }
+            torrent.for_each_ip(|ip| networks.sub(ip));
             removed.torrents += 1;
             removed.count(torrent.counts(), SwarmCounts::default());
             false

@@ -25,6 +25,7 @@ fn limits(max_torrents: usize, max_peers_per_torrent: usize) -> StoreLimits {
         max_peers_per_torrent,
         max_peers: usize::MAX,
         max_peers_per_address: None,
+        max_peers_per_network: None,
         new_torrents_per_minute: [0; 3],
         peer_ids: true,
     }
@@ -841,6 +842,8 @@ mod model {
         pub peer_id: PeerId,
         pub seeder: bool,
         pub expiry: u32,
+        /// It had a download counted.
+        pub completed: bool,
     }
 
     #[derive(Default)]
@@ -863,7 +866,12 @@ mod model {
         pub unstored: u64,
         /// ... because their address held its maximum in the torrent.
         pub address_limited: u64,
+        /// ... because their network held its maximum in the store.
+        pub network_limited: u64,
         pub refused: u64,
+        /// The store's slot counting the network of each address in use
+        /// (networks that share a slot share a cap: see `network_peers`).
+        pub slots: BTreeMap<std::net::IpAddr, Option<usize>>,
     }
 
     impl Model {
@@ -881,6 +889,10 @@ mod model {
                     self.unstored += 1;
                     return Ok(SwarmCounts::default());
                 }
+                if self.network_full(req.peer_addr.ip()) {
+                    self.network_limited += 1;
+                    return Ok(SwarmCounts::default());
+                }
                 // A torrent to drop for it has gone already (see `evict`).
                 if self.torrents.len() >= self.limits.max_torrents {
                     self.refused += 1;
@@ -888,6 +900,7 @@ mod model {
                 }
             }
             let total = self.peers();
+            let network_full = self.network_full(req.peer_addr.ip());
             let t = self.torrents.entry(req.info_hash).or_default();
             let old = t.peers.get(&req.peer_addr).copied();
             if stopped {
@@ -911,17 +924,21 @@ mod model {
                         .is_some_and(|max| from_ip >= max)
                 {
                     self.address_limited += 1;
+                } else if old.is_none() && room && network_full {
+                    self.network_limited += 1;
                 } else if old.is_some() || room {
+                    // Only a peer stored completes, a seeder never again, and
+                    // a peer once at most.
+                    let completes = req.event == AnnounceEvent::Completed
+                        && !old.is_some_and(|p| p.seeder || p.completed);
                     let peer = Peer {
                         peer_id: req.peer_id,
                         seeder: req.left == 0,
                         expiry: now + self.limits.peer_timeout_secs,
+                        completed: completes || old.is_some_and(|p| p.completed),
                     };
                     t.peers.insert(req.peer_addr, peer);
-                    // Only a peer stored completes, and a seeder never again.
-                    if req.event == AnnounceEvent::Completed && !old.is_some_and(|p| p.seeder) {
-                        t.completed += 1;
-                    }
+                    t.completed += u32::from(completes);
                 } else {
                     self.unstored += 1;
                 }
@@ -935,6 +952,7 @@ mod model {
             req.event != AnnounceEvent::Stopped
                 && !self.torrents.contains_key(&req.info_hash)
                 && self.peers() < self.limits.max_peers
+                && !self.network_full(req.peer_addr.ip())
                 && self.torrents.len() >= self.limits.max_torrents
         }
 
@@ -972,6 +990,17 @@ mod model {
             let ok = all.iter().any(|(h, c)| h == gone && Some(rank(c)) == best);
             self.torrents.remove(gone);
             ok
+        }
+
+        /// Whether the network of `ip` (with those sharing its slot) holds
+        /// `max_peers_per_network`.
+        pub fn network_full(&self, ip: std::net::IpAddr) -> bool {
+            let Some(max) = self.limits.max_peers_per_network else {
+                return false;
+            };
+            let slot = self.slots[&ip];
+            let held = self.torrents.values().flat_map(|t| t.peers.keys());
+            held.filter(|a| self.slots[&a.ip()] == slot).count() >= max
         }
 
         /// Stored peers, expired ones included.
@@ -1046,6 +1075,21 @@ fn ops(hashes: u8, addresses: u8, stop_weight: u32) -> impl Strategy<Value = Vec
     proptest::collection::vec(op, 1..600)
 }
 
+/// Whether the store's counts per network are those of the peers it holds.
+fn network_counts_agree(s: &SwarmStore) -> bool {
+    let mut want = vec![0u32; s.networks.counts().len()];
+    for segment in s.segments.iter() {
+        for (_, torrent) in segment.iter() {
+            torrent.for_each_ip(|ip| {
+                if let Some(slot) = s.networks.slot_of(ip) {
+                    want[slot] += 1;
+                }
+            });
+        }
+    }
+    want == s.networks.counts()
+}
+
 /// Runs `ops` on a store and on the model, checking each answer and, after each
 /// step, every count.
 fn check_against_model(limits: StoreLimits, hashes: u8, ops: Vec<Op>) -> Result<(), TestCaseError> {
@@ -1055,7 +1099,12 @@ fn check_against_model(limits: StoreLimits, hashes: u8, ops: Vec<Op>) -> Result<
         torrents: BTreeMap::new(),
         unstored: 0,
         address_limited: 0,
+        network_limited: 0,
         refused: 0,
+        slots: (0..=u8::MAX)
+            .map(|i| address(i).ip())
+            .map(|ip| (ip, store.networks.slot_of(ip)))
+            .collect(),
     };
     let mut now = 0;
     let mut peers = AnswerPeers::default();
@@ -1155,6 +1204,8 @@ fn check_against_model(limits: StoreLimits, hashes: u8, ops: Vec<Op>) -> Result<
         prop_assert_eq!(store.peer_count(), totals);
         prop_assert_eq!(store.stats.unstored_peers, model.unstored);
         prop_assert_eq!(store.stats.address_peers, model.address_limited);
+        prop_assert_eq!(store.stats.network_peers, model.network_limited);
+        prop_assert!(network_counts_agree(&store));
         prop_assert_eq!(store.stats.refused_torrents, model.refused);
     }
     Ok(())
@@ -1166,6 +1217,7 @@ proptest! {
     fn small_swarms_match_the_model(
         ops in ops(3, 8, 2),
         max_peers in 3..12usize,
+        per_network in prop_oneof![Just(None), (1..8usize).prop_map(Some)],
         peer_ids in any::<bool>(),
     ) {
         let limits = StoreLimits {
@@ -1174,6 +1226,7 @@ proptest! {
             max_peers_per_torrent: 5,
             max_peers,
             max_peers_per_address: Some(3),
+            max_peers_per_network: per_network,
             new_torrents_per_minute: [0; 3],
             peer_ids,
         };
@@ -1192,14 +1245,16 @@ proptest! {
             max_peers_per_torrent: 1000,
             max_peers: usize::MAX,
             max_peers_per_address: None,
+            max_peers_per_network: None,
             new_torrents_per_minute: [0; 3],
             peer_ids: true,
         };
         check_against_model(limits, 1, ops)?;
     }
 
-    /// The same with three peers at most from one address: still past the
-    /// index threshold (20 addresses a family), so large halves count them.
+    /// The same with three peers at most from one address and 40 from one
+    /// network (each family's peers are of one): still past the index
+    /// threshold (20 addresses a family), so large halves count them.
     #[test]
     fn large_swarms_with_an_address_cap_match_the_model(ops in ops(1, 160, 1)) {
         let limits = StoreLimits {
@@ -1208,6 +1263,7 @@ proptest! {
             max_peers_per_torrent: 1000,
             max_peers: usize::MAX,
             max_peers_per_address: Some(3),
+            max_peers_per_network: Some(40),
             new_torrents_per_minute: [0; 3],
             // Without ids here: the other large test keeps them.
             peer_ids: false,
@@ -1454,6 +1510,7 @@ proptest! {
             max_peers_per_torrent: 1000,
             max_peers: 1_000_000,
             max_peers_per_address: Some(40),
+            max_peers_per_network: None,
             new_torrents_per_minute: [0; 3],
             peer_ids: true,
         };
@@ -1802,6 +1859,7 @@ fn a_restore_drops_peers_no_announce_could_store_and_keeps_the_address_cap() {
         port,
         peer_id: PeerId([1; 20]),
         last_seen: UNIX - 10,
+        completed: false,
     };
     let mut t = SavedTorrent {
         info_hash: hash(1),
@@ -1821,6 +1879,7 @@ fn a_restore_drops_peers_no_announce_could_store_and_keeps_the_address_cap() {
         port: 6881,
         peer_id: PeerId([2; 20]),
         last_seen: UNIX - 10,
+        completed: false,
     }];
     let mut section = Section::default();
     section.push(&t);
@@ -1867,6 +1926,7 @@ fn a_restore_keeps_no_ipv4_mapped_address_in_the_ipv6_half() {
         port,
         peer_id: PeerId([1; 20]),
         last_seen: UNIX - 10,
+        completed: false,
     };
     let mut t = SavedTorrent {
         info_hash: hash(1),
@@ -1877,6 +1937,7 @@ fn a_restore_keeps_no_ipv4_mapped_address_in_the_ipv6_half() {
         port: 6881,
         peer_id: PeerId([1; 20]),
         last_seen: UNIX - 10,
+        completed: false,
     }];
     t.v6.seeders = vec![
         peer("::ffff:10.0.0.9", 6881),
@@ -2002,4 +2063,225 @@ fn an_answer_carries_only_the_kinds_of_peer_handed_out() {
     let mut got: Vec<SocketAddr> = peers.addrs().collect();
     got.sort();
     assert_eq!(got, vec![v4(1), v4(2), v4(9)]);
+}
+
+// --- Issue 37 ----------------------------------------------------------------
+
+/// Issue 37, item 8: one peer flipping between leecher and completed
+/// (`completed`, then `left` > 0, then `completed` again ...) counted a
+/// download per flip (50 flips, 50), in either family. A peer counts one
+/// at most while the swarm holds it, and a restart in the middle of a flip
+/// forgets nothing of it.
+#[test]
+fn a_peer_flipping_between_leecher_and_completed_counts_one_download() {
+    for addr in [v4(1), v6(1)] {
+        let done = with_event(AnnounceEvent::Completed, seeder(addr));
+        let back = with_event(AnnounceEvent::None, ann(addr));
+        let mut s = store();
+        go(&mut s, ann(addr), 0);
+        for _ in 0..50 {
+            go(&mut s, done, 0);
+            go(&mut s, back, 0);
+        }
+        assert_eq!(s.scrape(&hash(1)).completed, 1, "{addr}");
+        // A leecher again, and the store restarts: it still has completed.
+        let (mut r, _) = restored(&s, (0, UNIX), limits(1000, 1000), (0, UNIX), |_| true);
+        assert_eq!(r.scrape(&hash(1)).leechers, 1);
+        go(&mut r, done, 1);
+        go(&mut r, back, 1);
+        go(&mut r, done, 1);
+        assert_eq!(r.scrape(&hash(1)).completed, 1, "{addr}");
+        // Its other ports are other peers, each with a completion of its own.
+        let other = SocketAddr::new(addr.ip(), 7000);
+        let other_done = with_event(AnnounceEvent::Completed, seeder(other));
+        go(&mut r, ann(other), 1);
+        go(&mut r, other_done, 1);
+        assert_eq!(r.scrape(&hash(1)).completed, 2, "{addr}");
+    }
+}
+
+/// A state file of version 1, written before the marks: its seeders come
+/// back as having completed (a flip of theirs counts nothing), its leechers
+/// as not (their first completion counts).
+#[test]
+fn a_version_1_state_file_restores_its_seeders_as_completed() {
+    let mut s = store();
+    go(&mut s, seeder(v4(1)), 0);
+    go(&mut s, ann(v4(2)), 0);
+    let torrents: Vec<_> = saved(&s, 0, UNIX).into_values().collect();
+    let bytes = crate::state::tests::encode_version_1(&torrents, UNIX);
+    let file = crate::state::StateFile::parse(&bytes).unwrap();
+    let mut r = store();
+    let done = r.restore_file(&file, 0, UNIX, |_| true).unwrap();
+    assert_eq!(done.peers, 2);
+    for addr in [v4(1), v4(2)] {
+        let done = with_event(AnnounceEvent::Completed, seeder(addr));
+        go(&mut r, ann(addr), 1);
+        go(&mut r, done, 1);
+    }
+    assert_eq!(r.scrape(&hash(1)).completed, 1);
+}
+
+/// Host `n` of the IPv4 network (a /16) 10.`net`.0.0/16.
+fn in_network(net: u8, n: u16) -> SocketAddr {
+    let [hi, lo] = n.to_be_bytes();
+    (Ipv4Addr::new(10, net, hi, lo), 6881).into()
+}
+
+/// Torrent `n` of a kind of torrent, `tag`.
+fn torrent(tag: u8, n: u16) -> InfoHash {
+    let mut hash = [tag; 20];
+    hash[..2].copy_from_slice(&n.to_be_bytes());
+    InfoHash(hash)
+}
+
+/// An announce at time 0 from host `host` of network `net` to torrent `n`
+/// of `tag`: the swarm's counts after it.
+fn join(s: &mut SwarmStore, (tag, n): (u8, u16), (net, host): (u8, u16)) -> SwarmCounts {
+    go(
+        s,
+        on_torrent(torrent(tag, n), ann(in_network(net, host))),
+        0,
+    )
+    .0
+}
+
+/// Issue 37, item 9: eviction spares the torrents that two networks share,
+/// so two networks that announced every torrent they created from both held
+/// every torrent for good; and one network, announcing from as many
+/// addresses as it took, held every peer of the store. Each network now
+/// holds its cap of peers at most, and a third one gets in.
+#[test]
+fn two_networks_cannot_hold_every_torrent_nor_one_every_peer() {
+    let capped = StoreLimits {
+        max_peers: 100,
+        max_peers_per_network: Some(10),
+        ..limits(40, 1000)
+    };
+    let mut s = SwarmStore::new(capped, 1);
+    let mut peers = AnswerPeers::default();
+    // Networks 1 and 2 create torrents and join each other's, far past the
+    // store's 40, each announce from an address of its own.
+    for n in 0..100 {
+        for net in [1, 2] {
+            let req = on_torrent(torrent(0xa1, n), ann(in_network(net, n)));
+            s.announce(&req, 0, &mut peers).unwrap();
+        }
+    }
+    assert_eq!(s.torrent_count(), 10);
+    assert_eq!(s.peer_count(), totals(0, 20));
+    assert_eq!(s.stats.network_peers, 180);
+    // Network 4 announces to five torrents from a thousand addresses.
+    for n in 0..1000 {
+        let req = on_torrent(torrent(0xa4, n % 5), ann(in_network(4, n)));
+        s.announce(&req, 0, &mut peers).unwrap();
+    }
+    assert_eq!(s.peer_count(), totals(0, 30));
+    assert_eq!(s.networks.held(in_network(4, 0).ip()), 10);
+    // A third network creates torrents, and joins those of the others.
+    for n in 0..10 {
+        assert_eq!(join(&mut s, (0xa3, n), (3, n)), counts(0, 1));
+    }
+    assert_eq!(join(&mut s, (0xa1, 0), (5, 0)), counts(0, 3));
+    assert_eq!(join(&mut s, (0xa4, 0), (5, 1)), counts(0, 3));
+    assert_eq!(s.torrent_count(), 25);
+    assert!(network_counts_agree(&s));
+    // Peers held announce as ever; one of a full network that leaves makes
+    // room for another of it.
+    assert_eq!(join(&mut s, (0xa1, 0), (1, 0)), counts(0, 3));
+    let stopped = with_event(AnnounceEvent::Stopped, ann(in_network(1, 0)));
+    go(&mut s, on_torrent(torrent(0xa1, 0), stopped), 0);
+    assert_eq!(join(&mut s, (0xa1, 50), (1, 50)), counts(0, 1));
+    assert_eq!(s.networks.held(in_network(1, 0).ip()), 10);
+}
+
+/// Issue 37, item 9: what bounds one network does not reach an honest large
+/// swarm: 120,000 peers of one torrent from 60,000 networks, with 1,000 at
+/// most from each.
+#[test]
+fn a_large_swarm_of_many_networks_is_not_held_back() {
+    let capped = StoreLimits {
+        max_peers_per_network: Some(1000),
+        ..limits(10, 200_000)
+    };
+    let mut s = SwarmStore::new(capped, 1);
+    let mut peers = AnswerPeers::default();
+    for n in 0..120_000u32 {
+        let network = n % 60_000 + 256;
+        let ip = Ipv4Addr::from(network << 16 | (n / 60_000 + 1));
+        let req = Announce {
+            numwant: 0,
+            ..ann(SocketAddr::from((ip, 6881)))
+        };
+        s.announce(&req, 0, &mut peers).unwrap();
+    }
+    assert_eq!(s.peer_count(), totals(0, 120_000));
+    assert_eq!(s.stats.network_peers, 0);
+    assert!(network_counts_agree(&s));
+}
+
+/// Issue 37, item 9: an exempt client (a load test) is held to no cap per
+/// network, but counted all the same; the others of its network are held to
+/// it.
+#[test]
+fn an_exempt_client_is_not_held_to_the_cap_per_network_but_counts() {
+    let capped = StoreLimits {
+        max_peers_per_network: Some(5),
+        ..limits(1000, 1000)
+    };
+    let mut s = SwarmStore::new(capped, 1);
+    let mut peers = AnswerPeers::default();
+    for n in 0..50 {
+        let req = on_torrent(torrent(0xe1, n), ann(in_network(9, 1)));
+        s.announce_as(&req, 0, Quota::Exempt, HandOut::ALL, &mut peers)
+            .unwrap();
+    }
+    assert_eq!(s.torrent_count(), 50);
+    assert_eq!(s.networks.held(in_network(9, 2).ip()), 50);
+    assert_eq!(join(&mut s, (0xe1, 0), (9, 2)), counts(0, 1));
+    assert_eq!(s.stats.network_peers, 1);
+}
+
+/// The counts per network follow every way a peer goes: expiry, eviction,
+/// an access list's refusal; and a restore counts and caps as announces do.
+#[test]
+fn the_counts_per_network_follow_every_peer_in_and_out() {
+    let capped = StoreLimits {
+        max_peers_per_network: Some(3),
+        ..limits(4, 1000)
+    };
+    let mut s = SwarmStore::new(capped, 1);
+    let held = |s: &SwarmStore, net| s.networks.held(in_network(net, 0).ip());
+    for n in 0..3 {
+        join(&mut s, (0xc1, n), (1, n));
+    }
+    join(&mut s, (0xc2, 0), (2, 0));
+    assert_eq!((held(&s, 1), s.torrent_count()), (3, 4));
+    // Network 1 is at its cap: no new torrent of its own.
+    assert_eq!(join(&mut s, (0xc1, 9), (1, 9)), counts(0, 0));
+    assert_eq!(s.stats.network_peers, 1);
+    // A full store drops one of network 1's lone torrents (the network seen
+    // most) for network 2's next one.
+    join(&mut s, (0xc2, 1), (2, 1));
+    assert_eq!(s.stats.evicted_torrents, 1);
+    assert_eq!((held(&s, 1), held(&s, 2)), (2, 2));
+    assert!(network_counts_agree(&s));
+    // Restored into a store that takes 1 per network: the rest are refused.
+    let tighter = StoreLimits {
+        max_peers_per_network: Some(1),
+        ..capped
+    };
+    let (r, done) = restored(&s, (0, UNIX), tighter, (0, UNIX), |_| true);
+    assert_eq!((done.peers, done.refused), (2, 2));
+    assert_eq!((held(&r, 1), held(&r, 2)), (1, 1));
+    assert!(network_counts_agree(&r));
+    // An access list refuses network 2's torrents.
+    for segment in 0..SwarmStore::SEGMENTS {
+        s.retain_torrents(segment, |h| h.0[2] != 0xc2);
+    }
+    assert_eq!((held(&s, 1), held(&s, 2)), (2, 0));
+    // Network 1's peers expire.
+    clean_all(&mut s, TIMEOUT + 1);
+    assert_eq!((held(&s, 1), s.torrent_count()), (0, 0));
+    assert!(network_counts_agree(&s));
 }

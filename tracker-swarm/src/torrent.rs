@@ -6,6 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use crate::counts::{MemoryUse, SwarmCounts};
 use crate::evict::{self, Candidate};
 use crate::expiry::Expiry;
+use crate::network_peers::NetworkPeers;
 use crate::peers::{Peer, PeerIp, Peers};
 use crate::rng::{scale, WyRand};
 use crate::state::{SavedHalf, SavedPeer, SavedTorrent};
@@ -57,6 +58,8 @@ pub(super) struct Visit<'a> {
     pub room: bool,
     /// The cap on the peers of this peer's client.
     pub per_address: AddressCap,
+    /// The cap on the peers of this peer's network in the store.
+    pub per_network: NetworkRoom<'a>,
     /// Which peers the answer may carry.
     pub hand_out: HandOut,
 }
@@ -89,6 +92,25 @@ pub(super) struct AddressCap {
     pub counted: bool,
 }
 
+/// The cap on the peers of one network in the whole store, as it applies to
+/// one peer: read only for a peer not stored yet, so that the announces of
+/// peers held (most of them) never touch the counts.
+#[derive(Clone, Copy)]
+pub(super) struct NetworkRoom<'a> {
+    /// What each network holds.
+    pub held: &'a NetworkPeers,
+    /// The most peers the peer's network may hold; `None`: no limit for
+    /// this peer (none is set, or its client is exempt).
+    pub max: Option<usize>,
+}
+
+impl NetworkRoom<'_> {
+    /// Whether the network of `ip` holds its maximum.
+    fn is_full(&self, ip: IpAddr) -> bool {
+        self.held.is_full(ip, self.max)
+    }
+}
+
 /// Why a new peer was answered but not stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Unstored {
@@ -96,6 +118,8 @@ pub(super) enum Unstored {
     NoRoom,
     /// The swarm holds its maximum of peers from this peer's address.
     AddressLimit,
+    /// The store holds its maximum of peers from this peer's network.
+    NetworkLimit,
 }
 
 /// What one announce did to a swarm half.
@@ -103,9 +127,10 @@ pub(super) enum Unstored {
 struct Outcome {
     /// It completes a download: event `completed` from a peer that the half
     /// stores (held already, or new and given room), not already as a
-    /// seeder. A peer answered without being stored counts nothing, or
-    /// anyone could count downloads at will from ports and addresses that
-    /// the limits turn away.
+    /// seeder, nor one that had a completion counted (`Expiry::completed`):
+    /// a peer counts one while it is held. A peer answered without being
+    /// stored counts nothing, or anyone could count downloads at will from
+    /// ports and addresses that the limits turn away.
     completes: bool,
     /// A new peer answered but not stored, and why.
     unstored: Option<Unstored>,
@@ -264,14 +289,19 @@ impl<I: PeerIp> Half<I> {
             return Outcome::default();
         }
         let completed = req.event == AnnounceEvent::Completed;
-        // Before `set_seeder` moves it: a seeder completes nothing again.
-        let was_seeder = completed && found.is_some_and(|i| self.is_seeder(i));
         let seeder = req.left == 0;
         let mut unstored = None;
+        let mut completes = false;
         let requester = match found {
             Some(i) => {
+                // Before `set_seeder` moves it: a seeder completes nothing
+                // again, and a peer that went back to leeching after a
+                // completion counted (a flip) counts none again.
+                let marked = self.peers.as_slice()[i].expiry.completed();
+                completes = completed && !self.is_seeder(i) && !marked;
                 let i = self.set_seeder(ids, i, seeder);
-                self.peers.refresh(i, visit.expiry);
+                let expiry = visit.expiry.with_completed(marked || completes);
+                self.peers.refresh(i, expiry);
                 if let Some(id) = ids.as_mut().and_then(|ids| ids.get_mut(i)) {
                     *id = req.peer_id;
                 }
@@ -288,11 +318,16 @@ impl<I: PeerIp> Half<I> {
                 unstored = Some(Unstored::AddressLimit);
                 None
             }
+            None if visit.room && visit.per_network.is_full(req.peer_addr.ip()) => {
+                unstored = Some(Unstored::NetworkLimit);
+                None
+            }
             None if visit.room => {
+                completes = completed;
                 let peer = Peer {
                     ip,
                     port: req.peer_addr.port(),
-                    expiry: visit.expiry,
+                    expiry: visit.expiry.with_completed(completes),
                 };
                 let id = visit.keep_ids.then_some(req.peer_id);
                 Some(self.insert(ids, peer, id, seeder, visit.per_address.counted))
@@ -305,7 +340,7 @@ impl<I: PeerIp> Half<I> {
         self.select(ids.as_deref(), requester, seeder, visit, rng, out);
         self.peers.draw_next_start(rng);
         Outcome {
-            completes: completed && requester.is_some() && !was_seeder,
+            completes,
             unstored,
         }
     }
@@ -419,6 +454,7 @@ impl<I: PeerIp> Half<I> {
                 port: peer.port,
                 peer_id: ids.and_then(|ids| ids.get(i).copied()).unwrap_or_default(),
                 last_seen: clocks.last_seen(peer.expiry),
+                completed: peer.expiry.completed(),
             };
             if self.is_seeder(i) {
                 out.seeders.push(saved);
@@ -429,10 +465,11 @@ impl<I: PeerIp> Half<I> {
     }
 
     /// Drops the peers that expired by `now`, looking at up to `CLEAN_WINDOW`
-    /// positions from where the pass under way stopped; returns whether the
-    /// pass is done. Between steps, announces may move a peer not yet looked
-    /// at behind the pass: the next pass takes it.
-    fn drop_expired(&mut self, ids: &mut Ids, now: u32) -> bool {
+    /// positions from where the pass under way stopped, and takes them off
+    /// `networks`; returns whether the pass is done. Between steps, announces
+    /// may move a peer not yet looked at behind the pass: the next pass
+    /// takes it.
+    fn drop_expired(&mut self, ids: &mut Ids, now: u32, networks: &mut NetworkPeers) -> bool {
         let mut i = (self.peers.clean_from() as usize).saturating_sub(1);
         let mut looked = 0;
         // `remove` fills position `i` from behind it, so `i` only advances past a
@@ -442,6 +479,7 @@ impl<I: PeerIp> Half<I> {
                 break;
             };
             if !peer.expiry.is_live(now) {
+                networks.sub(peer.ip.into());
                 self.remove(ids, i);
             } else {
                 i += 1;
@@ -583,16 +621,25 @@ impl Torrent {
                     let More { v6, v6_ids, .. } = &mut **more;
                     v6.announce(v6_ids, ip, visit, rng, out)
                 }
-                None if visit.room && visit.req.event != AnnounceEvent::Stopped => {
+                None if visit.room
+                    && visit.req.event != AnnounceEvent::Stopped
+                    && !visit.per_network.is_full(ip.into()) =>
+                {
                     let More { v6, v6_ids, .. } = &mut **self.more.insert(Box::default());
                     v6.announce(v6_ids, ip, visit, rng, out)
                 }
                 // No IPv6 peer to update or hand out, and none to store
-                // (nor a completion to count: see `Outcome::completes`).
+                // (nor a completion to count: see `Outcome::completes`): no
+                // box made for nothing.
                 None => Outcome {
                     completes: false,
-                    unstored: (visit.req.event != AnnounceEvent::Stopped)
-                        .then_some(Unstored::NoRoom),
+                    unstored: (visit.req.event != AnnounceEvent::Stopped).then_some(
+                        if visit.room {
+                            Unstored::NetworkLimit
+                        } else {
+                            Unstored::NoRoom
+                        },
+                    ),
                 },
             },
         };
@@ -685,16 +732,25 @@ impl Torrent {
         Some((candidate, first))
     }
 
+    /// Calls `f` with the address of each peer it stores: what the counts
+    /// per network take off when the torrent goes whole.
+    pub fn for_each_ip(&self, mut f: impl FnMut(IpAddr)) {
+        self.v4.peers.as_slice().iter().for_each(|p| f(p.ip.into()));
+        if let Some(v6) = self.v6() {
+            v6.peers.as_slice().iter().for_each(|p| f(p.ip.into()));
+        }
+    }
+
     /// Peers stored, of both families.
     pub fn len(&self) -> usize {
         self.v4.peers.len() + self.v6().map_or(0, |h| h.peers.len())
     }
 
     /// One step of a clean pass (see `Half::drop_expired`): drops expired
-    /// peers, and the box once it holds no peer and no id. Returns whether
-    /// the pass is done; it always is for a torrent of up to `CLEAN_WINDOW`
-    /// peers.
-    pub fn drop_expired(&mut self, now: u32) -> bool {
+    /// peers, taking them off `networks`, and the box once it holds no peer
+    /// and no id. Returns whether the pass is done; it always is for a
+    /// torrent of up to `CLEAN_WINDOW` peers.
+    pub fn drop_expired(&mut self, now: u32, networks: &mut NetworkPeers) -> bool {
         // The IPv4 half first, then the IPv6 one: once the IPv6 half is under
         // way, the IPv4 half waits for the next pass.
         let v6_under_way = self.v6().is_some_and(|h| h.peers.clean_from() != 0);
@@ -704,7 +760,7 @@ impl Torrent {
                 Some(more) => &mut more.v4_ids,
                 None => &mut no_ids,
             };
-            if !self.v4.drop_expired(ids, now) {
+            if !self.v4.drop_expired(ids, now, networks) {
                 return false;
             }
         }
@@ -712,7 +768,7 @@ impl Torrent {
             return true;
         };
         let More { v6, v6_ids, v4_ids } = &mut **more;
-        let done = v6.drop_expired(v6_ids, now);
+        let done = v6.drop_expired(v6_ids, now, networks);
         if v6.is_empty() {
             self.v4.completed = self.v4.completed.saturating_add(v6.completed);
             v6.completed = 0;

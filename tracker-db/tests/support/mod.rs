@@ -204,7 +204,7 @@ pub fn history(uploaded: u64, seedtime: u64, updated_at: u64) -> HistoryRow {
 pub fn credit(users: &[u32], torrents: &[u32], bytes: u64, at: u64) -> Batch {
     let mut batch = Batch::default();
     for &user in users {
-        batch.users.insert(
+        batch.settled.users.insert(
             user,
             UserRow {
                 uploaded: bytes,
@@ -212,8 +212,11 @@ pub fn credit(users: &[u32], torrents: &[u32], bytes: u64, at: u64) -> Batch {
             },
         );
         for &torrent in torrents {
-            batch.history.insert((user, torrent), history(bytes, 0, at));
-            batch.peers.insert(
+            batch
+                .settled
+                .history
+                .insert((user, torrent), history(bytes, 0, at));
+            batch.settled.peers.insert(
                 PeerKey {
                     user_id: user,
                     torrent_id: torrent,
@@ -224,7 +227,7 @@ pub fn credit(users: &[u32], torrents: &[u32], bytes: u64, at: u64) -> Batch {
         }
     }
     for &torrent in torrents {
-        batch.torrents.insert(
+        batch.settled.torrents.insert(
             torrent,
             TorrentRow {
                 seeders: 1,

@@ -505,6 +505,7 @@ impl Shard {
             (&[("kind", "torrent_refused")], full.refused_torrents),
             (&[("kind", "peer_not_stored")], full.unstored_peers),
             (&[("kind", "peers_per_address")], full.address_peers),
+            (&[("kind", "peers_per_network")], full.network_peers),
             (&[("kind", "torrent_budget")], full.torrent_budget),
             (&[("kind", "torrent_evicted")], full.evicted_torrents),
         ] {

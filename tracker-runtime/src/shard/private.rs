@@ -5,11 +5,10 @@
 //! [`BatchSink`], every flush interval.
 
 use super::*;
-use crate::metrics::{
-    PRIVATE_ANNOUNCES, PRIVATE_CREDITED_BYTES, PRIVATE_LEDGER_PEERS, PRIVATE_UNREGISTERED_DROPPED,
-};
+use crate::metrics::{PRIVATE_ANNOUNCES, PRIVATE_LEDGER_PEERS, PRIVATE_UNREGISTERED_DROPPED};
 use std::cell::OnceCell;
 use tracker_private::lists::ListRates;
+use tracker_private::quota::UnregisteredQuota;
 use tracker_private::slots::LeechingCounts;
 use tracker_private::{
     Batch, Ledger, LedgerConfig, PeerKey, PeerRow, Refusal, RefusalKind, Site, TorrentId, UserId,
@@ -35,12 +34,10 @@ crate::counters! {
         pub torrent_state: Counter => PRIVATE_ANNOUNCES { outcome = "torrent_state" },
         pub unknown_user: Counter => PRIVATE_ANNOUNCES { outcome = "unknown_user" },
         pub user_state: Counter => PRIVATE_ANNOUNCES { outcome = "user_state" },
+        /// A stop of a peer this worker did not know: admitted, and
+        /// credited at the flush if the database has its row.
         pub stopped_unknown: Counter => PRIVATE_ANNOUNCES { outcome = "stopped_peer_missing" },
         pub too_many_peers: Counter => PRIVATE_ANNOUNCES { outcome = "too_many_peers" },
-        pub credited_up: Counter => PRIVATE_CREDITED_BYTES { direction = "uploaded" },
-        pub credited_down: Counter => PRIVATE_CREDITED_BYTES { direction = "downloaded" },
-        pub raw_up: Counter => PRIVATE_CREDITED_BYTES { direction = "actual_uploaded" },
-        pub raw_down: Counter => PRIVATE_CREDITED_BYTES { direction = "actual_downloaded" },
     }
 }
 
@@ -63,6 +60,9 @@ pub struct PrivateShard {
     site: RefCell<LocalCopy<Site>>,
     ledger: RefCell<Ledger>,
     sink: Arc<dyn BatchSink>,
+    /// The shortest wait between a peer's announces that is not held
+    /// back (the ledger's), for the answers' `min interval`; 0: none.
+    min_interval: u32,
     pub stats: PrivateStats,
 }
 
@@ -74,12 +74,20 @@ impl Shard {
         config: LedgerConfig,
         slots: Arc<LeechingCounts>,
         lists: Arc<ListRates>,
+        quota: Arc<UnregisteredQuota>,
         sink: Arc<dyn BatchSink>,
     ) {
+        let min_interval = u32::try_from(config.min_announce_interval).unwrap_or(u32::MAX);
         let _ = self.private.set(PrivateShard {
             site: RefCell::new(LocalCopy::new(site)),
-            ledger: RefCell::new(Ledger::new(config).with_slots(slots).with_lists(lists)),
+            ledger: RefCell::new(
+                Ledger::new(config)
+                    .with_slots(slots)
+                    .with_lists(lists)
+                    .with_quota(quota),
+            ),
             sink,
+            min_interval,
             stats: PrivateStats::default(),
         });
     }
@@ -105,7 +113,7 @@ impl Shard {
         &self,
         req: &PrivateRequest,
         peers: &mut AnswerPeers,
-    ) -> Result<SwarmCounts, PrivateRefused> {
+    ) -> Result<PrivateCounts, PrivateRefused> {
         let Some(private) = self.private.get() else {
             return Err(PrivateRefused::Store(AnnounceRefused::NotAllowed));
         };
@@ -116,8 +124,7 @@ impl Shard {
             private
                 .ledger
                 .borrow_mut()
-                .announce(site.get(), &req.account, clock::unix_secs());
-        drop(site);
+                .announce(site.get(), &req.account, clock::unix_millis());
         let admitted = match admitted {
             Ok(admitted) => admitted,
             Err(refusal) => {
@@ -126,15 +133,21 @@ impl Shard {
                 return Err(PrivateRefused::Site(refusal));
             }
         };
+        let read_at_start = site
+            .get()
+            .torrent(&req.account.info_hash)
+            .map_or(0, |t| t.times_completed);
+        drop(site);
+        let times_completed =
+            read_at_start.saturating_add(private.ledger.borrow().snatches(admitted.torrent_id));
         let s = &private.stats;
         s.admitted.inc();
         if admitted.flagged {
             s.flagged.inc();
         }
-        s.credited_up.add(admitted.credited_uploaded);
-        s.credited_down.add(admitted.credited_downloaded);
-        s.raw_up.add(admitted.uploaded);
-        s.raw_down.add(admitted.downloaded);
+        if admitted.new_peer && req.account.event == AnnounceEvent::Stopped {
+            s.stopped_unknown.inc();
+        }
         let mut announce = req.announce;
         if !admitted.in_swarm {
             announce.event = AnnounceEvent::Stopped;
@@ -152,9 +165,13 @@ impl Shard {
             peers.reset(IpFamily::of(req.announce.peer_addr.ip()));
             return Err(PrivateRefused::Site(Refusal::DownloadSlotLimit));
         }
+        let answer = |swarm| PrivateCounts {
+            swarm,
+            times_completed,
+        };
         if admitted.too_soon {
             s.too_soon.inc();
-            return counts.map(|_| SwarmCounts::default());
+            return counts.map(|_| answer(SwarmCounts::default()));
         }
         // A list refused is not hinted at by its count either, as
         // UNIT3D-Announce answers it.
@@ -164,17 +181,19 @@ impl Shard {
         if admitted.leech_list_refused {
             s.leech_list_refused.inc();
         }
-        counts.map(|c| SwarmCounts {
-            seeders: if admitted.seed_list_refused {
-                0
-            } else {
-                c.seeders
-            },
-            leechers: if admitted.leech_list_refused {
-                0
-            } else {
-                c.leechers
-            },
+        counts.map(|c| {
+            answer(SwarmCounts {
+                seeders: if admitted.seed_list_refused {
+                    0
+                } else {
+                    c.seeders
+                },
+                leechers: if admitted.leech_list_refused {
+                    0
+                } else {
+                    c.leechers
+                },
+            })
         })
     }
 
@@ -184,7 +203,7 @@ impl Shard {
     pub fn private_announce_here<R>(
         &self,
         req: &PrivateRequest,
-        answer: impl FnOnce(Result<SwarmCounts, PrivateRefused>, &AnswerPeers) -> R,
+        answer: impl FnOnce(Result<PrivateCounts, PrivateRefused>, &AnswerPeers) -> R,
     ) -> Option<R> {
         if !self.is_local(&req.announce.info_hash) {
             return None;
@@ -198,7 +217,7 @@ impl Shard {
     pub async fn private_announce<R>(
         &self,
         req: PrivateRequest,
-        answer: impl FnOnce(Result<SwarmCounts, PrivateRefused>, &AnswerPeers) -> R,
+        answer: impl FnOnce(Result<PrivateCounts, PrivateRefused>, &AnswerPeers) -> R,
     ) -> Result<R, RouteError> {
         let owner = self.owner(&req.announce.info_hash);
         if owner == self.index {
@@ -211,13 +230,7 @@ impl Shard {
             .await?
             .await?
         {
-            ShardReply::PrivateAnnounce(Ok(a)) => {
-                let counts = SwarmCounts {
-                    seeders: a.seeders,
-                    leechers: a.leechers,
-                };
-                Ok(answer(Ok(counts), &a.peers))
-            }
+            ShardReply::PrivateAnnounce(Ok((counts, peers))) => Ok(answer(Ok(counts), &peers)),
             ShardReply::PrivateAnnounce(Err(refused)) => {
                 Ok(answer(Err(refused), &AnswerPeers::default()))
             }
@@ -324,11 +337,7 @@ impl Shard {
         let mut peers = AnswerPeers::default();
         let answer = self
             .private_announce_local(req, &mut peers)
-            .map(|c| AnnounceAnswer {
-                seeders: c.seeders,
-                leechers: c.leechers,
-                peers,
-            });
+            .map(|counts| (counts, peers));
         ShardReply::PrivateAnnounce(answer)
     }
 
@@ -354,6 +363,14 @@ impl Shard {
             glommio::timer::sleep(interval).await;
             self.flush_private();
         }
+    }
+}
+
+impl PrivateShard {
+    /// The `min interval` of private answers: announcing sooner gets no
+    /// peers; None when nothing is held back.
+    pub fn min_interval(&self) -> Option<u32> {
+        (self.min_interval > 0).then_some(self.min_interval)
     }
 }
 

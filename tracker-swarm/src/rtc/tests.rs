@@ -21,6 +21,7 @@ fn limits() -> StoreLimits {
         max_peers_per_torrent: 1000,
         max_peers: usize::MAX,
         max_peers_per_address: None,
+        max_peers_per_network: None,
         new_torrents_per_minute: [0; 3],
         peer_ids: false,
     }
@@ -1357,6 +1358,7 @@ proptest! {
             max_peers_per_torrent: 5,
             max_peers,
             max_peers_per_address: Some(2),
+            max_peers_per_network: None,
             new_torrents_per_minute: [0; 3],
             peer_ids: false,
         };
@@ -1375,6 +1377,7 @@ proptest! {
             max_peers_per_torrent: 1000,
             max_peers: usize::MAX,
             max_peers_per_address: cap,
+            max_peers_per_network: None,
             new_torrents_per_minute: [0; 3],
             peer_ids: false,
         };

@@ -20,9 +20,11 @@
 //!   info_hash     20
 //!   completed     u32
 //!   v4_peers u32, v4_seeders u32, v6_peers u32, v6_seeders u32
-//!   v4_peers x  { ip 4,  port u16, last_seen u64, peer_id 20 }  (34 bytes)
-//!   v6_peers x  { ip 16, port u16, last_seen u64, peer_id 20 }  (46 bytes)
-//!   seeders first in each family
+//!   v4_peers x  { ip 4,  port u16, last_seen u64, peer_id 20, flags u8 }  (35 bytes)
+//!   v6_peers x  { ip 16, port u16, last_seen u64, peer_id 20, flags u8 }  (47 bytes)
+//!   seeders first in each family; flags: bit 0 set for a peer that had a
+//!   download counted (`SavedPeer::completed`), the others 0
+//!   (version 1, still read: no flags, peers of 34 and 46 bytes)
 //!   (a record with no peers at all is a WebRTC torrent's downloaded count:
 //!   see `persist`)
 //! trailer
@@ -36,9 +38,15 @@
 //! file from a corrupt one; the checksum catches the rest before anything is
 //! loaded. Peers carry the wall-clock time of their last announce, not the
 //! process's monotonic clock, so their age survives the restart.
+//!
+//! Version 2 added the flags (issue 37: a peer that flipped between leecher
+//! and completed counted a download per flip, and the mark that stops it
+//! must outlive a restart). A tracker reads both versions and writes the
+//! newer one, so an upgrade keeps every swarm; an older tracker refuses the
+//! newer version and starts empty.
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -46,8 +54,11 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use tracker_proto::{InfoHash, PeerId};
 
 pub const MAGIC: [u8; 8] = *b"TRKSTATE";
-/// Bumped on any change of layout; a reader refuses other versions.
-pub const FORMAT_VERSION: u32 = 1;
+/// Bumped on any change of layout; what is written.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest version still read; a reader refuses any other outside
+/// `OLDEST_FORMAT_VERSION..=FORMAT_VERSION`.
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
 pub const HEADER_LEN: usize = 40;
 pub const TRAILER_LEN: usize = 4;
 /// A torrent record before its peers.
@@ -81,18 +92,21 @@ impl SavedIp for Ipv6Addr {
     }
 }
 
-/// Bytes of one stored peer of family `I`.
-const fn peer_len<I: SavedIp>() -> usize {
-    I::LEN + 2 + 8 + 20
+/// Bytes of one stored peer of family `I` in a file of `version`.
+const fn peer_len<I: SavedIp>(version: u32) -> usize {
+    I::LEN + 2 + 8 + 20 + if version >= 2 { 1 } else { 0 }
 }
+
+/// The flag of a peer that had a download counted.
+const FLAG_COMPLETED: u8 = 1;
 
 /// About the bytes of a section of `torrents` holding `peers`, room for an
 /// eighth of them being IPv6 included: what a snapshot reserves, so that its
 /// section is not copied as it grows.
 pub const fn section_len_hint(torrents: usize, peers: usize) -> usize {
-    torrents * TORRENT_HEAD_LEN
-        + peers * peer_len::<Ipv4Addr>()
-        + peers / 8 * (peer_len::<Ipv6Addr>() - peer_len::<Ipv4Addr>())
+    let v4 = peer_len::<Ipv4Addr>(FORMAT_VERSION);
+    let v6 = peer_len::<Ipv6Addr>(FORMAT_VERSION);
+    torrents * TORRENT_HEAD_LEN + peers * v4 + peers / 8 * (v6 - v4)
 }
 
 /// One peer as saved.
@@ -103,6 +117,11 @@ pub struct SavedPeer<I> {
     pub peer_id: PeerId,
     /// Unix seconds of its last announce.
     pub last_seen: u64,
+    /// Whether it had a download counted (the torrent's `completed`), so
+    /// that it counts none again (see `Expiry::completed` in the store). A
+    /// version 1 file has no such mark: its seeders are read as marked
+    /// (each has what a completion would give it), its leechers not.
+    pub completed: bool,
 }
 
 /// The peers of one family of a torrent.
@@ -177,8 +196,8 @@ impl Section {
         let out = &mut self.bytes;
         out.reserve(
             TORRENT_HEAD_LEN
-                + t.v4.len() * peer_len::<Ipv4Addr>()
-                + t.v6.len() * peer_len::<Ipv6Addr>(),
+                + t.v4.len() * peer_len::<Ipv4Addr>(FORMAT_VERSION)
+                + t.v6.len() * peer_len::<Ipv6Addr>(FORMAT_VERSION),
         );
         out.extend_from_slice(&t.info_hash.0);
         out.extend_from_slice(&t.completed.to_le_bytes());
@@ -214,6 +233,7 @@ fn write_peers<I: SavedIp>(out: &mut Vec<u8>, half: &SavedHalf<I>) {
         out.extend_from_slice(&peer.port.to_le_bytes());
         out.extend_from_slice(&peer.last_seen.to_le_bytes());
         out.extend_from_slice(&peer.peer_id.0);
+        out.push(if peer.completed { FLAG_COMPLETED } else { 0 });
     }
 }
 
@@ -305,7 +325,8 @@ impl fmt::Display for StateError {
             StateError::NotAStateFile => f.write_str("not a tracker state file (no magic bytes)"),
             StateError::UnsupportedVersion(v) => write!(
                 f,
-                "format version {v}, but this tracker reads version {FORMAT_VERSION}"
+                "format version {v}, but this tracker reads versions \
+                 {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION}"
             ),
             StateError::Truncated { expected, found } => {
                 write!(f, "truncated: {found} bytes of {expected}")
@@ -324,6 +345,9 @@ impl std::error::Error for StateError {}
 /// A state file whose header, length, checksum and records were all checked.
 #[derive(Clone, Copy, Debug)]
 pub struct StateFile<'a> {
+    /// The version it was written in (`OLDEST_FORMAT_VERSION` to
+    /// `FORMAT_VERSION`).
+    pub version: u32,
     pub saved_at: u64,
     pub torrents: u64,
     body: &'a [u8],
@@ -344,7 +368,7 @@ impl<'a> StateFile<'a> {
             });
         }
         let version = u32_at(bytes, 8);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(StateError::UnsupportedVersion(version));
         }
         if bytes.len() < HEADER_LEN + TRAILER_LEN {
@@ -369,6 +393,7 @@ impl<'a> StateFile<'a> {
             return Err(StateError::ChecksumMismatch);
         }
         let file = StateFile {
+            version,
             saved_at,
             torrents,
             body: &data[HEADER_LEN..],
@@ -395,7 +420,12 @@ impl<'a> StateFile<'a> {
         if bytes.len() < HEADER_LEN + TRAILER_LEN || bytes[..8] != MAGIC {
             return Err(StateError::NotAStateFile);
         }
+        let version = u32_at(bytes, 8);
+        if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
+            return Err(StateError::UnsupportedVersion(version));
+        }
         Ok(StateFile {
+            version,
             saved_at: u64_at(bytes, 16),
             torrents: u64_at(bytes, 24),
             body: &bytes[HEADER_LEN..bytes.len() - TRAILER_LEN],
@@ -404,7 +434,10 @@ impl<'a> StateFile<'a> {
 
     /// The torrent records, in file order.
     pub fn records(&self) -> Records<'a> {
-        Records { rest: self.body }
+        Records {
+            rest: self.body,
+            version: self.version,
+        }
     }
 }
 
@@ -419,6 +452,8 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
 /// Iterates torrent records; an error ends it.
 pub struct Records<'a> {
     rest: &'a [u8],
+    /// The file's, which sets the size of its peers.
+    version: u32,
 }
 
 impl<'a> Iterator for Records<'a> {
@@ -450,8 +485,8 @@ impl<'a> Records<'a> {
             return Err(StateError::Malformed("more seeders than peers"));
         }
         // u64: counts up to u32::MAX times 46 bytes do not overflow it.
-        let v4_bytes = u64::from(v4_len) * peer_len::<Ipv4Addr>() as u64;
-        let v6_bytes = u64::from(v6_len) * peer_len::<Ipv6Addr>() as u64;
+        let v4_bytes = u64::from(v4_len) * peer_len::<Ipv4Addr>(self.version) as u64;
+        let v6_bytes = u64::from(v6_len) * peer_len::<Ipv6Addr>(self.version) as u64;
         let after_head = &self.rest[TORRENT_HEAD_LEN..];
         if v4_bytes + v6_bytes > after_head.len() as u64 {
             return Err(StateError::Malformed("a torrent's peers are cut short"));
@@ -465,11 +500,13 @@ impl<'a> Records<'a> {
             v4: HalfRecord {
                 seeders: v4_seeders as usize,
                 bytes: v4,
+                version: self.version,
                 _ip: std::marker::PhantomData,
             },
             v6: HalfRecord {
                 seeders: v6_seeders as usize,
                 bytes: v6,
+                version: self.version,
                 _ip: std::marker::PhantomData,
             },
         })
@@ -518,12 +555,15 @@ impl TorrentRecord<'_> {
 pub struct HalfRecord<'a, I> {
     seeders: usize,
     bytes: &'a [u8],
+    /// The file's, which sets the size of its peers and whether they have
+    /// flags.
+    version: u32,
     _ip: std::marker::PhantomData<I>,
 }
 
 impl<'a, I: SavedIp> HalfRecord<'a, I> {
     pub fn len(&self) -> usize {
-        self.bytes.len() / peer_len::<I>()
+        self.bytes.len() / peer_len::<I>(self.version)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -533,7 +573,7 @@ impl<'a, I: SavedIp> HalfRecord<'a, I> {
     /// Each peer with whether it seeds, leechers first: the order a swarm
     /// keeps them in, so that restoring them in turn moves none.
     pub fn peers(&self) -> impl Iterator<Item = (bool, SavedPeer<I>)> + 'a {
-        let entries = self.bytes.chunks_exact(peer_len::<I>());
+        let entries = self.bytes.chunks_exact(peer_len::<I>(self.version));
         let seeders = entries.clone().take(self.seeders).map(|p| (true, p));
         let leechers = entries.skip(self.seeders).map(|p| (false, p));
         leechers.chain(seeders).map(|(seeder, p)| {
@@ -543,6 +583,10 @@ impl<'a, I: SavedIp> HalfRecord<'a, I> {
                 port: u16::from_le_bytes([rest[0], rest[1]]),
                 last_seen: u64_at(rest, 2),
                 peer_id: PeerId(rest[10..30].try_into().expect("20 bytes")),
+                // Version 1 has no flags (see `SavedPeer::completed`).
+                completed: rest
+                    .get(30)
+                    .map_or(seeder, |flags| flags & FLAG_COMPLETED != 0),
             };
             (seeder, peer)
         })

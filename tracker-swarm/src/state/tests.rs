@@ -10,6 +10,7 @@ fn peer4(n: u8, last_seen: u64) -> SavedPeer<Ipv4Addr> {
         port: 6881 + u16::from(n),
         peer_id: PeerId([n; 20]),
         last_seen,
+        completed: n.is_multiple_of(2),
     }
 }
 
@@ -19,6 +20,7 @@ fn peer6(n: u8, last_seen: u64) -> SavedPeer<Ipv6Addr> {
         port: 6881,
         peer_id: PeerId([n ^ 0xff; 20]),
         last_seen,
+        completed: n.is_multiple_of(2),
     }
 }
 
@@ -120,9 +122,84 @@ fn garbage_and_foreign_files_are_refused() {
         decode_all(b"hello, this is not a state file at all, really"),
         Err(StateError::NotAStateFile)
     );
-    let mut bytes = encode_all(&sample(), 0, 0);
-    bytes[8] = 2;
-    assert_eq!(decode_all(&bytes), Err(StateError::UnsupportedVersion(2)));
+    for version in [0, FORMAT_VERSION + 1] {
+        let mut bytes = encode_all(&sample(), 0, 0);
+        bytes[8..12].copy_from_slice(&version.to_le_bytes());
+        assert_eq!(
+            decode_all(&bytes),
+            Err(StateError::UnsupportedVersion(version))
+        );
+        assert_eq!(
+            StateFile::reopen(&bytes).unwrap_err(),
+            StateError::UnsupportedVersion(version)
+        );
+    }
+}
+
+/// `torrents` in a file of version 1, which had no flags: what a tracker
+/// before issue 37 wrote.
+pub(crate) fn encode_version_1(torrents: &[SavedTorrent], saved_at: u64) -> Vec<u8> {
+    fn peers<I: SavedIp>(body: &mut Vec<u8>, half: &SavedHalf<I>) {
+        for p in half.seeders.iter().chain(&half.leechers) {
+            p.ip.write(body);
+            body.extend_from_slice(&p.port.to_le_bytes());
+            body.extend_from_slice(&p.last_seen.to_le_bytes());
+            body.extend_from_slice(&p.peer_id.0);
+        }
+    }
+    let mut body = Vec::new();
+    for t in torrents {
+        body.extend_from_slice(&t.info_hash.0);
+        body.extend_from_slice(&t.completed.to_le_bytes());
+        for (len, seeders) in [
+            (t.v4.len(), t.v4.seeders.len()),
+            (t.v6.len(), t.v6.seeders.len()),
+        ] {
+            body.extend_from_slice(&(len as u32).to_le_bytes());
+            body.extend_from_slice(&(seeders as u32).to_le_bytes());
+        }
+        peers(&mut body, &t.v4);
+        peers(&mut body, &t.v6);
+    }
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(&MAGIC);
+    bytes.extend_from_slice(&1u32.to_le_bytes());
+    bytes.extend_from_slice(&0u32.to_le_bytes());
+    bytes.extend_from_slice(&saved_at.to_le_bytes());
+    bytes.extend_from_slice(&(torrents.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&body);
+    let crc = crc32fast::hash(&bytes);
+    bytes.extend_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+/// Issue 37: version 2 added a flag per peer; a file of version 1 is still
+/// read, its seeders taken as having completed and its leechers not.
+#[test]
+fn a_version_1_file_is_read_its_seeders_marked_as_completed() {
+    let torrents = sample();
+    let bytes = encode_version_1(&torrents, 77);
+    let file = StateFile::parse(&bytes).unwrap();
+    assert_eq!(file.version, 1);
+    let mut want = torrents.clone();
+    for t in &mut want {
+        t.v4.seeders.iter_mut().for_each(|p| p.completed = true);
+        t.v4.leechers.iter_mut().for_each(|p| p.completed = false);
+        t.v6.seeders.iter_mut().for_each(|p| p.completed = true);
+        t.v6.leechers.iter_mut().for_each(|p| p.completed = false);
+    }
+    assert_eq!(decode_all(&bytes).unwrap(), (77, want.clone()));
+    let again: Vec<SavedTorrent> = StateFile::reopen(&bytes)
+        .unwrap()
+        .records()
+        .map(|r| r.unwrap().to_saved())
+        .collect();
+    assert_eq!(again, want);
+    // What is written now is version 2, a byte longer per peer.
+    let now = encode_all(&torrents, 1, 77);
+    assert_eq!(StateFile::parse(&now).unwrap().version, FORMAT_VERSION);
+    assert_eq!(now.len(), bytes.len() + 4);
 }
 
 #[test]
@@ -201,13 +278,13 @@ fn errors_read_well() {
 fn arb_peer<I: std::fmt::Debug>(
     ip: impl Strategy<Value = I>,
 ) -> impl Strategy<Value = SavedPeer<I>> {
-    (ip, any::<u16>(), any::<[u8; 20]>(), any::<u64>()).prop_map(|(ip, port, id, last_seen)| {
-        SavedPeer {
-            ip,
-            port,
-            peer_id: PeerId(id),
-            last_seen,
-        }
+    let fields = (any::<u16>(), any::<[u8; 20]>(), any::<u64>(), any::<bool>());
+    (ip, fields).prop_map(|(ip, (port, id, last_seen, completed))| SavedPeer {
+        ip,
+        port,
+        peer_id: PeerId(id),
+        last_seen,
+        completed,
     })
 }
 
@@ -256,10 +333,14 @@ proptest! {
     /// Whatever the bytes, parsing answers (never panics), and a file that
     /// parses yields only records that read.
     #[test]
-    fn arbitrary_bytes_never_panic(mut bytes in prop::collection::vec(any::<u8>(), 0..400), seal in any::<bool>()) {
+    fn arbitrary_bytes_never_panic(
+        mut bytes in prop::collection::vec(any::<u8>(), 0..400),
+        seal in any::<bool>(),
+        version in OLDEST_FORMAT_VERSION..=FORMAT_VERSION,
+    ) {
         if bytes.len() >= HEADER_LEN + TRAILER_LEN && seal {
             bytes[..8].copy_from_slice(&MAGIC);
-            bytes[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+            bytes[8..12].copy_from_slice(&version.to_le_bytes());
             let body = (bytes.len() - HEADER_LEN - TRAILER_LEN) as u64;
             bytes[32..40].copy_from_slice(&body.to_le_bytes());
             reseal(&mut bytes);
