@@ -127,7 +127,7 @@ impl Config {
         self.swarm.validate()?;
         self.udp.validate()?;
         self.http.validate()?;
-        self.websocket.validate()?;
+        self.websocket.validate(self.private.enabled)?;
         self.privileges.validate()?;
         self.metrics.validate()?;
         self.access.validate()?;

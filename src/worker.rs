@@ -131,7 +131,6 @@ impl Worker {
                 private.ledger,
                 private.slots(),
                 private.lists.clone(),
-                private.quota.clone(),
                 private.sink.clone(),
             );
             shard.restore_private(restored_peers);

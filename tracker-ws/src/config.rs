@@ -13,8 +13,13 @@ use tracker_runtime::config::{within, ConfigError};
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, Documented, DocumentedFields)]
 #[serde(default, deny_unknown_fields)]
 pub struct WebSocketConfig {
-    /// Serve WebSocket upgrades; false answers them 404.
-    pub enabled: bool,
+    /// Serve WebSocket upgrades; false answers them 404. Unset: on, but
+    /// for a private tracker ([private] enabled), which serves no
+    /// WebTorrent and refuses to start with this set to true: UNIT3D's
+    /// rules refuse browsers, and the site can account no WebRTC peer
+    /// rightly (no port, no totals at a tab's close; see
+    /// docs/OPERATIONS.md).
+    pub enabled: Option<bool>,
     /// Seconds WebTorrent clients are told to wait between announces.
     pub announce_interval_secs: u32,
     /// Bytes of one message at most (aquatic_ws: 64 KiB); a larger one
@@ -108,7 +113,7 @@ pub struct WebSocketConfig {
 impl Default for WebSocketConfig {
     fn default() -> Self {
         WebSocketConfig {
-            enabled: true,
+            enabled: None,
             announce_interval_secs: 120,
             max_message_bytes: 64 << 10,
             max_frame_bytes: 16 << 10,
@@ -135,7 +140,19 @@ impl Default for WebSocketConfig {
 }
 
 impl WebSocketConfig {
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    /// Whether WebSocket upgrades are served, for a private tracker or not.
+    pub fn serves(&self, private: bool) -> bool {
+        self.enabled.unwrap_or(!private)
+    }
+
+    /// `private`: the tracker is private ([private] enabled).
+    pub fn validate(&self, private: bool) -> Result<(), ConfigError> {
+        if private && self.enabled == Some(true) {
+            return Err(ConfigError::key(
+                "websocket.enabled",
+                "a private tracker serves no WebTorrent: UNIT3D's rules refuse browsers, and                  a WebRTC peer cannot be accounted rightly (see docs/OPERATIONS.md); leave it                  unset",
+            ));
+        }
         within(
             "websocket.announce_interval_secs",
             self.announce_interval_secs as usize,

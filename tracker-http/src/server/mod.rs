@@ -205,7 +205,8 @@ pub struct HttpService {
     /// (`runtime.exempt_networks`).
     exempt: ExemptNetworks,
     /// WebTorrent's WebSocket service, which upgraded connections are
-    /// handed to; None when `websocket.enabled` is off (upgrades get 404).
+    /// handed to; None when WebSocket is not served (`websocket.enabled`
+    /// off, or a private tracker): upgrades get 404.
     ws: Option<Rc<tracker_ws::WsService>>,
     /// This worker's view of the TLS configuration (None without HTTPS).
     tls: Option<RefCell<LocalCopy<ServerConfig>>>,
