@@ -131,6 +131,7 @@ impl Worker {
                 private.ledger,
                 private.slots(),
                 private.lists.clone(),
+                private.quota.clone(),
                 private.sink.clone(),
             );
             shard.restore_private(restored_peers);
