@@ -1159,6 +1159,113 @@ fn a_store_full_of_one_ipv6_networks_torrents_still_takes_an_honest_new_one() {
     assert_eq!(tracker.metric("tracker_torrents", &[]), 100);
 }
 
+/// Issue 37, item 9: a torrent that two networks share is never dropped for
+/// a new one, so two /16s that announced every torrent they created from
+/// both held every torrent of the worker for good, and honest new torrents
+/// were told "tracker is full". A network now holds a share of the worker's
+/// peers, within a quarter of its torrents (10 of 40 here), and so two
+/// networks hold at most that many torrents that eviction spares.
+#[test]
+fn two_networks_cannot_hold_every_torrent_by_sharing_them() {
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "1", "--no-pin"])
+        .config("[swarm]\nmax_torrents_per_worker = 40\n")
+        .udp(None)
+        .metrics()
+        .start();
+    let target = tracker.udp[0];
+    let attackers = [udp_from("127.1.0.1"), udp_from("127.2.0.1")];
+    let ids = attackers
+        .each_ref()
+        .map(|sock| udp_connect(sock, target).expect("connect"));
+    for n in 0..100u16 {
+        let mut hash = [0x91; 20];
+        hash[..2].copy_from_slice(&n.to_be_bytes());
+        for (sock, id) in attackers.iter().zip(ids) {
+            let packet = udp_announce(id, 1, InfoHash(hash), 6881, AnnounceEvent::Started, 1);
+            // Stored, answered as a swarm of none, or refused: all the same
+            // to an attacker.
+            let _ = udp_answer(sock, target, &packet);
+        }
+    }
+    assert_eq!(tracker.metric("tracker_torrents", &[]), 10);
+    let honest = udp_from("127.3.0.1");
+    let (made, refused) = create_torrents(&honest, target, [0x92, 0], 20);
+    assert_eq!((made, refused.len()), (20, 0), "{refused:?}");
+    assert_eq!(held(&honest, target, [0x92, 0], 20), 20);
+    assert_eq!(
+        wait_for_metric(
+            &tracker,
+            "tracker_store_full_total",
+            &[("kind", "peers_per_network")],
+            180
+        ),
+        180
+    );
+}
+
+/// Issue 37, item 9: one /48 announcing from a thousand of its /64s (behind
+/// a trusted proxy: IPv6 loopback is one address) filled the worker's
+/// peers, and past them an honest new peer was answered but not stored,
+/// and a new torrent answered as a swarm of none. A network now holds an
+/// eighth of the worker's peers at most (50 of 400 here).
+#[test]
+fn one_network_cannot_fill_the_peers_of_a_worker_from_many_addresses() {
+    let tracker = behind_a_proxy("[swarm]\nmax_peers_per_worker = 400\n");
+    let addr = tracker.http[0];
+    let swarm = |n: u16| InfoHash([0x93 + n as u8; 20]);
+    for n in 0..1000u16 {
+        let client = format!("2001:db8:9:{n:x}::1");
+        proxied_announce(addr, &client, swarm(n % 5), 6881).unwrap();
+    }
+    // A client of another network gets in: a torrent of its own, and one of
+    // theirs (10 of the /48's 50 are there).
+    let honest = "2001:db8:a::1";
+    assert_eq!(proxied_announce(addr, honest, swarm(10), 6881), Ok((0, 1)));
+    assert_eq!(proxied_announce(addr, honest, swarm(0), 6881), Ok((0, 11)));
+    assert_eq!(
+        wait_for_metric(
+            &tracker,
+            "tracker_store_full_total",
+            &[("kind", "peers_per_network")],
+            950
+        ),
+        950
+    );
+}
+
+/// Issue 37, item 8: one peer flipping between leecher and completed
+/// (`completed`, then `left` > 0, then `completed` again ...) raised the
+/// torrent's `downloaded` by one per flip, over UDP and HTTP alike (50
+/// flips, 50). A peer counts one download while the swarm holds it.
+#[test]
+fn a_peer_flipping_between_leecher_and_completed_is_one_download() {
+    use support::wire::{announce_request, target};
+    let tracker = Tracker::builder()
+        .runtime_args(&["--workers", "1", "--no-pin"])
+        .udp(None)
+        .http(None)
+        .start();
+    let (udp, http) = (tracker.udp[0], tracker.http[0]);
+    let sock = udp_from("127.0.0.2");
+    let id = udp_connect(&sock, udp).expect("connect");
+    let (over_udp, over_http) = (InfoHash([0x81; 20]), InfoHash([0x82; 20]));
+    let flip = |event: AnnounceEvent, left: u64| {
+        let packet = udp_announce(id, 2, over_udp, 6881, event, left);
+        udp_answer(&sock, udp, &packet).unwrap();
+        http_get_ok(http, &target(&announce_request(over_http, 6881, left, event)));
+    };
+    flip(AnnounceEvent::Started, 1);
+    for _ in 0..50 {
+        flip(AnnounceEvent::Completed, 0);
+        flip(AnnounceEvent::None, 1);
+    }
+    for hash in [over_udp, over_http] {
+        // [complete, downloaded, incomplete]
+        assert_eq!(scrape_counts(http, hash), [0, 1, 1]);
+    }
+}
+
 // 2. The state file: nothing at its paths is trusted.
 
 fn is_root() -> bool {
@@ -1282,6 +1389,7 @@ fn a_restore_stores_only_what_an_announce_could_have_stored() {
         port,
         peer_id: PeerId([7; 20]),
         last_seen: now - 10,
+        completed: false,
     };
     let hash = InfoHash([0x33; 20]);
     let mut torrent = SavedTorrent {
@@ -1306,6 +1414,7 @@ fn a_restore_stores_only_what_an_announce_could_have_stored() {
         port: 6881,
         peer_id: PeerId([8; 20]),
         last_seen: now - 10,
+        completed: false,
     };
     torrent.v6.leechers = vec![v6("ff02::1"), v6("::ffff:10.0.0.2")];
     let mut section = Section::default();
