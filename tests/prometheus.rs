@@ -95,7 +95,11 @@ fn dashboard_and_rules_select_series_the_tracker_exports() {
     assert_eq!(tracker.metric("tracker_torrents", &[]), 1);
     site.wait_for("SELECT uploaded FROM users WHERE id = 1", 5u64);
 
-    let prometheus = Prometheus::start(metrics, &root.join(RULES));
+    // A public tracker beside it, for the WebSocket series: a private one
+    // serves no WebSocket.
+    let public = Tracker::builder().http(None).metrics().start();
+    let public_metrics = public.metrics.expect("a metrics address");
+    let prometheus = Prometheus::start(&[metrics, public_metrics], &root.join(RULES));
     prometheus.wait_until_scraping();
     // Enough samples for rate() and increase() over any window.
     let scrapes = format!("count_over_time(up{{job=\"{JOB}\"}}[1m])");
@@ -181,7 +185,7 @@ fn dashboard_and_rules_select_series_the_tracker_exports() {
         problems.join("\n"),
         prometheus.log()
     );
-    drop(tracker);
+    drop((tracker, public));
 }
 
 #[test]
@@ -343,18 +347,20 @@ struct Prometheus {
 }
 
 impl Prometheus {
-    fn start(target: SocketAddr, rules: &Path) -> Prometheus {
+    fn start(targets: &[SocketAddr], rules: &Path) -> Prometheus {
         let dir =
             std::env::temp_dir().join(format!("tracker-test-prometheus-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let config = dir.join("prometheus.yml");
+        let targets: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
+        let targets = targets.join(", ");
         std::fs::write(
             &config,
             format!(
                 "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
                  rule_files:\n  - {rules:?}\n\
-                 scrape_configs:\n  - job_name: {JOB}\n    static_configs:\n      - targets: [\"{target}\"]\n"
+                 scrape_configs:\n  - job_name: {JOB}\n    static_configs:\n      - targets: [{targets}]\n"
             ),
         )
         .unwrap();
@@ -415,18 +421,16 @@ impl Prometheus {
         });
     }
 
-    /// Waits until the tracker target is up, with no scrape error.
+    /// Waits until every tracker target is up, with no scrape error.
     fn wait_until_scraping(&self) {
-        self.wait("the tracker target to be up", || {
+        self.wait("the tracker targets to be up", || {
             let data = self.api("/api/v1/targets").ok()?;
             let targets = data.get("activeTargets")?.as_array()?;
-            targets
-                .iter()
-                .any(|t| {
-                    t.get("health").and_then(Json::as_str) == Some("up")
-                        && t.get("lastError").and_then(Json::as_str) == Some("")
-                })
-                .then_some(())
+            let up = targets.iter().all(|t| {
+                t.get("health").and_then(Json::as_str) == Some("up")
+                    && t.get("lastError").and_then(Json::as_str) == Some("")
+            });
+            (up && !targets.is_empty()).then_some(())
         });
     }
 
