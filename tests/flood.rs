@@ -142,12 +142,14 @@ fn held(target: SocketAddr, source: &Source, hashes: &[InfoHash]) -> Vec<(InfoHa
 #[test]
 fn a_flood_of_random_torrents_levels_off_at_the_caps() {
     // The flood comes from one /24 of loopback: its subnet's and network's
-    // budgets of new torrents would turn most of it away.
+    // budgets of new torrents, and its network's share of the peers, would
+    // turn most of it away.
     let tracker = Tracker::builder()
         .config(&format!(
             "[swarm]\nmax_torrents_per_worker = {MAX_TORRENTS}\nmax_peers_per_worker = {MAX_PEERS}\n\
              max_peers_per_torrent = 1000\npeer_timeout_secs = 3600\ncleanup_interval_secs = 3600\n\
-             new_torrents_per_subnet_per_minute = 0\nnew_torrents_per_network_per_minute = 0\n"
+             new_torrents_per_subnet_per_minute = 0\nnew_torrents_per_network_per_minute = 0\n\
+             max_peers_per_network = 0\n"
         ))
         .udp(None)
         .metrics()
