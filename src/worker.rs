@@ -333,9 +333,10 @@ fn restore_shard(
         let r = progress.restored;
         info!(
             "restored {} torrents and {} peers from {} in {} ms ({} peers had expired; {} \
-             over swarm.max_torrents_per_worker, max_peers_per_torrent, max_peers_per_worker \
-             or max_peers_per_address_per_torrent; {} dropped as invalid: port 0, no \
-             single host's address, or an IPv4-mapped one among the IPv6 peers; and the \
+             over swarm.max_torrents_per_worker, max_peers_per_torrent, max_peers_per_worker, \
+             max_peers_per_address_per_torrent or max_peers_per_network; {} dropped as \
+             invalid: port 0, no single host's address, or an IPv4-mapped one among the \
+             IPv6 peers; and the \
              completed counts of {} WebRTC torrents)",
             r.torrents,
             r.peers,
