@@ -13,7 +13,10 @@
 //!   one else by holding (a lone peer is handed no peer at all), and which
 //!   it holds again at that client's next announce. An attacker's torrents
 //!   are such, unless it spends peers of other networks on each; a torrent
-//!   that two networks share is never dropped.
+//!   that two networks share is never dropped. What bounds those is each
+//!   network's cap of peers in the store (`network_peers`): each holds a
+//!   peer of two networks, so two networks hold no more of them than one
+//!   network's cap.
 //! - First one no live peer holds (left for the cleaner): it is worth
 //!   nothing.
 //! - Then one of the network seen most often among those drawn: a network
