@@ -133,6 +133,7 @@ fn write_and_check(body: &Body, out: &mut Vec<u8>) {
                 interval: *interval,
                 min_interval: *min_interval,
                 complete: *complete,
+                downloaded: None,
                 incomplete: *incomplete,
                 peers: &answer,
                 compact: *compact,

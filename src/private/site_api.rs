@@ -8,8 +8,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use tracker_http::site_api::{ApiAnswer, SiteApi};
-use tracker_private::answer::{stats_json, torrent_json, user_json, TorrentCounts};
+use tracker_private::answer::{stats_json, torrent_json, user_json, TorrentCounts, UserCounts};
+use tracker_private::lists::{ListKind, ListRates};
 use tracker_private::Site;
+use tracker_runtime::clock;
 use tracker_runtime::reloadable::Reloadable;
 use tracker_runtime::shard::{PrivateAnswer, Shard};
 
@@ -18,6 +20,8 @@ use super::{PrivateMode, RequestRates};
 pub struct SiteApiHandler {
     site: Arc<Reloadable<Site>>,
     rates: Rc<RequestRates>,
+    /// Every user's peer lists received, for `GET users/{id}`.
+    lists: Arc<ListRates>,
     /// Worker 0's shard: the reads gather from the workers' ledgers.
     shard: Rc<Shard>,
 }
@@ -27,6 +31,7 @@ impl SiteApiHandler {
         SiteApiHandler {
             site: private.site.clone(),
             rates,
+            lists: private.lists.clone(),
             shard,
         }
     }
@@ -62,10 +67,19 @@ impl SiteApiHandler {
                 let Some(user) = self.site.load().0.user(id).cloned() else {
                     return error(tracker_private::api::ApiError::UnknownUser(id));
                 };
-                match self.shard.private_user(id).await {
-                    Ok((seeding, leeching)) => json(user_json(&user, seeding, leeching)),
-                    Err(_) => unavailable(),
-                }
+                let Ok((num_seeding, num_leeching)) = self.shard.private_user(id).await else {
+                    return unavailable();
+                };
+                let now = clock::unix_secs();
+                json(user_json(
+                    &user,
+                    UserCounts {
+                        num_seeding,
+                        num_leeching,
+                        seed_lists: self.lists.windows(id, ListKind::Seeders, now),
+                        leech_lists: self.lists.windows(id, ListKind::Leechers, now),
+                    },
+                ))
             }
             Ok(ApiRequest::GetTorrent(id)) => {
                 let Some(torrent) = self.site.load().0.torrent_by_id(id).cloned() else {

@@ -2,12 +2,12 @@
 //! shape, which UNIT3D's `Unit3dAnnounce::getUser`, `getTorrent` and
 //! `getStats` read (and partly validate).
 //!
-//! What this tracker does not keep is given by the caller (a user's
-//! seeding and leeching counts, a torrent's counts and peers, the request
-//! rates) or written empty: a user's peer-list rate limits are not kept,
-//! so both `rates` lists are empty.
+//! What the site view does not hold is given by the caller: a user's
+//! seeding and leeching counts and the windows of its peer-list limits
+//! (see [`crate::lists`]), a torrent's counts and peers, the request rates.
 
 use crate::ledger::PeerSnapshot;
+use crate::lists::WindowCount;
 use crate::site::{Torrent, TorrentStatus, User};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -40,9 +40,41 @@ pub struct ApiStats {
     pub announce_responses_per_7200s: f64,
 }
 
+/// One window of a peer-list limit; UNIT3D checks that each is a float.
+#[derive(Serialize)]
+struct RateJson {
+    count: f64,
+    max_count: f64,
+    window: f64,
+    updated_at: f64,
+}
+
 #[derive(Serialize)]
 struct Rates {
-    rates: [(); 0],
+    rates: Vec<RateJson>,
+}
+
+impl Rates {
+    fn of(windows: impl IntoIterator<Item = WindowCount>) -> Rates {
+        let rates = windows.into_iter().map(|w| RateJson {
+            count: w.count,
+            max_count: w.max_count,
+            window: w.window,
+            updated_at: w.updated_at,
+        });
+        Rates {
+            rates: rates.collect(),
+        }
+    }
+}
+
+/// What GET `users/{id}` tells of a user beyond the site's record: its
+/// peers, and its peer-list windows (seed lists, then leech lists).
+pub struct UserCounts<S, L> {
+    pub num_seeding: u32,
+    pub num_leeching: u32,
+    pub seed_lists: S,
+    pub leech_lists: L,
 }
 
 #[derive(Serialize)]
@@ -94,19 +126,23 @@ fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
 
 /// GET `users/{id}`. The passkey is in it, as in UNIT3D-Announce: the
 /// answer goes only to the holder of the API key.
-pub fn user_json(user: &User, num_seeding: u32, num_leeching: u32) -> Vec<u8> {
+pub fn user_json<S, L>(user: &User, counts: UserCounts<S, L>) -> Vec<u8>
+where
+    S: IntoIterator<Item = WindowCount>,
+    L: IntoIterator<Item = WindowCount>,
+{
     let passkey = String::from_utf8_lossy(&user.passkey.0);
     to_json(&UserJson {
         id: user.id,
         group_id: user.group_id,
         passkey: &passkey,
         can_download: user.can_download,
-        num_seeding,
-        num_leeching,
+        num_seeding: counts.num_seeding,
+        num_leeching: counts.num_leeching,
         is_donor: user.is_donor,
         is_lifetime: user.is_lifetime,
-        receive_seed_list_rates: Rates { rates: [] },
-        receive_leech_list_rates: Rates { rates: [] },
+        receive_seed_list_rates: Rates::of(counts.seed_lists),
+        receive_leech_list_rates: Rates::of(counts.leech_lists),
     })
 }
 
@@ -184,16 +220,38 @@ mod tests {
     #[test]
     fn a_user_in_unit3d_announces_shape() {
         let u = user(7, 10);
-        let v = parse(&user_json(&u, 2, 1));
+        let window = WindowCount {
+            count: 1.5,
+            max_count: 10.0,
+            window: 60.0,
+            updated_at: 1_700_000_000.0,
+        };
+        let counts = UserCounts {
+            num_seeding: 2,
+            num_leeching: 1,
+            seed_lists: [window],
+            leech_lists: [],
+        };
+        let text = user_json(&u, counts);
+        let v = parse(&text);
         assert_eq!(
             v,
             json!({
                 "id": 7, "group_id": 10, "passkey": "00000000000000000000000000000007",
                 "can_download": true, "num_seeding": 2, "num_leeching": 1,
                 "is_donor": false, "is_lifetime": false,
-                "receive_seed_list_rates": {"rates": []},
+                "receive_seed_list_rates": {"rates": [{
+                    "count": 1.5, "max_count": 10.0, "window": 60.0,
+                    "updated_at": 1_700_000_000.0,
+                }]},
                 "receive_leech_list_rates": {"rates": []},
             })
+        );
+        // PHP's json_decode makes a float only of a number with a point.
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            text.contains(r#""max_count":10.0,"window":60.0,"updated_at":1700000000.0"#),
+            "{text}"
         );
     }
 
@@ -201,7 +259,10 @@ mod tests {
     fn a_torrent_in_unit3d_announces_shape() {
         let site = site();
         let mut ledger = Ledger::default();
-        ledger.announce(&site, &announce(1, 1, 0xab), 1234).unwrap();
+        // The ledger's clock is in milliseconds; rows keep seconds.
+        ledger
+            .announce(&site, &announce(1, 1, 0xab), 1_234_000)
+            .unwrap();
         let counts = TorrentCounts {
             seeders: 0,
             leechers: 1,

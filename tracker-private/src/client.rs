@@ -4,6 +4,12 @@
 use std::fmt;
 use tracker_proto::AnnounceEvent;
 
+/// The answer to every scrape, over HTTP and UDP alike: UNIT3D-Announce
+/// serves none, and a scrape would tell anyone every swarm's size (BEP 15
+/// scrapes carry no passkey, and a passkey is no reason to tell a member
+/// more than announces do).
+pub const SCRAPES_NOT_SERVED: &str = "Scrapes are not served.";
+
 /// The longest user agent accepted (`peers.agent` is `varchar(64)`).
 pub const MAX_USER_AGENT: usize = 64;
 

@@ -87,6 +87,19 @@ pub enum ListKind {
     Leechers,
 }
 
+/// One window's count of one user's lists, in UNIT3D-Announce's terms.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WindowCount {
+    /// Lists counted (decayed) when last raised.
+    pub count: f64,
+    /// The most the window allows.
+    pub max_count: f64,
+    /// Seconds.
+    pub window: f64,
+    /// Unix seconds of `count`.
+    pub updated_at: f64,
+}
+
 /// Every user's counts of lists received, shared by the workers.
 pub struct ListRates {
     seeders: ListLimits,
@@ -143,6 +156,52 @@ impl ListRates {
             }
         }
         under
+    }
+
+    /// `user`'s count of lists of `kind` in each window, as the site API
+    /// shows them (UNIT3D-Announce's `rates`): the count as it was when
+    /// last raised, and when that was; a window never raised counts 0 at
+    /// `now`. Reads only: a user who never received a list allocates
+    /// nothing.
+    pub fn windows(
+        &self,
+        user: UserId,
+        kind: ListKind,
+        now: u64,
+    ) -> impl Iterator<Item = WindowCount> + '_ {
+        let (limits, first) = match kind {
+            ListKind::Seeders => (&self.seeders, 0),
+            ListKind::Leechers => (&self.leechers, self.seeders.windows.len()),
+        };
+        let user = user as usize;
+        let words = self
+            .chunks
+            .get(user / CHUNK)
+            .and_then(OnceLock::get)
+            .and_then(|chunk| {
+                let start = user % CHUNK * self.per_user + first;
+                chunk.get(start..start + limits.windows.len())
+            });
+        limits
+            .windows
+            .iter()
+            .enumerate()
+            .map(move |(i, &(window, max))| {
+                let word = words
+                    .and_then(|w| w.get(i))
+                    .map_or(0, |w| w.load(Ordering::Relaxed));
+                let raised_at = word as u32;
+                WindowCount {
+                    count: f64::from((word >> 32) as u32) / ONE,
+                    max_count: f64::from(max),
+                    window: f64::from(window),
+                    updated_at: if word == 0 {
+                        now as f64
+                    } else {
+                        f64::from(raised_at)
+                    },
+                }
+            })
     }
 
     fn words(&self, user: UserId) -> Option<&[AtomicU64]> {
@@ -230,5 +289,44 @@ mod tests {
         assert!(seeds_only.take(1, ListKind::Leechers, 5));
         assert!(seeds_only.take(u32::MAX, ListKind::Seeders, 5));
         assert!(!seeds_only.take(u32::MAX, ListKind::Seeders, 5));
+    }
+
+    #[test]
+    fn each_window_reads_as_unit3d_announce_shows_it() {
+        let rates = ListRates::new(limits("60=3;3600=4"), limits("900=2"));
+        let t = 1_000_000;
+        let never: Vec<_> = rates.windows(7, ListKind::Seeders, t).collect();
+        let zero = |window, max_count| WindowCount {
+            count: 0.0,
+            max_count,
+            window,
+            updated_at: t as f64,
+        };
+        assert_eq!(never, [zero(60.0, 3.0), zero(3600.0, 4.0)]);
+        assert_eq!(
+            format!("{rates:?}"),
+            "ListRates(0 chunks)",
+            "reads allocate nothing"
+        );
+        assert!(rates.take(7, ListKind::Seeders, t));
+        assert!(rates.take(7, ListKind::Seeders, t + 60));
+        let seeds: Vec<_> = rates.windows(7, ListKind::Seeders, t + 100).collect();
+        // 1 decayed over 60 s, plus 1: 1 + e^-1 in the minute's window.
+        assert!(
+            (seeds[0].count - (1.0 + (-1.0f64).exp())).abs() < 0.01,
+            "{seeds:?}"
+        );
+        assert!((seeds[1].count - (1.0 + (-60.0f64 / 3600.0).exp())).abs() < 0.01);
+        assert_eq!(seeds[0].updated_at, (t + 60) as f64);
+        let leeches: Vec<_> = rates.windows(7, ListKind::Leechers, t + 100).collect();
+        assert_eq!(
+            leeches,
+            [zero(900.0, 2.0)].map(|w| WindowCount {
+                updated_at: (t + 100) as f64,
+                ..w
+            })
+        );
+        let off = ListRates::new(ListLimits::default(), ListLimits::default());
+        assert_eq!(off.windows(7, ListKind::Seeders, t).count(), 0);
     }
 }

@@ -139,14 +139,34 @@ impl fmt::Display for Refusal {
     }
 }
 
-/// The site's checks, in UNIT3D-Announce's order (the HTTP-layer ones
-/// aside): the blacklist, the torrent, the passkey, the user's rights.
+/// The site's checks (the HTTP-layer ones aside): the blacklist, then
+/// whether the passkey's user may announce at all (its passkey, user and
+/// group), then the torrent, then the user's right to download.
+///
+/// UNIT3D-Announce looks the torrent up before the passkey, so that any
+/// passkey, a made-up one included, tells a registered info-hash ("Torrent
+/// is pending moderation.", "Passkey does not exist.") from an unknown one
+/// ("InfoHash not found."): anyone could learn what the site tracks, and
+/// what its staff has not yet approved. Here a passkey that may not
+/// announce is refused alike whatever the info-hash; the words are still
+/// UNIT3D-Announce's, and differ from its only where two things are wrong.
 pub(crate) fn check<'s>(
     site: &'s Site,
     a: &PrivateAnnounce,
 ) -> Result<(&'s User, &'s Group, &'s Torrent), Refusal> {
     if site.is_blacklisted(&a.peer_id) {
         return Err(Refusal::Blacklisted);
+    }
+    let user_id = site
+        .passkey_user_id(&a.passkey)
+        .ok_or(Refusal::PasskeyNotFound)?;
+    let user = site.user(user_id).ok_or(Refusal::UserNotFound)?;
+    let group = site.group(user.group_id).ok_or(Refusal::GroupNotFound)?;
+    match group.slug.as_str() {
+        "banned" => return Err(Refusal::AccountBanned),
+        "validating" => return Err(Refusal::AccountValidating),
+        "disabled" => return Err(Refusal::AccountDisabled),
+        _ => {}
     }
     let torrent = site
         .torrent(&a.info_hash)
@@ -161,18 +181,51 @@ pub(crate) fn check<'s>(
         TorrentStatus::Postponed => return Err(Refusal::TorrentPostponed),
         TorrentStatus::Other(_) => return Err(Refusal::TorrentNotApproved),
     }
-    let user_id = site
-        .passkey_user_id(&a.passkey)
-        .ok_or(Refusal::PasskeyNotFound)?;
-    let user = site.user(user_id).ok_or(Refusal::UserNotFound)?;
     if !user.can_download && a.left != 0 {
         return Err(Refusal::DownloadDisabled);
     }
-    let group = site.group(user.group_id).ok_or(Refusal::GroupNotFound)?;
-    match group.slug.as_str() {
-        "banned" => Err(Refusal::AccountBanned),
-        "validating" => Err(Refusal::AccountValidating),
-        "disabled" => Err(Refusal::AccountDisabled),
-        _ => Ok((user, group, torrent)),
+    Ok((user, group, torrent))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{self, announce, group, torrent, user};
+    use crate::GlobalFactors;
+
+    /// Whoever may not announce learns nothing of the torrents: the same
+    /// refusal for a registered info-hash (approved, pending, deleted) as
+    /// for an unknown one.
+    #[test]
+    fn a_passkey_that_may_not_announce_tells_no_torrent_from_another() {
+        let mut records = testing::records();
+        records.groups.push(group(11, "banned"));
+        records.users.extend([user(5, 11), user(6, 99)]);
+        let mut deleted = torrent(3);
+        deleted.is_deleted = true;
+        records.torrents.push(deleted);
+        records.torrents.push(Torrent {
+            status: TorrentStatus::Pending,
+            ..torrent(4)
+        });
+        let mut site = Site::from_records(records, GlobalFactors::default());
+        site.passkeys.insert(testing::passkey(8), 8);
+        for (user, refusal) in [
+            (99, Refusal::PasskeyNotFound),
+            (8, Refusal::UserNotFound),
+            (6, Refusal::GroupNotFound),
+            (5, Refusal::AccountBanned),
+        ] {
+            for torrent in [1, 3, 4, 50] {
+                let refused = check(&site, &announce(user, torrent, 1)).map(|_| ());
+                assert_eq!(refused, Err(refusal), "user {user}, torrent {torrent}");
+            }
+        }
+        // A member is told what the torrent is.
+        let member = |torrent| check(&site, &announce(1, torrent, 1)).map(|_| ());
+        assert_eq!(member(50), Err(Refusal::InfoHashNotFound));
+        assert_eq!(member(3), Err(Refusal::TorrentDeleted));
+        assert_eq!(member(4), Err(Refusal::TorrentPending));
+        assert_eq!(member(1), Ok(()));
     }
 }

@@ -58,6 +58,17 @@ pub enum PrivateRefused {
     Store(AnnounceRefused),
 }
 
+/// What a private announce's answer tells of its torrent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrivateCounts {
+    /// The peers the user may be told of (0 for a kind of list it may
+    /// not receive, both 0 for an announce held back).
+    pub swarm: SwarmCounts,
+    /// Snatches (`downloaded`): the site's `times_completed` when read,
+    /// and those the owner counted since.
+    pub times_completed: u32,
+}
+
 /// A question to a worker's ledger, for the site API's reads.
 #[derive(Clone, Copy, Debug)]
 pub enum PrivateQuery {
@@ -141,7 +152,7 @@ pub enum ShardReply {
     ScrapeSome(Vec<(InfoHash, ScrapeStats)>),
     Metrics(Vec<Sample>),
     RtcAnnounce(Result<SwarmCounts, AnnounceRefused>),
-    PrivateAnnounce(Result<AnnounceAnswer, PrivateRefused>),
+    PrivateAnnounce(Result<(PrivateCounts, AnswerPeers), PrivateRefused>),
     PrivateQuery(PrivateAnswer),
     /// Serving the request panicked (the panic was contained and counted).
     Failed,

@@ -9,13 +9,13 @@ use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use tracker_net::udp::{LocalAddr, SendBatch};
 use tracker_private::client::check_port;
-use tracker_private::{Agent, Passkey, PrivateAnnounce};
+use tracker_private::client_name::agent_of;
+use tracker_private::{Passkey, PrivateAnnounce};
 use tracker_proto::http::{route, Endpoint};
 use tracker_proto::udp::{write_error_response, AnnounceRequest, TransactionId};
 use tracker_proto::{Announce, AnswerPeers, IpFamily};
 use tracker_runtime::contain::Contained;
-use tracker_runtime::shard::{PrivateRefused, PrivateRequest};
-use tracker_swarm::SwarmCounts;
+use tracker_runtime::shard::{PrivateCounts, PrivateRefused, PrivateRequest};
 
 /// URLData longer than this is refused: a path with a passkey needs far
 /// less, and the copy is kept on the stack.
@@ -79,7 +79,8 @@ impl UdpService {
             uploaded: req.uploaded,
             downloaded: req.downloaded,
             left: req.left,
-            agent: Agent::default(),
+            // No user agent over UDP: the client its peer id names.
+            agent: agent_of(&req.peer_id),
         };
         let request = PrivateRequest { announce, account };
         // Steering brings nearly every announce to its owner: answered in
@@ -120,11 +121,12 @@ impl UdpService {
         out: &mut Vec<u8>,
         txid: TransactionId,
         family: IpFamily,
-        counts: Result<SwarmCounts, PrivateRefused>,
+        counts: Result<PrivateCounts, PrivateRefused>,
         peers: &AnswerPeers,
     ) {
         match counts {
-            Ok(counts) => self.write_announce(out, txid, family, Ok(counts), peers.compact()),
+            // BEP 15's answer has no room for snatches.
+            Ok(counts) => self.write_announce(out, txid, family, Ok(counts.swarm), peers.compact()),
             Err(PrivateRefused::Store(refused)) => {
                 self.write_announce(out, txid, family, Err(refused), &[])
             }

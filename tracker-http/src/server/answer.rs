@@ -101,6 +101,7 @@ impl HttpService {
                     interval: self.swarm.announce_interval_secs,
                     min_interval: None,
                     complete: seeders,
+                    downloaded: None,
                     incomplete: leechers,
                     peers,
                     compact: req.compact,

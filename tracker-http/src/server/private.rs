@@ -4,10 +4,10 @@
 
 use super::answer::Scratch;
 use super::*;
-use tracker_private::client::{check_headers, check_port};
+use tracker_private::client::{check_headers, check_port, SCRAPES_NOT_SERVED};
 use tracker_private::{Agent, Passkey, PrivateAnnounce};
 use tracker_proto::http::write_warning;
-use tracker_runtime::shard::{PrivateRefused, PrivateRequest};
+use tracker_runtime::shard::{PrivateCounts, PrivateRefused, PrivateRequest};
 
 /// UNIT3D-Announce's answer to a path key that cannot be a passkey.
 const INVALID_PASSKEY: &str = "Invalid passkey.";
@@ -27,9 +27,8 @@ impl HttpService {
         };
         match request.endpoint {
             Endpoint::Announce => {}
-            // UNIT3D-Announce serves no scrape: nor do we, in private mode
-            // (a scrape would tell anyone with a passkey every swarm's size).
-            _ => return self.fail(s.out, 200, connection, "Scrapes are not served."),
+            // UNIT3D-Announce serves no scrape: nor do we, in private mode.
+            _ => return self.fail(s.out, 200, connection, SCRAPES_NOT_SERVED),
         }
         let req = match parse_announce(request.query) {
             Ok(req) => req,
@@ -67,7 +66,7 @@ impl HttpService {
                 .private_announce(
                     PrivateRequest { announce, account },
                     |counts, peers| match counts {
-                        Ok(counts) => self.write_announce(out, connection, &req, Ok(counts), peers),
+                        Ok(counts) => self.write_private(out, connection, &req, counts, peers),
                         Err(PrivateRefused::Store(refused)) => {
                             self.write_announce(out, connection, &req, Err(refused), peers)
                         }
@@ -89,5 +88,29 @@ impl HttpService {
         if let Err(e) = routed.await {
             self.route_failed(s.out, connection, e);
         }
+    }
+
+    /// An admitted announce's answer, with UNIT3D-Announce's keys:
+    /// `downloaded` (the torrent's snatches) and `min interval` (the
+    /// shortest wait not held back).
+    fn write_private(
+        &self,
+        out: &mut Vec<u8>,
+        connection: Connection,
+        req: &AnnounceRequest<'_>,
+        counts: PrivateCounts,
+        peers: &AnswerPeers,
+    ) {
+        let answer = AnnounceResponse {
+            interval: self.swarm.announce_interval_secs,
+            min_interval: self.shard.private().and_then(|p| p.min_interval()),
+            complete: counts.swarm.seeders,
+            downloaded: Some(counts.times_completed),
+            incomplete: counts.swarm.leechers,
+            peers,
+            compact: req.compact,
+            no_peer_id: req.no_peer_id,
+        };
+        write_response(out, 200, connection, |body| write_announce(body, &answer));
     }
 }

@@ -18,6 +18,9 @@ pub struct AnnounceResponse<'a> {
     pub min_interval: Option<u32>,
     /// Seeders.
     pub complete: u32,
+    /// The torrent's snatches, where the tracker counts them (a private
+    /// tracker: its site's `times_completed`).
+    pub downloaded: Option<u32>,
     /// Leechers.
     pub incomplete: u32,
     /// Of one family, the requester's.
@@ -37,6 +40,10 @@ pub fn write_announce(out: &mut Vec<u8>, announce: &AnnounceResponse<'_>) {
     // Keys in byte order, as bencode requires.
     out.extend_from_slice(b"d8:complete");
     put_int(out, announce.complete.into());
+    if let Some(downloaded) = announce.downloaded {
+        out.extend_from_slice(b"10:downloaded");
+        put_int(out, downloaded.into());
+    }
     out.extend_from_slice(b"10:incomplete");
     put_int(out, announce.incomplete.into());
     out.extend_from_slice(b"8:interval");
@@ -247,6 +254,7 @@ mod tests {
             interval: 1800,
             min_interval: Some(900),
             complete: 3,
+            downloaded: None,
             incomplete: 4_000_000_000,
             peers,
             compact,
@@ -315,6 +323,22 @@ mod tests {
         expected.extend_from_slice(&Ipv6Addr::LOCALHOST.octets());
         expected.extend_from_slice(b"\x00\x02e");
         assert_eq!(out, expected);
+    }
+
+    /// UNIT3D-Announce's keys, in bencode's order: `downloaded` between
+    /// `complete` and `incomplete`.
+    #[test]
+    fn writes_downloaded_where_the_tracker_counts_snatches() {
+        let none = answer_peers(IpFamily::V4, &[]);
+        let mut announce = response(&none, true, false);
+        announce.downloaded = Some(12);
+        let mut out = Vec::new();
+        write_announce(&mut out, &announce);
+        assert_eq!(
+            out,
+            b"d8:completei3e10:downloadedi12e10:incompletei4000000000e8:intervali1800e\
+              12:min intervali900e5:peers0:e"
+        );
     }
 
     #[test]
@@ -498,7 +522,7 @@ mod tests {
             addrs in prop::collection::vec(any::<(SocketAddr, [u8; 20])>(), 0..40),
             v6 in any::<bool>(),
             with_ids in any::<bool>(),
-            counts in any::<(u32, Option<u32>, u32, u32)>(),
+            counts in any::<(u32, Option<u32>, u32, Option<u32>, u32)>(),
             compact in any::<bool>(),
             no_peer_id in any::<bool>(),
         ) {
@@ -510,9 +534,10 @@ mod tests {
                 .filter(|(addr, id)| peers.push_addr(*addr, with_ids.then_some(&PeerId(*id))))
                 .map(|(addr, id)| (addr.ip().to_canonical(), addr.port(), kept.then_some(*id)))
                 .collect();
-            let (interval, min_interval, complete, incomplete) = counts;
+            let (interval, min_interval, complete, downloaded, incomplete) = counts;
             let announce = AnnounceResponse {
-                interval, min_interval, complete, incomplete, peers: &peers, compact, no_peer_id,
+                interval, min_interval, complete, downloaded, incomplete, peers: &peers, compact,
+                no_peer_id,
             };
             let mut out = Vec::new();
             write_response(&mut out, 200, Connection::KeepAlive, |b| write_announce(b, &announce));
@@ -521,6 +546,7 @@ mod tests {
             prop_assert_eq!(int(&body, b"interval"), Some(interval.into()));
             prop_assert_eq!(int(&body, b"min interval"), min_interval.map(i64::from));
             prop_assert_eq!(int(&body, b"complete"), Some(complete.into()));
+            prop_assert_eq!(int(&body, b"downloaded"), downloaded.map(i64::from));
             prop_assert_eq!(int(&body, b"incomplete"), Some(incomplete.into()));
             prop_assert_eq!(decoded_peers(&body), expected);
             prop_assert_eq!(body.get(b"peers6").is_some(), compact && v6 && !peers.is_empty());

@@ -36,7 +36,7 @@ mod private;
 mod rtc;
 
 use crate::mesh::Swarms;
-pub use crate::mesh::{PrivateAnswer, PrivateQuery, PrivateRefused, PrivateRequest};
+pub use crate::mesh::{PrivateAnswer, PrivateCounts, PrivateQuery, PrivateRefused, PrivateRequest};
 use exchange::{PendingReply, Waiting};
 pub use private::{BatchSink, PrivateShard, PrivateStats};
 use rtc::ONE_WAY;
