@@ -62,9 +62,10 @@ counters! {
         /// Packets that did not parse (answered with an error only when their
         /// connection id was valid).
         pub malformed: Counter => UDP_ERRORS { kind = "malformed" },
-        /// Announces refused by a limit of the owner's store: it holds its
+        /// Announces refused by a limit of the owner's store (it holds its
         /// maximum of torrents, or the address has created its budget of
-        /// new torrents this minute.
+        /// new torrents this minute), or in private mode by the site's
+        /// rules; and in private mode every scrape.
         pub refused: Counter => UDP_ERRORS { kind = "refused" },
         /// Announces refused by the access list ("torrent not allowed").
         pub not_allowed: Counter => UDP_ERRORS { kind = "not_allowed" },
@@ -460,6 +461,17 @@ impl UdpService {
                 }
                 self.stats.scrapes.inc(ip);
                 let txid = req.transaction_id;
+                if self.shard.private().is_some() {
+                    // As over HTTP: BEP 15 scrapes carry no passkey (BEP 41
+                    // options come with announces only), and a private
+                    // tracker tells no one its swarms' sizes.
+                    self.stats.scrape_responses.inc(ip);
+                    self.stats.refused.inc();
+                    self.stats.errors_sent.inc();
+                    let message = tracker_private::client::SCRAPES_NOT_SERVED;
+                    write_error_response(tx.push(from, to), txid, message.as_bytes());
+                    return;
+                }
                 if req.info_hashes.len() > self.max_scrape_hashes {
                     self.stats.scrape_responses.inc(ip);
                     self.stats.malformed.inc();
