@@ -882,7 +882,8 @@ fn an_announce_too_soon_is_credited_but_gets_no_peers() {
 
 /// A known user's client announcing a torrent the site does not serve gets
 /// UNIT3D-Announce's refusal, and the site learns of it in
-/// `unregistered_info_hashes`; an unknown passkey's does not reach it.
+/// `unregistered_info_hashes`; an unknown passkey's does not reach it (and
+/// is refused for its passkey: it learns nothing of the torrent).
 #[test]
 fn unregistered_info_hashes_reach_the_site() {
     let (_shared, db, _state, tracker, _) = seeded("tracker-test-private-unregistered", |_| {});
@@ -893,7 +894,7 @@ fn unregistered_info_hashes_reach_the_site() {
     );
     assert_eq!(
         announce_with(http, &passkey(42), 78, 7002, (0, 0, 1000), STARTED).as_deref(),
-        Some("InfoHash not found.")
+        Some("Passkey does not exist. Please re-download the .torrent file.")
     );
     db.wait_for(
         "SELECT COUNT(*) FROM unregistered_info_hashes WHERE user_id = 2",
