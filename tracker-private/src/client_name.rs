@@ -147,14 +147,15 @@ fn write_name(out: &mut &mut [u8], id: &[u8; 20]) -> std::io::Result<()> {
             Some((_, name)) => out.write_all(name.as_bytes())?,
             None => out.write_all(code)?,
         }
-        let [a, b, c, d] = version;
-        return write!(out, " {a}.{b}.{c}.{d}");
+        return write_version(out, version.map(u16::from));
     }
-    if let Some((name, [a, b, c])) = shadow(id) {
-        return write!(out, "{name} {a}.{b}.{c}");
+    if let Some((name, version)) = shadow(id) {
+        out.write_all(name.as_bytes())?;
+        return write_version(out, version.map(u16::from));
     }
-    if let Some([a, b, c]) = mainline(id) {
-        return write!(out, "Mainline {a}.{b}.{c}");
+    if let Some(version) = mainline(id) {
+        out.write_all(b"Mainline")?;
+        return write_version(out, version);
     }
     out.write_all(b"Unknown [")?;
     for &byte in &id[..8] {
@@ -162,6 +163,21 @@ fn write_name(out: &mut &mut [u8], id: &[u8; 20]) -> std::io::Result<()> {
         out.write_all(&[shown])?;
     }
     out.write_all(b"]")
+}
+
+/// ` 1.2.3`: by hand, as `write!` costs as much again as the rest.
+fn write_version<const N: usize>(out: &mut &mut [u8], version: [u16; N]) -> std::io::Result<()> {
+    for (i, number) in version.into_iter().enumerate() {
+        out.write_all(if i == 0 { b" " } else { b"." })?;
+        let digits = [number / 100 % 10, number / 10 % 10, number % 10].map(|d| b'0' + d as u8);
+        let first = match number {
+            100.. => 0,
+            10..=99 => 1,
+            _ => 2,
+        };
+        out.write_all(digits.get(first..).unwrap_or_default())?;
+    }
+    Ok(())
 }
 
 /// `-XY1234-`: the two-letter code and four version numbers.
