@@ -154,13 +154,14 @@ setup() {
   port=$(free_port)
   pid=$(start "$datadir" "$port")
   # The tests' login: a password, over TCP from 127.0.0.1 only, allowed
-  # everything (each test creates and drops its own database). OR REPLACE:
+  # everything (each test creates and drops its own database, and some a
+  # user with exactly the grants deploy/unit3d/grants.sql lists). OR REPLACE:
   # once here the setup failed with 1396 (the user existing already) on a
   # fresh data directory; a login of that name is replaced, not fatal.
   pass=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
   client "$datadir" <<SQL
 CREATE OR REPLACE USER 'tracker_test'@'127.0.0.1' IDENTIFIED BY '$pass';
-GRANT ALL PRIVILEGES ON *.* TO 'tracker_test'@'127.0.0.1';
+GRANT ALL PRIVILEGES ON *.* TO 'tracker_test'@'127.0.0.1' WITH GRANT OPTION;
 SQL
   cat <<ENV
 export TRACKER_TEST_MYSQL_URL='mysql://tracker_test:$pass@127.0.0.1:$port'

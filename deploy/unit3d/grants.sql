@@ -15,23 +15,18 @@ GRANT SELECT ON `unit3d`.`personal_freeleeches` TO 'tracker'@'localhost';
 GRANT SELECT ON `unit3d`.`blacklist_clients` TO 'tracker'@'localhost';
 
 -- The site's own users and torrents: read at start, locked by each flush,
--- and only their credited bytes and peer counts changed. (The insert
--- branch of the upsert is never taken, as only rows locked as present are
--- written; the server still asks for INSERT on the columns it names.)
-GRANT SELECT,
-  INSERT (`id`, `username`, `email`, `password`, `passkey`, `group_id`, `uploaded`,
-          `downloaded`, `rsskey`),
-  UPDATE (`uploaded`, `downloaded`)
+-- and only their credited bytes, peer counts, completions, balance and
+-- update time changed (never inserted, never any other column: no
+-- passkey, group or name).
+GRANT SELECT, UPDATE (`uploaded`, `downloaded`)
   ON `unit3d`.`users` TO 'tracker'@'localhost';
-GRANT SELECT,
-  INSERT (`id`, `name`, `description`, `info_hash`, `file_name`, `num_file`, `size`,
-          `seeders`, `leechers`, `times_completed`, `user_id`, `created_at`, `updated_at`,
-          `balance`, `balance_offset`),
-  UPDATE (`seeders`, `leechers`, `times_completed`, `balance`, `updated_at`)
+GRANT SELECT, UPDATE (`seeders`, `leechers`, `times_completed`, `balance`, `updated_at`)
   ON `unit3d`.`torrents` TO 'tracker'@'localhost';
 
 -- The tracker's rows: each flush reads them (locked) to credit from them,
--- then writes them.
+-- then writes them. (The server asks for SELECT on unregistered_info_hashes
+-- when users rows change, through its foreign key, even with
+-- private.max_unregistered_per_flush = 0.)
 GRANT SELECT, INSERT, UPDATE ON `unit3d`.`peers` TO 'tracker'@'localhost';
 GRANT SELECT, INSERT, UPDATE ON `unit3d`.`history` TO 'tracker'@'localhost';
 GRANT SELECT, INSERT, UPDATE ON `unit3d`.`unregistered_info_hashes` TO 'tracker'@'localhost';

@@ -145,6 +145,8 @@ impl PrivateMode {
         // grant or a column missing stops the start, naming it, rather than
         // failing every flush while announces are answered.
         let want_unregistered = private.max_unregistered_per_flush > 0;
+        tracker_db::create_tracker_table(&mut conn)
+            .map_err(|e| format!("private.database_url: {e}"))?;
         let unregistered =
             tracker_db::check_privileges(&mut conn, want_unregistered).map_err(|e| {
                 format!(

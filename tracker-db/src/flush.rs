@@ -169,7 +169,7 @@ pub fn check_privileges(
             1,
         ),
     ];
-    let upserts = [&USERS, &TORRENTS, &PEERS, &HISTORY];
+    let statements = [&USERS, &TORRENTS, &PEERS, &HISTORY];
     let run = |tx: &mut Transaction<'_>, doing: &str, sql: &str, params: usize| {
         tx.exec_drop(sql, vec![Value::NULL; params])
             .map_err(|e| DbError::from_mysql(format!("checking that this user may {doing}"), e))
@@ -177,19 +177,19 @@ pub fn check_privileges(
     for (doing, sql, params) in &probes {
         run(&mut tx, doing, sql, *params)?;
     }
-    for upsert in upserts {
+    for statement in statements {
         run(
             &mut tx,
-            &upsert.doing(),
-            &upsert.probe(),
-            upsert.placeholders,
+            &statement.doing(),
+            statement.probe,
+            statement.placeholders,
         )?;
     }
     let table = if unregistered {
         match run(
             &mut tx,
             &UNREGISTERED.doing(),
-            &UNREGISTERED.probe(),
+            UNREGISTERED.probe,
             UNREGISTERED.placeholders,
         ) {
             Ok(()) => Some(UnregisteredTable::Writable),
@@ -536,39 +536,24 @@ fn lock_ids(
     Ok(present)
 }
 
-/// One table's upsert: the statement around the rows' tuples.
-struct Upsert {
+/// One table's statement around its rows' tuples: `head`, `first`, then
+/// `next` for each further row, then `tail`.
+struct Statement {
+    table: &'static str,
     head: &'static str,
-    /// One row's tuple, `(?, ...)`.
-    tuple: &'static str,
-    /// Its `?` count.
+    first: &'static str,
+    next: &'static str,
+    /// `?` per row.
     placeholders: usize,
     tail: &'static str,
+    /// The same statement on no rows, with `placeholders` parameters:
+    /// what the start tries (see [`check_privileges`]).
+    probe: &'static str,
 }
 
-impl Upsert {
-    fn table(&self) -> &'static str {
-        self.head.split_whitespace().nth(2).unwrap_or("?")
-    }
-
+impl Statement {
     fn doing(&self) -> String {
-        format!("write {} rows", self.table())
-    }
-
-    /// The same statement on no rows: `INSERT ... SELECT <tuple> FROM DUAL
-    /// WHERE FALSE ON DUPLICATE KEY UPDATE ...`, which the server checks
-    /// for every privilege the real one needs.
-    fn probe(&self) -> String {
-        let columns = self.head.trim_end().trim_end_matches("VALUES").trim_end();
-        let tuple = self.tuple.trim();
-        let tuple = tuple
-            .strip_prefix('(')
-            .and_then(|t| t.strip_suffix(')'))
-            .unwrap_or(tuple);
-        format!(
-            "{columns} SELECT {tuple} FROM DUAL WHERE FALSE{}",
-            self.tail
-        )
+        format!("write {} rows", self.table)
     }
 }
 
@@ -592,127 +577,184 @@ macro_rules! add_unsigned {
     };
 }
 
-/// `users`: credited bytes added. The other NOT NULL columns without a
-/// default get UNIT3D-Announce's dummy values; the insert branch is never
-/// taken, as only users that exist (locked above) are written.
-const USERS: Upsert = Upsert {
-    head: "INSERT INTO users \
-           (id, username, email, password, passkey, group_id, uploaded, downloaded, rsskey) \
-           VALUES ",
-    tuple: "(?, '', '', '', '', 0, ?, ?, '')",
+/// `users`: credited bytes added, to rows that exist (locked above). An
+/// UPDATE joined to the rows, not an upsert: the site's users are never
+/// inserted, and the tracker's user needs no privilege on any other column
+/// (an upsert needs INSERT and UPDATE on every column it names, passkey
+/// and group included).
+const USERS: Statement = Statement {
+    table: "users",
+    head: "UPDATE users u JOIN (",
+    first: "SELECT ? AS id, ? AS up, ? AS down",
+    next: " UNION ALL SELECT ?, ?, ?",
     placeholders: 3,
-    tail: concat!(
-        " ON DUPLICATE KEY UPDATE ",
-        add_unsigned!("uploaded"),
-        ", ",
-        add_unsigned!("downloaded")
-    ),
+    tail: ") d ON u.id = d.id SET \
+           u.uploaded = u.uploaded + LEAST(d.up, 18446744073709551615 - u.uploaded), \
+           u.downloaded = u.downloaded + LEAST(d.down, 18446744073709551615 - u.downloaded)",
+    probe: "UPDATE users u JOIN (SELECT ? AS id, ? AS up, ? AS down) d \
+            ON u.id = d.id AND FALSE SET \
+            u.uploaded = u.uploaded + LEAST(d.up, 18446744073709551615 - u.uploaded), \
+            u.downloaded = u.downloaded + LEAST(d.down, 18446744073709551615 - u.downloaded)",
 };
 
 /// `torrents`: peer counts, completions and balance added; `updated_at`
-/// assigned. Dummy values as for `users` (never inserted either).
-const TORRENTS: Upsert = Upsert {
-    head: "INSERT INTO torrents \
-           (id, name, description, info_hash, file_name, num_file, size, \
-            seeders, leechers, times_completed, user_id, created_at, updated_at, \
-            balance, balance_offset) \
-           VALUES ",
-    tuple: "(?, '', '', '', '', 0, 0, ?, ?, ?, 1, FROM_UNIXTIME(?), FROM_UNIXTIME(?), ?, 0)",
-    placeholders: 7,
-    tail: " ON DUPLICATE KEY UPDATE \
-           seeders = seeders + VALUES(seeders), \
-           leechers = leechers + VALUES(leechers), \
-           times_completed = times_completed + VALUES(times_completed), \
-           balance = CASE \
-             WHEN VALUES(balance) > 0 AND balance > 0 \
-               THEN balance + LEAST(VALUES(balance), 9223372036854775807 - balance) \
-             WHEN VALUES(balance) < 0 AND balance < 0 \
-               THEN balance + GREATEST(VALUES(balance), -9223372036854775807 - 1 - balance) \
-             ELSE balance + VALUES(balance) END, \
-           updated_at = VALUES(updated_at)",
+/// assigned. An UPDATE joined to the rows, as for `users`.
+const TORRENTS: Statement = Statement {
+    table: "torrents",
+    head: "UPDATE torrents t JOIN (",
+    first: "SELECT ? AS id, ? AS seeders, ? AS leechers, ? AS completed, ? AS balance, \
+            ? AS at",
+    next: " UNION ALL SELECT ?, ?, ?, ?, ?, ?",
+    placeholders: 6,
+    tail: ") d ON t.id = d.id SET \
+           t.seeders = t.seeders + d.seeders, \
+           t.leechers = t.leechers + d.leechers, \
+           t.times_completed = t.times_completed + d.completed, \
+           t.balance = CASE \
+             WHEN d.balance > 0 AND t.balance > 0 \
+               THEN t.balance + LEAST(d.balance, 9223372036854775807 - t.balance) \
+             WHEN d.balance < 0 AND t.balance < 0 \
+               THEN t.balance + GREATEST(d.balance, -9223372036854775807 - 1 - t.balance) \
+             ELSE t.balance + d.balance END, \
+           t.updated_at = FROM_UNIXTIME(d.at)",
+    probe: "UPDATE torrents t JOIN (SELECT ? AS id, ? AS seeders, ? AS leechers, \
+            ? AS completed, ? AS balance, ? AS at) d ON t.id = d.id AND FALSE SET \
+            t.seeders = t.seeders + d.seeders, t.leechers = t.leechers + d.leechers, \
+            t.times_completed = t.times_completed + d.completed, \
+            t.balance = t.balance + d.balance, t.updated_at = FROM_UNIXTIME(d.at)",
 };
 
 /// `peers`: everything assigned but `created_at`, kept from the insert.
-const PEERS: Upsert = Upsert {
+/// Only rows newer than the stored ones get here (the flush read them).
+const PEERS: Statement = Statement {
+    table: "peers",
     head: "INSERT INTO peers \
            (peer_id, ip, port, agent, uploaded, downloaded, `left`, active, seeder, \
             visible, created_at, updated_at, torrent_id, user_id, connectable) \
            VALUES ",
-    tuple: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?), ?, ?, ?)",
+    first: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?), ?, ?, ?)",
+    next: ",(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?), ?, ?, ?)",
     placeholders: 15,
-    tail: " ON DUPLICATE KEY UPDATE \
+    tail: PEERS_TAIL,
+    probe: concat!(
+        "INSERT INTO peers \
+         (peer_id, ip, port, agent, uploaded, downloaded, `left`, active, seeder, \
+          visible, created_at, updated_at, torrent_id, user_id, connectable) \
+         SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?), ?, ?, ? \
+         FROM DUAL WHERE FALSE",
+        " ON DUPLICATE KEY UPDATE \
            ip = VALUES(ip), port = VALUES(port), agent = VALUES(agent), \
            uploaded = VALUES(uploaded), downloaded = VALUES(downloaded), \
            `left` = VALUES(`left`), active = VALUES(active), seeder = VALUES(seeder), \
            visible = VALUES(visible), updated_at = VALUES(updated_at), \
-           connectable = VALUES(connectable)",
+           connectable = VALUES(connectable)"
+    ),
 };
 
-/// `history`: bytes and seedtime added, the client's totals and the flags
-/// assigned, immunity only ever lost, the first completion kept.
-const HISTORY: Upsert = Upsert {
+const PEERS_TAIL: &str = " ON DUPLICATE KEY UPDATE \
+           ip = VALUES(ip), port = VALUES(port), agent = VALUES(agent), \
+           uploaded = VALUES(uploaded), downloaded = VALUES(downloaded), \
+           `left` = VALUES(`left`), active = VALUES(active), seeder = VALUES(seeder), \
+           visible = VALUES(visible), updated_at = VALUES(updated_at), \
+           connectable = VALUES(connectable)";
+
+/// `history`: bytes and seedtime added; the client's totals, agent and
+/// flags assigned from the latest announce (a tracker's older one, landing
+/// after another tracker's newer, changes none of them); immunity only ever
+/// lost, the first completion kept. (Assignments run left to right: the
+/// newer-than test comes before `updated_at` is assigned.)
+macro_rules! history_tail {
+    () => {
+        concat!(
+            " ON DUPLICATE KEY UPDATE ",
+            "agent = IF(VALUES(updated_at) >= updated_at, VALUES(agent), agent), ",
+            "client_uploaded = IF(VALUES(updated_at) >= updated_at, \
+               VALUES(client_uploaded), client_uploaded), ",
+            "client_downloaded = IF(VALUES(updated_at) >= updated_at, \
+               VALUES(client_downloaded), client_downloaded), ",
+            "seeder = IF(VALUES(updated_at) >= updated_at, VALUES(seeder), seeder), ",
+            "active = IF(VALUES(updated_at) >= updated_at, VALUES(active), active), ",
+            add_unsigned!("uploaded"),
+            ", ",
+            add_unsigned!("actual_uploaded"),
+            ", ",
+            add_unsigned!("downloaded"),
+            ", ",
+            add_unsigned!("actual_downloaded"),
+            ", ",
+            add_unsigned!("seedtime"),
+            ", immune = (immune AND VALUES(immune)), \
+             completed_at = COALESCE(completed_at, VALUES(completed_at)), \
+             updated_at = GREATEST(COALESCE(updated_at, VALUES(updated_at)), VALUES(updated_at))"
+        )
+    };
+}
+
+const HISTORY: Statement = Statement {
+    table: "history",
     head: "INSERT INTO history \
            (user_id, torrent_id, agent, uploaded, actual_uploaded, client_uploaded, \
             downloaded, actual_downloaded, client_downloaded, seeder, active, seedtime, \
             immune, created_at, updated_at, completed_at) \
            VALUES ",
-    tuple: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
+    first: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
+            FROM_UNIXTIME(?), FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
+    next: ",(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
             FROM_UNIXTIME(?), FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
     placeholders: 16,
-    tail: concat!(
-        " ON DUPLICATE KEY UPDATE agent = VALUES(agent), ",
-        add_unsigned!("uploaded"),
-        ", ",
-        add_unsigned!("actual_uploaded"),
-        ", client_uploaded = VALUES(client_uploaded), ",
-        add_unsigned!("downloaded"),
-        ", ",
-        add_unsigned!("actual_downloaded"),
-        ", client_downloaded = VALUES(client_downloaded), ",
-        add_unsigned!("seedtime"),
-        ", updated_at = VALUES(updated_at), \
-           seeder = VALUES(seeder), \
-           active = VALUES(active), \
-           immune = (immune AND VALUES(immune)), \
-           completed_at = COALESCE(completed_at, VALUES(completed_at))"
+    tail: history_tail!(),
+    probe: concat!(
+        "INSERT INTO history \
+         (user_id, torrent_id, agent, uploaded, actual_uploaded, client_uploaded, \
+          downloaded, actual_downloaded, client_downloaded, seeder, active, seedtime, \
+          immune, created_at, updated_at, completed_at) \
+         SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
+          FROM_UNIXTIME(?), FROM_UNIXTIME(?), FROM_UNIXTIME(?) FROM DUAL WHERE FALSE",
+        history_tail!()
     ),
 };
 
 /// `unregistered_info_hashes`: the first sighting kept, the latest time
 /// assigned (as UNIT3D-Announce writes it).
-const UNREGISTERED: Upsert = Upsert {
+const UNREGISTERED: Statement = Statement {
+    table: "unregistered_info_hashes",
     head: "INSERT INTO unregistered_info_hashes (user_id, info_hash, created_at, updated_at) \
            VALUES ",
-    tuple: "(?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
+    first: "(?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
+    next: ",(?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
     placeholders: 4,
     tail: " ON DUPLICATE KEY UPDATE updated_at = VALUES(updated_at)",
+    probe: "INSERT INTO unregistered_info_hashes (user_id, info_hash, created_at, updated_at) \
+            SELECT ?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?) FROM DUAL WHERE FALSE \
+            ON DUPLICATE KEY UPDATE updated_at = VALUES(updated_at)",
 };
 
-/// Writes `rows` with `upsert`, as few statements as the limits allow.
+/// Writes `rows` with `statement`, as few statements as the limits allow.
 fn write<R>(
     tx: &mut Transaction<'_>,
-    upsert: &Upsert,
+    statement: &Statement,
     rows: &[R],
     max_rows: usize,
     values: impl Fn(&R, &mut Vec<Value>),
 ) -> Result<(), DbError> {
-    let per_statement = (MAX_PLACEHOLDERS / upsert.placeholders).min(max_rows.max(1));
+    let per_statement = (MAX_PLACEHOLDERS / statement.placeholders).min(max_rows.max(1));
     for chunk in rows.chunks(per_statement) {
         let mut sql = String::with_capacity(
-            upsert.head.len() + upsert.tail.len() + chunk.len() * (upsert.tuple.len() + 1),
+            statement.head.len() + statement.tail.len() + chunk.len() * statement.next.len(),
         );
-        sql.push_str(upsert.head);
-        let mut params = Vec::with_capacity(chunk.len() * upsert.placeholders);
+        sql.push_str(statement.head);
+        let mut params = Vec::with_capacity(chunk.len() * statement.placeholders);
         for (i, row) in chunk.iter().enumerate() {
-            if i > 0 {
-                sql.push(',');
-            }
-            sql.push_str(upsert.tuple);
+            sql.push_str(if i == 0 {
+                statement.first
+            } else {
+                statement.next
+            });
             values(row, &mut params);
         }
-        sql.push_str(upsert.tail);
+        sql.push_str(statement.tail);
         tx.exec_drop(sql, params)
-            .map_err(|e| DbError::from_mysql(format!("writing {} rows", upsert.table()), e))?;
+            .map_err(|e| DbError::from_mysql(format!("writing {} rows", statement.table), e))?;
     }
     Ok(())
 }
@@ -749,9 +791,8 @@ fn torrent_values(id: u32, row: &TorrentRow, out: &mut Vec<Value>) {
         Value::Int(row.seeders),
         Value::Int(row.leechers),
         Value::UInt(row.times_completed),
-        time(row.updated_at),
-        time(row.updated_at),
         Value::Int(row.balance),
+        time(row.updated_at),
     ]);
 }
 
@@ -815,13 +856,15 @@ mod tests {
 
     #[test]
     fn placeholders_match_the_tuples() {
-        for upsert in [&USERS, &TORRENTS, &PEERS, &HISTORY, &UNREGISTERED] {
-            assert_eq!(
-                upsert.tuple.matches('?').count(),
-                upsert.placeholders,
-                "{}",
-                upsert.head
-            );
+        for statement in [&USERS, &TORRENTS, &PEERS, &HISTORY, &UNREGISTERED] {
+            for tuple in [statement.first, statement.next, statement.probe] {
+                assert_eq!(
+                    tuple.matches('?').count(),
+                    statement.placeholders,
+                    "{}",
+                    statement.table
+                );
+            }
         }
         let mut out = Vec::new();
         user_values(1, &UserRow::default(), &mut out);

@@ -60,10 +60,10 @@ impl Account {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct UserOnTorrent {
     pub(crate) peers: u16,
-    /// Unix milliseconds until which the user's upload-rate bound on this
+    /// Unix microseconds until which the user's upload-rate bound on this
     /// torrent is spent: each credited upload takes its bytes' time at the
     /// bound, after the previous one's, across the user's peers.
-    pub(crate) upload_until_ms: u64,
+    pub(crate) upload_until_us: u64,
 }
 
 /// One torrent's accounts.

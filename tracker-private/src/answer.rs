@@ -259,9 +259,9 @@ mod tests {
     fn a_torrent_in_unit3d_announces_shape() {
         let site = site();
         let mut ledger = Ledger::default();
-        // The ledger's clock is in milliseconds; rows keep seconds.
+        // The ledger's clock is in microseconds; rows keep seconds.
         ledger
-            .announce(&site, &announce(1, 1, 0xab), 1_234_000)
+            .announce(&site, &announce(1, 1, 0xab), 1_234_000_000)
             .unwrap();
         let counts = TorrentCounts {
             seeders: 0,

@@ -99,9 +99,9 @@ impl PeerRow {
 pub struct Point {
     pub uploaded: u64,
     pub downloaded: u64,
-    /// Unix milliseconds (a row read from the database: its second's
+    /// Unix microseconds (a row read from the database: its second's
     /// start).
-    pub at_ms: u64,
+    pub at_us: u64,
     pub seeder: bool,
     /// False after a stop or expiry: no seedtime runs from such a point.
     pub active: bool,
@@ -109,7 +109,7 @@ pub struct Point {
 
 impl Point {
     pub fn at_secs(&self) -> u64 {
-        self.at_ms / 1000
+        self.at_us / MICROS
     }
 }
 
@@ -304,14 +304,28 @@ impl Claim {
     }
 }
 
+/// Microseconds in a second.
+pub const MICROS: u64 = 1_000_000;
+
+/// The microseconds `bytes` of upload take at `rate` bytes per second,
+/// rounded up: what the upload-rate bound charges for them, so that no
+/// number of announces gains a rounding's worth each.
+pub fn upload_time_us(bytes: u64, rate: u64) -> u64 {
+    let rate = u128::from(rate.max(1));
+    let us = (u128::from(bytes) * u128::from(MICROS)).div_ceil(rate);
+    u64::try_from(us).unwrap_or(u64::MAX)
+}
+
 /// `credit` of `step` after `prev` with the upload-rate bound applied over
 /// the time between them: for a step the ledger could not bound itself
 /// (its peer was new to it).
 pub fn bounded(prev: &Point, step: &Step, mut credit: Credit, rules: &CreditRules) -> Credit {
-    let elapsed_ms = step.point.at_ms.saturating_sub(prev.at_ms);
-    if rules.max_upload_rate != 0
-        && u128::from(credit.actual_uploaded) * 1000
-            > u128::from(rules.max_upload_rate) * u128::from(elapsed_ms)
+    let rate = rules.max_upload_rate;
+    if rate != 0
+        && prev
+            .at_us
+            .saturating_add(upload_time_us(credit.actual_uploaded, rate))
+            > step.point.at_us
     {
         credit.uploaded = 0;
     }
@@ -722,7 +736,7 @@ mod tests {
         Point {
             uploaded,
             downloaded,
-            at_ms: secs * 1000,
+            at_us: secs * MICROS,
             seeder,
             active: true,
         }

@@ -150,7 +150,7 @@ fn put_rows(out: &mut Vec<u8>, rows: &Rows) {
 fn put_point(out: &mut Vec<u8>, point: &Point) {
     out.extend_from_slice(&point.uploaded.to_le_bytes());
     out.extend_from_slice(&point.downloaded.to_le_bytes());
-    out.extend_from_slice(&point.at_ms.to_le_bytes());
+    out.extend_from_slice(&point.at_us.to_le_bytes());
     out.push(flags(&[point.seeder, point.active]));
 }
 
@@ -540,12 +540,12 @@ fn read_peer(r: &mut Reader<'_>) -> Result<(PeerKey, PeerRow), CodecError> {
 }
 
 fn read_point(r: &mut Reader<'_>) -> Result<Point, CodecError> {
-    let (uploaded, downloaded, at_ms) = (r.u64()?, r.u64()?, r.u64()?);
+    let (uploaded, downloaded, at_us) = (r.u64()?, r.u64()?, r.u64()?);
     let [seeder, active] = r.flags("point flags")?;
     Ok(Point {
         uploaded,
         downloaded,
-        at_ms,
+        at_us,
         seeder,
         active,
     })

@@ -20,7 +20,7 @@
 //!   workers admitting one user's leechers at once passes it.
 //! - An optional upload-rate bound flags announces whose upload implies
 //!   more than `max_upload_rate` bytes per second over the time since the
-//!   peer's previous announce (milliseconds), after the uploads already
+//!   peer's previous announce (microseconds), after the uploads already
 //!   credited to the user's other peers on the torrent (UNIT3D-Announce has
 //!   no such setting).
 //!
@@ -31,7 +31,8 @@
 use crate::account::{Account, Swarm};
 pub use crate::announce::{LedgerConfig, PrivateAnnounce};
 use crate::batch::{
-    Batch, Claim, HistoryMark, PeerEntry, PeerKey, PeerRow, Point, Step, StepKind, UnregisteredRow,
+    upload_time_us, Batch, Claim, HistoryMark, PeerEntry, PeerKey, PeerRow, Point, Step, StepKind,
+    UnregisteredRow, MICROS,
 };
 use crate::lists::{ListKind, ListRates};
 use crate::quota::UnregisteredQuota;
@@ -151,7 +152,7 @@ impl Ledger {
         &self.config
     }
 
-    /// Checks and accounts one announce, at `now_ms` (Unix milliseconds).
+    /// Checks and accounts one announce, at `now_us` (Unix microseconds).
     /// A refused announce changes nothing, but that a known user's client
     /// announced a torrent the site does not serve (unknown or deleted) is
     /// noted for `unregistered_info_hashes`, as UNIT3D-Announce notes it.
@@ -164,9 +165,9 @@ impl Ledger {
         &mut self,
         site: &Site,
         a: &PrivateAnnounce,
-        now_ms: u64,
+        now_us: u64,
     ) -> Result<Admitted, Refusal> {
-        let now_secs = now_ms / 1000;
+        let now_secs = now_us / MICROS;
         let (user, group, torrent) = match check(site, a) {
             Ok(checked) => checked,
             Err(refusal) => {
@@ -264,12 +265,11 @@ impl Ledger {
         let mut flagged = false;
         if let (Some(old), true) = (&previous, rate != 0 && uploaded != 0) {
             let on = swarm.users.entry(user.id).or_default();
-            let start = on.upload_until_ms.max(old.point.at_ms);
-            let needed = u128::from(uploaded) * 1000 / u128::from(rate);
-            let until = u128::from(start) + needed;
-            flagged = until > u128::from(now_ms);
+            let start = on.upload_until_us.max(old.point.at_us);
+            let until = start.saturating_add(upload_time_us(uploaded, rate));
+            flagged = until > now_us;
             if !flagged {
-                on.upload_until_ms = u64::try_from(until).unwrap_or(u64::MAX);
+                on.upload_until_us = until;
             }
             if stopped && on.peers == 0 {
                 swarm.users.remove(&user.id);
@@ -279,7 +279,7 @@ impl Ledger {
         let point = Point {
             uploaded: a.uploaded,
             downloaded: a.downloaded,
-            at_ms: now_ms,
+            at_us: now_us,
             seeder,
             active: !stopped,
         };
@@ -435,7 +435,7 @@ impl Ledger {
             point: Point {
                 uploaded: row.uploaded,
                 downloaded: row.downloaded,
-                at_ms: row.updated_at.saturating_mul(1000),
+                at_us: row.updated_at.saturating_mul(MICROS),
                 seeder: row.seeder,
                 active: true,
             },

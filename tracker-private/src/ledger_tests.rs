@@ -13,9 +13,9 @@ fn key(user_id: u32, torrent_id: u32, p: u8) -> PeerKey {
     }
 }
 
-/// Unix milliseconds of second `secs`.
+/// Unix microseconds of second `secs`.
 fn at(secs: u64) -> u64 {
-    secs * 1000
+    secs * 1_000_000
 }
 
 /// Flushes what `ledger` merged into `db`.
@@ -537,12 +537,17 @@ fn an_upload_too_fast_is_flagged_not_credited() {
     a.uploaded = 3000;
     assert!(ledger.announce(&site, &a, at(119)).unwrap().flagged);
     assert_eq!(ledger.flagged(), 1);
-    // No slack at all: the same millisecond allows nothing, a tenth of a
+    // No slack at all: the same microsecond allows nothing, a tenth of a
     // second a tenth of the rate.
     a.uploaded = 3001;
     assert!(ledger.announce(&site, &a, at(119)).unwrap().flagged);
     a.uploaded = 3011;
-    assert!(!ledger.announce(&site, &a, at(119) + 100).unwrap().flagged);
+    assert!(
+        !ledger
+            .announce(&site, &a, at(119) + 100_000)
+            .unwrap()
+            .flagged
+    );
     flush(&mut ledger, &mut db);
     assert_eq!(db.users[&1].uploaded, 1010);
     assert_eq!(db.history[&(1, 1)].actual_uploaded, 3011);
@@ -573,7 +578,7 @@ fn announcing_in_a_tight_loop_gains_nothing_over_the_bound() {
     for ms in 1..=1050 {
         for (i, a) in peers.iter_mut().enumerate() {
             a.uploaded += if i == 0 { rate } else { rate / 1000 };
-            ledger.announce(&site, a, start + ms).unwrap();
+            ledger.announce(&site, a, start + ms * 1000).unwrap();
         }
     }
     flush(&mut ledger, &mut db);
@@ -600,12 +605,7 @@ fn announcing_in_a_tight_loop_gains_nothing_over_the_bound() {
         a.uploaded = rate * 600;
     }
     for a in &peers {
-        assert!(
-            !honest
-                .announce(&site, a, start + 1_800_000)
-                .unwrap()
-                .flagged
-        );
+        assert!(!honest.announce(&site, a, start + at(1800)).unwrap().flagged);
     }
     flush(&mut honest, &mut db);
     assert_eq!(db.users[&2].uploaded, 3 * 600 * rate);

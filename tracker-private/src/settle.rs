@@ -32,8 +32,8 @@
 //! between leeching and seeding.
 
 use crate::batch::{
-    step_credit, Batch, Credit, CreditRules, HistoryRow, PeerEntry, PeerKey, PeerRow, Point, Rows,
-    StepKind, TorrentRow, UserRow,
+    step_credit, upload_time_us, Batch, Credit, CreditRules, HistoryRow, PeerEntry, PeerKey,
+    PeerRow, Point, Rows, StepKind, TorrentRow, UserRow, MICROS,
 };
 use crate::site::{TorrentId, UserId};
 use ahash::{AHashMap, AHashSet};
@@ -55,7 +55,7 @@ impl StoredPeer {
         Point {
             uploaded: self.uploaded,
             downloaded: self.downloaded,
-            at_ms: self.updated_at.saturating_mul(1000),
+            at_us: self.updated_at.saturating_mul(MICROS),
             seeder: self.seeder,
             active: self.active,
         }
@@ -124,8 +124,8 @@ enum From {
 /// for steps measured from a row: they are the ones the ledger could not
 /// bound (see [`crate::ledger`]).
 struct PairWindow {
-    /// Unix milliseconds until which the pair's bound is spent.
-    until_ms: u64,
+    /// Unix microseconds until which the pair's bound is spent.
+    until_us: u64,
 }
 
 /// Settles `batch`: `stored` gives each peer's row as the database holds
@@ -154,8 +154,7 @@ pub fn settle(
         let pair = (key.user_id, key.torrent_id);
         let row = stored(key);
         let window = windows.entry(pair).or_insert_with(|| PairWindow {
-            until_ms: history(pair.0, pair.1)
-                .map_or(0, |h| h.updated_at.saturating_mul(1000) + 999),
+            until_us: history(pair.0, pair.1).map_or(0, |h| end_of_second(h.updated_at)),
         });
         let (credit, write) = settle_peer(row.as_ref(), entry, rules, window);
         if !write {
@@ -283,6 +282,12 @@ fn settle_peer(
     (credit, true)
 }
 
+/// The last microsecond of second `secs`: a time the database keeps in
+/// whole seconds, taken at its latest.
+fn end_of_second(secs: u64) -> u64 {
+    secs.saturating_mul(MICROS).saturating_add(MICROS - 1)
+}
+
 /// `step` credited from a stored row: under the upload-rate bound over the
 /// time since the later of the row and the pair's window, counted from the
 /// end of their second (the database keeps whole seconds), so that no
@@ -298,14 +303,12 @@ fn from_row(
     if rate == 0 || credit.actual_uploaded == 0 || step.flagged {
         return credit;
     }
-    let start_ms = (row.at_ms + 999).max(window.until_ms);
-    let elapsed_ms = step.point.at_ms.saturating_sub(start_ms);
-    let up = u128::from(credit.actual_uploaded);
-    if up * 1000 > u128::from(rate) * u128::from(elapsed_ms) {
+    let start = end_of_second(row.at_secs()).max(window.until_us);
+    let until = start.saturating_add(upload_time_us(credit.actual_uploaded, rate));
+    if until > step.point.at_us {
         credit.uploaded = 0;
     } else {
-        let spent = u64::try_from(up * 1000 / u128::from(rate)).unwrap_or(u64::MAX);
-        window.until_ms = start_ms.saturating_add(spent);
+        window.until_us = until;
     }
     credit
 }

@@ -56,7 +56,7 @@ impl Tracker {
 }
 
 fn at(secs: u64) -> u64 {
-    secs * 1000
+    secs * 1_000_000
 }
 
 fn site() -> Site {
@@ -293,7 +293,7 @@ struct Run {
     clients: BTreeMap<u8, PrivateAnnounce>,
     /// The tracker each peer announced to last.
     last_tracker: BTreeMap<u8, usize>,
-    now_ms: u64,
+    now_us: u64,
     model: Model,
     /// A tracker's announces are flushed before its peers move to the
     /// other: the failover of keepalived, where the old tracker is alive.
@@ -314,7 +314,7 @@ impl Run {
             trackers: [Tracker::new(config), Tracker::new(config)],
             clients: BTreeMap::new(),
             last_tracker: BTreeMap::new(),
-            now_ms: at(1_000_000),
+            now_us: at(1_000_000),
             model: Model::default(),
             ordered,
         }
@@ -345,13 +345,13 @@ impl Run {
             }
             Event::Restart(t) => {
                 self.trackers[t].flush(&mut self.db);
-                self.trackers[t] = Tracker::start(self.config, &self.db, self.now_ms / 1000);
+                self.trackers[t] = Tracker::start(self.config, &self.db, self.now_us / 1_000_000);
             }
             Event::Crash(t) => {
-                self.trackers[t] = Tracker::start(self.config, &self.db, self.now_ms / 1000);
+                self.trackers[t] = Tracker::start(self.config, &self.db, self.now_us / 1_000_000);
             }
             Event::Expire(t) => {
-                self.trackers[t].ledger.expire(self.now_ms / 1000);
+                self.trackers[t].ledger.expire(self.now_us / 1_000_000);
             }
         }
         self.check_counts();
@@ -375,11 +375,11 @@ impl Run {
                 // (Within one second the database's times cannot order
                 // two trackers' announces.)
                 self.trackers[last].flush(&mut self.db);
-                self.now_ms += 1000;
+                self.now_us += 1_000_000;
             }
         }
         self.last_tracker.insert(p, tracker);
-        self.now_ms += u64::from(secs) * 1000 + u64::from(ms) + 1;
+        self.now_us += u64::from(secs) * 1_000_000 + u64::from(ms) * 1000 + 1;
         let (user, torrent) = user_and_torrent(p);
         let client = self.clients.entry(p).or_insert_with(|| {
             let mut a = announce(user, torrent, p);
@@ -413,14 +413,14 @@ impl Run {
         let a = *client;
         self.trackers[tracker]
             .ledger
-            .announce(&self.site, &a, self.now_ms)
+            .announce(&self.site, &a, self.now_us)
             .unwrap();
         self.model_announce(p, &a, what);
     }
 
     fn model_announce(&mut self, p: u8, a: &PrivateAnnounce, what: Move) {
         let (user, torrent) = user_and_torrent(p);
-        let now = self.now_ms / 1000;
+        let now = self.now_us / 1_000_000;
         let seeder = a.left == 0;
         let stop = matches!(what, Move::Stop);
         let peer = self.model.peers.entry(p).or_default();

@@ -221,10 +221,10 @@ fn arb_torrent_row() -> impl Strategy<Value = TorrentRow> {
 
 fn arb_point() -> impl Strategy<Value = Point> {
     (any::<(u64, u64, u64)>(), any::<(bool, bool)>()).prop_map(
-        |((uploaded, downloaded, at_ms), (seeder, active))| Point {
+        |((uploaded, downloaded, at_us), (seeder, active))| Point {
             uploaded,
             downloaded,
-            at_ms,
+            at_us,
             seeder,
             active,
         },

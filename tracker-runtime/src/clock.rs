@@ -39,15 +39,16 @@ pub fn unix_secs() -> u64 {
     seconds(libc::CLOCK_REALTIME_COARSE).max(0) as u64
 }
 
-/// Milliseconds since the Unix epoch, to the coarse clock's tick (1-4 ms):
+/// Microseconds since the Unix epoch, from the precise clock (a coarse
+/// tick is 1-4 ms, in which two announces would read as one instant):
 /// private mode bounds the upload a peer reports over the time since its
-/// previous announce, where whole seconds would give every announce a
-/// second's slack.
-pub fn unix_millis() -> u64 {
-    let now = read(libc::CLOCK_REALTIME_COARSE);
+/// previous announce, and whole seconds, or ticks, would give every
+/// announce their slack.
+pub fn unix_micros() -> u64 {
+    let now = read(libc::CLOCK_REALTIME);
     let secs = u64::try_from(now.tv_sec).unwrap_or(0);
-    let millis = u64::try_from(now.tv_nsec).unwrap_or(0) / 1_000_000;
-    secs.saturating_mul(1000).saturating_add(millis)
+    let micros = u64::try_from(now.tv_nsec).unwrap_or(0) / 1000;
+    secs.saturating_mul(1_000_000).saturating_add(micros)
 }
 
 #[cfg(test)]
@@ -62,7 +63,7 @@ mod tests {
             .map(|d| d.as_secs())
             .unwrap();
         assert!(unix_secs().abs_diff(precise) <= 1);
-        assert!((unix_millis() / 1000).abs_diff(precise) <= 1);
+        assert!((unix_micros() / 1_000_000).abs_diff(precise) <= 1);
         let start = now_secs();
         assert!(start <= 1);
         assert!(now_secs() >= start);

@@ -124,7 +124,7 @@ impl Shard {
             private
                 .ledger
                 .borrow_mut()
-                .announce(site.get(), &req.account, clock::unix_millis());
+                .announce(site.get(), &req.account, clock::unix_micros());
         let admitted = match admitted {
             Ok(admitted) => admitted,
             Err(refusal) => {
