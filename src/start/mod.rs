@@ -73,7 +73,7 @@ pub fn run(
     let kernel =
         host::kernel_release().map_err(|e| format!("cannot read the kernel version: {e}"))?;
     host::check_kernel(&kernel)?;
-    host::check_io_uring()?;
+    host::check_system_calls()?;
     let euid = privileges::euid();
     let privilege_plan = privileges::plan(&config.privileges, euid, privileges::resolve)?;
     host::check_memlock(
@@ -540,6 +540,15 @@ fn log_start(config: &Config, placements: &[WorkerPlacement], sockets: &[WorkerS
         }
         for addr in first.https.iter().filter_map(|s| s.local_addr().ok()) {
             info!("serving HTTPS tracker on https://{addr}/announce");
+        }
+        // WebTorrent's upgrades, on the same listeners (path / or /announce).
+        if config.websocket.serves(config.private.enabled) {
+            for addr in first.http.iter().filter_map(|s| s.local_addr().ok()) {
+                info!("serving WebSocket tracker on ws://{addr}/announce");
+            }
+            for addr in first.https.iter().filter_map(|s| s.local_addr().ok()) {
+                info!("serving WebSocket tracker on wss://{addr}/announce");
+            }
         }
         for addr in first.metrics.iter().filter_map(|s| s.local_addr().ok()) {
             info!("serving Prometheus metrics on http://{addr}/metrics");
