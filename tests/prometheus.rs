@@ -24,6 +24,8 @@ use tracker_proto::AnnounceEvent;
 const DASHBOARD: &str = "deploy/grafana/tracker-dashboard.json";
 const RULES: &str = "deploy/prometheus/tracker-rules.yml";
 const EXAMPLE_CONFIG: &str = "deploy/prometheus/prometheus.yml";
+/// promtool's unit tests of the rules: the alerts that must fire soon do.
+const RULE_TESTS: &str = "deploy/prometheus/tracker-rules.test.yml";
 /// The job the rules select (`job="tracker"`).
 const JOB: &str = "tracker";
 
@@ -48,6 +50,7 @@ fn dashboard_and_rules_select_series_the_tracker_exports() {
     for args in [
         ["check", "rules", RULES],
         ["check", "config", EXAMPLE_CONFIG],
+        ["test", "rules", RULE_TESTS],
     ] {
         let out = Command::new("promtool")
             .args(args)
@@ -82,8 +85,8 @@ fn dashboard_and_rules_select_series_the_tracker_exports() {
         .config(&private)
         .start();
     let metrics = tracker.metrics.expect("a metrics address");
-    // A connect, two announces and a scrape, so that counters and the swarm
-    // gauges hold more than zeros, and a flush is written.
+    // A connect and two announces, so that counters and the swarm gauges
+    // hold more than zeros, and a flush is written.
     let mut client = Client::new("127.0.0.1:0", tracker.udp[0]);
     let hash = info_hash(1);
     let url = format!("/announce/{}", passkey(1));
@@ -91,14 +94,14 @@ fn dashboard_and_rules_select_series_the_tracker_exports() {
     assert_eq!(started, Ok(()));
     let again = client.announce_with_url(hash, 6881, (5, 5, 5), AnnounceEvent::None, &url);
     assert_eq!(again, Ok(()));
-    client.scrape(&[hash]);
     assert_eq!(tracker.metric("tracker_torrents", &[]), 1);
     site.wait_for("SELECT uploaded FROM users WHERE id = 1", 5u64);
 
-    // A public tracker beside it, for the WebSocket series: a private one
-    // serves no WebSocket.
-    let public = Tracker::builder().http(None).metrics().start();
+    // A public tracker beside it, for the WebSocket and scrape series: a
+    // private one serves no WebSocket, and refuses scrapes.
+    let public = Tracker::builder().http(None).udp(None).metrics().start();
     let public_metrics = public.metrics.expect("a metrics address");
+    Client::new("127.0.0.1:0", public.udp[0]).scrape(&[hash]);
     let prometheus = Prometheus::start(&[metrics, public_metrics], &root.join(RULES));
     prometheus.wait_until_scraping();
     // Enough samples for rate() and increase() over any window.
