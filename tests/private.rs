@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::sync::{RwLock, RwLockReadGuard};
 use std::time::Duration;
 
+use support::private::{announce_as, failure_of, API_KEY};
 use support::site_db::{info_hash, passkey, server_start, server_stop, SiteDb};
 use support::tempfile_path::TempPath;
 use support::wire::{announce_request, http_get, target};
@@ -21,16 +22,8 @@ use tracker_proto::AnnounceEvent;
 /// share it.
 static SERVER: RwLock<()> = RwLock::new(());
 
-const API_KEY: &str = "test-api-key-0123456789abcdef0123";
-
 fn config(db: &SiteDb, api_port: u16, tracker_id: &str) -> String {
-    format!(
-        "[private]\nenabled = true\ndatabase_url = \"{}\"\ntracker_id = \"{tracker_id}\"\n\
-         flush_interval_ms = 200\nflush_retry_min_ms = 100\nflush_retry_max_ms = 500\n\
-         api_listen = \"127.0.0.1:{api_port}\"\napi_key = \"{API_KEY}\"\n\
-         [runtime]\nexempt_networks = [\"127.0.0.0/8\"]\n",
-        db.url
-    )
+    support::private::config(db, api_port, tracker_id, "")
 }
 
 fn start(db: &SiteDb, state: &std::path::Path) -> (Tracker, u16) {
@@ -81,14 +74,10 @@ fn announce_with(
     key: &str,
     torrent: u32,
     port: u16,
-    (uploaded, downloaded, left): (u64, u64, u64),
+    totals: (u64, u64, u64),
     event: AnnounceEvent,
 ) -> Option<String> {
-    let mut req = announce_request(info_hash(torrent), port, left, event);
-    req.uploaded = uploaded;
-    req.downloaded = downloaded;
-    let path = target(&req).replacen("/announce?", &format!("/announce/{key}?"), 1);
-    failure(tracker, &path)
+    announce_as(tracker, key, torrent, port, totals, event)
 }
 
 fn failure(tracker: SocketAddr, path: &str) -> Option<String> {
@@ -140,18 +129,6 @@ fn counts_of(
         .len()
         / 6;
     (int(b"complete"), int(b"incomplete"), peers)
-}
-
-fn failure_of(path: &str, status: u16, body: &[u8]) -> Option<String> {
-    assert_eq!(status, 200, "{path}: {}", String::from_utf8_lossy(body));
-    let value = bencode::decode(body).expect("bencoded");
-    let text = |key: &[u8]| {
-        value
-            .get(key)
-            .map(|r| String::from_utf8_lossy(r.as_bytes().unwrap()).into_owned())
-    };
-    // A warning comes in a success-shaped answer, with no peers.
-    text(b"failure reason").or_else(|| text(b"warning message").map(|w| format!("warning: {w}")))
 }
 
 fn api(port: u16, method: &str, path: &str, body: &str) -> u16 {

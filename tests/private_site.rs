@@ -16,7 +16,7 @@ use tracker_proto::http::bencode;
 use tracker_proto::udp::{AnnounceOptions, AnnounceRequest, IpFamily, Request, Response};
 use tracker_proto::{AnnounceEvent, PeerId};
 
-const API_KEY: &str = "test-api-key-0123456789abcdef0123";
+use support::private::API_KEY;
 const STARTED: AnnounceEvent = AnnounceEvent::Started;
 const NONE: AnnounceEvent = AnnounceEvent::None;
 const PASSKEY_UNKNOWN: &str = "Passkey does not exist. Please re-download the .torrent file.";
@@ -26,18 +26,12 @@ const PASSKEY_UNKNOWN: &str = "Passkey does not exist. Please re-download the .t
 /// off: these tests announce again at once, and are not about it.
 fn start(db: &SiteDb, state: &TempPath, extra: &str) -> (Tracker, u16) {
     let api_port = free_port();
-    let config = format!(
-        "[private]\nenabled = true\ndatabase_url = \"{}\"\ntracker_id = \"t1\"\n\
-         flush_interval_ms = 200\nflush_retry_min_ms = 100\nflush_retry_max_ms = 500\n\
-         api_listen = \"127.0.0.1:{api_port}\"\napi_key = \"{API_KEY}\"\nmax_upload_rate = 0\n{extra}\
-         [runtime]\nexempt_networks = [\"127.0.0.0/8\"]\n",
-        db.url
-    );
+    let extra = format!("max_upload_rate = 0\n{extra}");
     let tracker = Tracker::builder()
         .http(None)
         .udp(None)
         .runtime_args(&["--workers", "2", "--no-pin"])
-        .config(&config)
+        .config(&support::private::config(db, api_port, "t1", &extra))
         .state_file(&state.0)
         .start();
     (tracker, api_port)
