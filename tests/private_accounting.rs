@@ -163,6 +163,12 @@ fn a_peer_back_after_the_tracker_was_down_past_the_ttl_is_credited() {
     tracker.stop();
     std::thread::sleep(Duration::from_secs(3));
     let tracker = start(&db, &state, "t1", 200, extra);
+    // Its row, active but silent past the TTL, is expired at start: made
+    // inactive and taken off the counts, not left counted for ever.
+    db.wait_for(
+        "SELECT leechers, (SELECT COUNT(*) FROM peers WHERE active) FROM torrents WHERE id = 1",
+        (0i32, 0i64),
+    );
     announce(&tracker, 1, 7001, (700, 70, 1000), NONE);
     db.wait_for(
         "SELECT uploaded, downloaded FROM users WHERE id = 1",

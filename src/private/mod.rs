@@ -230,7 +230,11 @@ impl PrivateMode {
             }
         };
         let db = DbConfig::new(self.config.database_url.clone());
-        let since = tracker_runtime::clock::unix_secs().saturating_sub(self.ledger.active_peer_ttl);
+        // Every active row, however old: those silent past the active TTL
+        // (a crash, a long stop) are expired by the first flushes, made
+        // inactive and taken off their torrents' counts, rather than left
+        // active and counted for ever.
+        let since = 0;
         let tracker_id = self.config.tracker_id();
         // Nothing writes as this tracker between here and the spawn below
         // (a predecessor has stopped): `last` stays what the database has.

@@ -598,7 +598,10 @@ const USERS: Statement = Statement {
 };
 
 /// `torrents`: peer counts, completions and balance added; `updated_at`
-/// assigned. An UPDATE joined to the rows, as for `users`.
+/// assigned. An UPDATE joined to the rows, as for `users`. The counts move
+/// with the peer rows a flush changes, so they stay those of the active
+/// visible rows; never below zero, whatever a site switched over from
+/// left in them (deploy/unit3d/recount.sql makes them right once).
 const TORRENTS: Statement = Statement {
     table: "torrents",
     head: "UPDATE torrents t JOIN (",
@@ -607,8 +610,8 @@ const TORRENTS: Statement = Statement {
     next: " UNION ALL SELECT ?, ?, ?, ?, ?, ?",
     placeholders: 6,
     tail: ") d ON t.id = d.id SET \
-           t.seeders = t.seeders + d.seeders, \
-           t.leechers = t.leechers + d.leechers, \
+           t.seeders = GREATEST(0, t.seeders + d.seeders), \
+           t.leechers = GREATEST(0, t.leechers + d.leechers), \
            t.times_completed = t.times_completed + d.completed, \
            t.balance = CASE \
              WHEN d.balance > 0 AND t.balance > 0 \

@@ -830,3 +830,43 @@ fn the_documented_grants_allow_every_flush_and_a_missing_one_is_named() {
     assert_eq!(last_sequence(&mut db.conn(), "granted").unwrap(), 1);
     db.exec(&format!("DROP USER {}", user.name));
 }
+
+/// deploy/unit3d/recount.sql, run once at a switch from UNIT3D-Announce
+/// (which leaves the rows of peers it forgot active, their counts already
+/// taken off): the stale rows made inactive, and every torrent's counts
+/// those of its active visible rows.
+#[test]
+fn the_switchover_recount_makes_the_counts_those_of_the_rows() {
+    let db = TestDb::new();
+    db.seed(3, 2);
+    db.exec(
+        "INSERT INTO `groups` (id, name, slug, position, color, icon, can_chat, \
+             can_comment, can_invite, can_request) VALUES (1, 'user', 'user', 1, '#fff', 'i', \
+             1, 1, 1, 1)",
+    );
+    let peer = |user: u32, torrent: u32, seeder: u8, visible: u8, age: u32| {
+        db.exec(&format!(
+            "INSERT INTO peers (peer_id, ip, port, agent, uploaded, downloaded, `left`, seeder, \
+             created_at, updated_at, torrent_id, user_id, active, visible) VALUES \
+             (UNHEX('{}'), 0x7f000001, 1, 'a', 0, 0, 0, {seeder}, NOW(), \
+             NOW() - INTERVAL {age} SECOND, {torrent}, {user}, 1, {visible})",
+            hex(&peer_id(user as u8).0)
+        ))
+    };
+    peer(1, 1, 1, 1, 10);
+    peer(2, 1, 0, 1, 10);
+    peer(3, 1, 0, 0, 10); // a leecher past its download slots
+    peer(1, 2, 1, 1, 9000); // forgotten by UNIT3D-Announce, still active
+    db.exec("UPDATE torrents SET seeders = 7, leechers = -1");
+    let sql = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/unit3d/recount.sql"
+    ))
+    .unwrap();
+    db.exec(&sql);
+    let counts: Vec<(u32, i32, i32)> =
+        db.rows("SELECT id, seeders, leechers FROM torrents ORDER BY id");
+    assert_eq!(counts, vec![(1, 1, 1), (2, 0, 0)]);
+    let stale: u8 = db.one("SELECT active FROM peers WHERE torrent_id = 2");
+    assert_eq!(stale, 0);
+}
