@@ -355,7 +355,7 @@ mod tests {
                 |c: &mut Config| c.swarm.max_peers_per_worker = 0,
                 "swarm.max_peers_per_worker",
             ),
-            // A peer's expiry is 16 bits: these bound how far it may be
+            // A peer's expiry is 15 bits: these bound how far it may be
             // from the clock.
             (
                 |c: &mut Config| c.swarm.peer_timeout_secs = 14_401,

@@ -336,7 +336,7 @@ pub struct SwarmConfig {
     /// Seconds between announces that the tracker asks clients for.
     pub announce_interval_secs: u32,
     /// Seconds after its last announce that a peer is dropped (at most
-    /// 14400: a stored peer keeps its expiry in 16 bits).
+    /// 14400: a stored peer keeps its expiry in 15 bits).
     pub peer_timeout_secs: u32,
     /// Seconds for one clean-up pass over every torrent of a worker (at most
     /// 3600); it cleans a small segment at a time, spread over this period,
@@ -381,7 +381,8 @@ pub struct SwarmConfig {
     /// never dropped for a new one). The cap used is at most an eighth of
     /// max_peers_per_worker and a quarter of max_torrents_per_worker,
     /// whatever is set here, so that it takes eight networks to fill either
-    /// (the default is both, for the default caps). Clients of
+    /// (the default, 1,250,000, is a quarter of the default torrents and a
+    /// sixteenth of the default peers). Clients of
     /// runtime.exempt_networks are not held to it. It costs a table of 256
     /// KiB per worker, nothing per peer. 0 turns it (and the table) off.
     pub max_peers_per_network: usize,

@@ -95,7 +95,7 @@ pub struct PrivateConfig {
     /// held in memory meanwhile; after longer it counts as new.
     pub inactive_peer_ttl_secs: u32,
     /// Bytes per second of upload one peer's announce may imply over the
-    /// time since its previous one (in milliseconds, so announcing fast
+    /// time since its previous one (in microseconds, so announcing fast
     /// gains nothing), after what the user's other peers on the torrent
     /// were credited; past it the upload is flagged (counted, not
     /// credited), the usual guard against clients that report invented

@@ -9,8 +9,8 @@ use tracker_proto::BlockLevel;
 /// Whether a client's announces count against the limits per client (the
 /// budgets of new torrents, the cap on its peers in a torrent). Which
 /// clients are exempt is the caller's to say (the runtime's
-/// `runtime.exempt_networks`): the store knows no networks. The limits in
-/// total hold for all.
+/// `runtime.exempt_networks`): the store does not know which networks are
+/// exempt. The limits in total hold for all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Quota {
     Counted,

@@ -185,7 +185,7 @@ impl SwarmStore {
     /// randomness, not from the seed, so they cannot be predicted from the config.
     pub fn new(mut limits: StoreLimits, rng_seed: u64) -> Self {
         limits.max_peers_per_torrent = limits.max_peers_per_torrent.min(MAX_PEERS_PER_TORRENT);
-        // A peer's expiry is 16 bits (see `expiry`).
+        // A peer's expiry is 15 bits (see `expiry`).
         limits.peer_timeout_secs = limits.peer_timeout_secs.min(MAX_PEER_TIMEOUT_SECS);
         let keys = RandomState::new();
         SwarmStore {
