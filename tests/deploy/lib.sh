@@ -82,7 +82,9 @@ probe() {
         case "$target" in
             ws://* | wss://*) kind=(ws --connections 16 --offers 2 --insecure) ;;
             http://* | https://*) kind=(http --connections 4 --insecure) ;;
-            *) kind=(udp --in-flight 4 --sources 4) ;;
+            # Open loop, few connects: the production config takes 100
+            # connects a second from one address.
+            *) kind=(udp --rate 3000 --mix 1:20:1 --sources 8) ;;
         esac
         in_netns "$load_test" "${kind[@]}" --target "$target" --workers 1 \
             --duration "${PROBE_SECONDS:-2}" --timeout-ms 5000 --torrents 200 --peers 1000 \

@@ -1,0 +1,271 @@
+#!/usr/bin/env bash
+# The unit under a real systemd: Debian 12 booted in a podman container
+# (systemd 252 as PID 1, `systemctl is-system-running` = running), its root
+# file system made by mmdebstrap from Debian's packages, in a network
+# namespace of this test's own, probed from the host. Twice:
+#   - the package (deploy/package/build): installing it enables and starts
+#     nothing; `systemctl enable --now tracker` serves UDP, HTTP, HTTPS, ws
+#     and wss as the tracker user with the unit's sandbox on; `systemctl
+#     reload` serves the new certificate; `systemctl kill -s USR2 tracker`
+#     hands over to a new process under load with no answer lost, systemd's
+#     MainPID moves to it and systemd restarts it when it dies; `systemctl
+#     stop` saves the swarms and the next start restores them; upgrading the
+#     package under load hands over to the new binary with no answer lost;
+#     removing it stops the tracker, purging it removes the state;
+#   - deploy/install --enable on a fresh system: it serves as the tracker
+#     user, a second run changes nothing, and USR2 hands over.
+# The one change to the unit is a drop-in with this host's hard limits
+# (LimitMEMLOCK, LimitNOFILE): the container's cannot be raised here, and
+# systemd fails a unit whose limits it cannot set (205/LIMITS), as
+# deploy/README.md ("Locked memory") says.
+# Needs root, podman, runc, mmdebstrap, dpkg-dev, openssl, and the release
+# tracker and load-test (tests/run.sh installs and builds them).
+set -euo pipefail
+# shellcheck source=tests/deploy/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+for tool in podman runc mmdebstrap dpkg-deb openssl nsenter; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool is not installed (tests/run.sh installs it)"
+done
+profile=$repo/deploy/container/seccomp.json
+
+# --- Debian 12 with systemd, as a container image ---------------------------------
+# Kept a week in target/deploy (DEPLOY_CACHE), made again after.
+cache=${DEPLOY_CACHE:-$repo/target/deploy}
+rootfs=$cache/debian12-systemd.tar
+mkdir -p "$cache"
+if [ -z "$(find "$rootfs" -mtime -7 2>/dev/null)" ]; then
+    say "mmdebstrap: Debian 12 (minbase, systemd, dbus, procps)"
+    mmdebstrap --quiet --format=tar --variant=minbase --include=systemd,systemd-sysv,dbus,procps \
+        bookworm "$rootfs.new" >"$work/mmdebstrap.log" 2>&1 ||
+        die "mmdebstrap failed: $(tail -n 20 "$work/mmdebstrap.log")"
+    mv "$rootfs.new" "$rootfs"
+fi
+image=localhost/tracker-systemd-test:$$
+podman import --quiet "$rootfs" "$image" >/dev/null
+on_exit "podman rmi -f $image"
+
+say "packages: deploy/package/build, twice (the second an upgrade)"
+version=$("$tracker_bin" --version | awk '{ print $NF }')
+deb=$("$repo/deploy/package/build" --binary "$tracker_bin" --out "$work/deb")
+upgrade=$("$repo/deploy/package/build" --binary "$tracker_bin" --version "$version+test1" --out "$work/deb")
+
+make_netns
+container_ulimits
+box=""
+# Boots a container with systemd as PID 1. CAP_SYS_ADMIN lets systemd make
+# the unit's namespaces (ProtectSystem=, PrivateDevices=...); the
+# container's seccomp filter is the tracker's profile (podman's default
+# plus io_uring), under which the unit adds its own.
+boot() { # name
+    box=$1
+    podman run -d --name "$box" --runtime runc --systemd=always --network "ns:/run/netns/$netns" \
+        "${ulimits[@]}" --cap-add SYS_ADMIN --security-opt "seccomp=$profile" \
+        "$image" /sbin/init >/dev/null
+    on_exit "podman rm -f $box"
+    local state="" deadline=$((SECONDS + 60))
+    until [ "$state" = running ]; do
+        [ "$SECONDS" -lt "$deadline" ] || die "systemd in $box is '$state' after 60 s: $(in_box systemctl --failed --no-pager)"
+        sleep 0.5
+        state=$(in_box systemctl is-system-running 2>/dev/null || true)
+    done
+    # The container's hard limits, which systemd cannot raise.
+    in_box mkdir -p /etc/systemd/system/tracker.service.d
+    printf '[Service]\nLimitMEMLOCK=%sK\nLimitNOFILE=%s\n' "$(ulimit -H -l)" "$(ulimit -H -n)" |
+        in_box tee /etc/systemd/system/tracker.service.d/limits.conf >/dev/null
+}
+in_box() { podman exec -i "$box" "$@"; }
+main_pid() { in_box systemctl show --property MainPID --value tracker.service; }
+# The journal of the unit since the test began, without systemd's prefix.
+journal() { in_box journalctl --unit tracker --output cat --no-pager; }
+wait_journal() { # pattern seconds
+    local deadline=$((SECONDS + $2))
+    until journal | grep -q -- "$1"; do
+        [ "$SECONDS" -lt "$deadline" ] || die "no '$1' in the journal: $(journal | tail -n 20)"
+        sleep 0.2
+    done
+}
+
+# The unit's sandbox, as the kernel shows it on the running tracker: its
+# user, no new privileges, a seccomp filter, CAP_NET_BIND_SERVICE alone,
+# the file system read-only but for its state directory, /home, /dev and
+# /proc/sys shut; and systemd's own rating of the unit.
+check_sandbox() {
+    local pid uid status mounts rating
+    pid=$(main_pid)
+    uid=$(in_box id -u tracker)
+    status=$(in_box cat "/proc/$pid/status")
+    for want in "Uid:	$uid	$uid	$uid	$uid" "NoNewPrivs:	1" "Seccomp:	2" \
+        "CapEff:	0000000000000400" "CapBnd:	0000000000000400"; do
+        grep -qF "$want" <<<"$status" || die "the tracker (pid $pid) lacks '$want': $status"
+    done
+    # shellcheck disable=SC2016 # awk's fields, not the shell's
+    mounts=$(in_box awk '{ print $5, $6 }' "/proc/$pid/mountinfo")
+    for want in "/ ro," "/var/lib/tracker rw," "/home ro," "/dev ro," "/proc/sys ro,"; do
+        grep -q "^$want" <<<"$mounts" || die "the tracker's mounts lack '$want': $mounts"
+    done
+    rating=$(in_box systemd-analyze security tracker.service --no-pager | tail -n 1)
+    awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+$/) exit !($i <= 2.0); exit 1 }' <<<"$rating" ||
+        die "systemd-analyze security rates the unit worse than 2.0: $rating"
+    say "sandbox on: uid $uid, CapEff 0x400, Seccomp 2, / read-only; $rating"
+}
+
+# Load in the background (UDP open loop, HTTPS keep-alive) for SECONDS;
+# `finish_load` checks that no answer was lost or invalid.
+start_load() { # seconds
+    in_netns "$load_test" udp --target 127.0.0.1:6969 --workers 1 --duration "$1" --rate 4000 \
+        --mix 1:20:1 --sources 8 --timeout-ms 5000 --torrents 200 --peers 1000 --quiet \
+        --json "$work/load-udp.json" >"$work/load-udp.out" 2>&1 &
+    load_pids=($!)
+    in_netns "$load_test" http --target https://127.0.0.1:6970/announce --insecure --workers 1 \
+        --connections 4 --duration "$1" --timeout-ms 5000 --torrents 200 --peers 1000 --quiet \
+        --json "$work/load-https.json" >"$work/load-https.out" 2>&1 &
+    load_pids+=($!)
+}
+finish_load() {
+    wait "${load_pids[@]}" || die "load-test failed: $(cat "$work"/load-*.out)"
+    "$repo/tests/deploy/probe-ok" "udp=$work/load-udp.json" "https=$work/load-https.json" ||
+        die "answers were lost or invalid (above)"
+}
+
+# Hands over with `systemctl kill -s USR2` under load; the new main process.
+hand_over() {
+    local old new deadline=$((SECONDS + 30))
+    old=$(main_pid)
+    start_load 6
+    sleep 2
+    in_box systemctl kill --signal=USR2 --kill-who=main tracker.service
+    new=$old
+    until [ "$new" != "$old" ] && [ "$new" != 0 ]; do
+        [ "$SECONDS" -lt "$deadline" ] || die "MainPID is still $old 30 s after USR2: $(journal | tail -n 20)"
+        sleep 0.2
+        new=$(main_pid)
+    done
+    finish_load
+    [ "$(in_box systemctl is-active tracker.service)" = active ] || die "the unit is not active after the hand-over"
+    journal | grep -q "handed over .* to pid $new" || die "no hand-over to pid $new in the journal"
+    say "USR2: MainPID $old -> $new, no answer lost under load"
+}
+
+make_cert() { # name
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+        -keyout "$work/$1.key" -out "$work/$1.pem" 2>/dev/null
+}
+# The certificate files as an administrator puts them: root:tracker 0640.
+install_cert() { # name
+    in_box install -d -m 0750 -g tracker /etc/tracker/tls
+    in_box sh -c 'cat >/etc/tracker/tls/cert.pem' <"$work/$1.pem"
+    in_box sh -c 'cat >/etc/tracker/tls/key.pem' <"$work/$1.key"
+    in_box chgrp tracker /etc/tracker/tls/cert.pem /etc/tracker/tls/key.pem
+    in_box chmod 0640 /etc/tracker/tls/cert.pem /etc/tracker/tls/key.pem
+}
+fingerprint() { openssl x509 -noout -fingerprint -sha256 -in "$1" | sed 's/.*=//'; }
+served_fingerprint() {
+    in_netns openssl s_client -connect 127.0.0.1:6970 -servername localhost </dev/null 2>/dev/null |
+        openssl x509 -noout -fingerprint -sha256 | sed 's/.*=//'
+}
+# The host's view of a process of the box: its binary, "(deleted)" once
+# replaced on disk (root in the box may not read another user's).
+host_exe() { # pid in the box
+    local host_pid
+    host_pid=$(podman top "$box" hpid pid | awk -v pid="$1" '$2 == pid { print $1 }')
+    readlink "/proc/$host_pid/exe"
+}
+
+# --- The package ----------------------------------------------------------------
+say "booting Debian 12 for the package"
+boot tracker-systemd-$$
+podman cp "$deb" "$box:/tmp/tracker.deb"
+podman cp "$upgrade" "$box:/tmp/tracker-upgrade.deb"
+in_box dpkg -i /tmp/tracker.deb >"$work/dpkg.log" 2>&1 || die "dpkg -i failed: $(cat "$work/dpkg.log")"
+[ "$(in_box systemctl is-enabled tracker.service || true)" = disabled ] ||
+    die "installing the package enabled the unit"
+[ "$(in_box systemctl is-active tracker.service || true)" = inactive ] ||
+    die "installing the package started the unit"
+[ "$(in_box stat -c '%U:%G %a' /etc/tracker/config.toml)" = "root:tracker 640" ] ||
+    die "/etc/tracker/config.toml is $(in_box stat -c '%U:%G %a' /etc/tracker/config.toml)"
+say "installed, neither enabled nor started: $(grep -o 'not enabled.*' "$work/dpkg.log")"
+
+make_cert first
+make_cert second
+install_cert first
+in_box sed -i -e 's|^tls_cert_file = ""|tls_cert_file = "/etc/tracker/tls/cert.pem"|' \
+    -e 's|^tls_key_file = ""|tls_key_file = "/etc/tracker/tls/key.pem"|' \
+    -e "s|^connection_secret = \"\"|connection_secret = \"$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')\"|" \
+    /etc/tracker/config.toml
+in_box systemctl enable --now tracker.service >/dev/null 2>&1
+wait_udp 6969 30
+[ "$(served_fingerprint)" = "$(fingerprint "$work/first.pem")" ] || die "HTTPS does not serve the configured certificate"
+check_sandbox
+probe udp=127.0.0.1:6969 http=http://127.0.0.1:6969/announce https=https://127.0.0.1:6970/announce \
+    ws=ws://127.0.0.1:6969/announce wss=wss://127.0.0.1:6970/announce
+
+say "systemctl reload: the new certificate"
+install_cert second
+in_box systemctl reload tracker.service
+wait_journal "SIGHUP: reloaded HTTPS certificate .*$(fingerprint "$work/second.pem")" 10
+[ "$(served_fingerprint)" = "$(fingerprint "$work/second.pem")" ] || die "after the reload HTTPS serves $(served_fingerprint)"
+
+say "systemctl kill -s USR2 under load"
+hand_over
+check_sandbox
+restarts=$(in_box systemctl show --property NRestarts --value tracker.service)
+killed=$(main_pid)
+in_box systemctl kill --signal=KILL --kill-who=main tracker.service
+deadline=$((SECONDS + 30))
+until [ "$(in_box systemctl show --property NRestarts --value tracker.service)" -gt "$restarts" ] &&
+    [ "$(in_box systemctl is-active tracker.service || true)" = active ]; do
+    [ "$SECONDS" -lt "$deadline" ] || die "systemd did not restart the successor $killed after SIGKILL"
+    sleep 0.2
+done
+wait_udp 6969 30
+say "the successor is systemd's: killed, it was restarted (pid $killed -> $(main_pid))"
+
+say "systemctl stop saves the swarms, start restores them"
+probe udp=127.0.0.1:6969
+in_box systemctl stop tracker.service
+saved=$(journal | sed -n 's/.*stopped: saved \([0-9]*\) torrents.*/\1/p' | tail -n 1)
+[ "${saved:-0}" -gt 0 ] || die "the stop saved no torrents: $(journal | tail -n 5)"
+in_box systemctl start tracker.service
+wait_journal "restored $saved torrents" 30
+wait_udp 6969 30
+
+say "package upgrade under load: the new binary takes over"
+old=$(main_pid)
+start_load 8
+sleep 2
+in_box dpkg -i /tmp/tracker-upgrade.deb >"$work/upgrade.log" 2>&1 || die "the upgrade failed: $(cat "$work/upgrade.log")"
+finish_load
+new=$(main_pid)
+grep -q "handed over to the new binary (pid $old to pid $new)" "$work/upgrade.log" ||
+    die "the upgrade did not hand over: $(cat "$work/upgrade.log")"
+[ "$(host_exe "$new")" = /usr/bin/tracker ] || die "pid $new runs $(host_exe "$new"), not the new /usr/bin/tracker"
+# shellcheck disable=SC2016 # dpkg-query's field, not the shell's
+[ "$(in_box dpkg-query -W -f '${Version}' bittorrent-tracker)" = "$version+test1" ] || die "the upgrade is not installed"
+check_sandbox
+say "upgraded to $version+test1: pid $old -> $new, no answer lost under load"
+
+say "dpkg -r stops (and saves); dpkg --purge removes the state"
+in_box dpkg -r bittorrent-tracker >/dev/null 2>&1
+[ "$(in_box systemctl is-active tracker.service || true)" != active ] || die "the tracker runs after dpkg -r"
+in_box test -s /var/lib/tracker/tracker.state || die "no state file after dpkg -r"
+in_box dpkg --purge bittorrent-tracker >/dev/null 2>&1
+in_box test ! -e /var/lib/tracker || die "/var/lib/tracker is left after the purge"
+in_box test ! -e /etc/systemd/system/multi-user.target.wants/tracker.service || die "the unit is still enabled after the purge"
+podman rm -f "$box" >/dev/null
+
+# --- deploy/install ---------------------------------------------------------------
+say "booting Debian 12 for deploy/install"
+boot tracker-install-$$
+podman cp "$repo/deploy" "$box:/opt/deploy"
+podman cp "$tracker_bin" "$box:/opt/deploy/tracker"
+in_box /opt/deploy/install --binary /opt/deploy/tracker --enable >"$work/install.log" 2>&1 ||
+    die "deploy/install failed: $(cat "$work/install.log")"
+wait_udp 6969 30
+check_sandbox
+probe udp=127.0.0.1:6969 https=https://127.0.0.1:6970/announce wss=wss://127.0.0.1:6970/announce
+in_box /opt/deploy/install --binary /opt/deploy/tracker >"$work/install-again.log" 2>&1 ||
+    die "deploy/install (again) failed: $(cat "$work/install-again.log")"
+grep "installed " "$work/install-again.log" && die "a second deploy/install changed files"
+hand_over
