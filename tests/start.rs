@@ -139,3 +139,29 @@ fn the_start_log_names_every_url_served() {
         assert!(log.contains(&url), "no {url:?} in\n{log}");
     }
 }
+
+/// Linux's default before 5.16.
+fn memlock_64k() -> io::Result<()> {
+    let limit = libc::rlimit {
+        rlim_cur: 64 << 10,
+        rlim_max: 64 << 10,
+    };
+    // SAFETY: setrlimit reads one rlimit; async-signal-safe.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[test]
+fn locked_memory_under_glommios_floor_is_refused_at_start_even_as_root() {
+    // Serving as root, io_uring charges nothing; glommio still refuses a
+    // worker under 512 KiB (a kernel before 5.16 gives 64 KiB).
+    let (code, line) = first_line_under(memlock_64k);
+    assert_eq!(code, Some(1), "{line}");
+    assert!(
+        line.starts_with("tracker: the locked-memory limit is 64 KiB, below the 512 KiB")
+            && line.contains("ulimit -l"),
+        "{line}"
+    );
+}

@@ -300,27 +300,47 @@ pub fn memlock_limit() -> Option<u64> {
     Some(limit.rlim_cur)
 }
 
-/// Refuses a locked-memory limit that cannot hold `workers` workers. Root
-/// (serving as root, not dropping privileges) is not charged by io_uring.
+/// The least soft RLIMIT_MEMLOCK under which glommio starts an executor:
+/// it checks the limit itself, whoever the process is (root too), and a
+/// worker then fails with a bare "MemLockLimit(65536/524288)". Linux before
+/// 5.16 gives processes 64 KiB by default.
+pub const GLOMMIO_MIN_MEMLOCK: u64 = 512 << 10;
+
+/// Refuses a locked-memory limit under glommio's floor, or one that cannot
+/// hold `workers` workers. Root (serving as root, not dropping privileges)
+/// is not charged by io_uring, so only the floor applies to it.
 pub fn check_memlock(
     limit: Option<u64>,
     workers: usize,
     serves_as_root: bool,
 ) -> Result<(), String> {
+    let Some(limit) = limit else {
+        return Ok(());
+    };
+    const RAISE: &str = "raise it (LimitMEMLOCK= in the systemd unit, memlock in \
+                         /etc/security/limits.conf, ulimit -l, --ulimit memlock= for a \
+                         container)";
+    if limit < GLOMMIO_MIN_MEMLOCK {
+        return Err(format!(
+            "the locked-memory limit is {} KiB, below the {} KiB that glommio requires to \
+             start a worker, as root too (Linux before 5.16 sets 64 KiB by default): {RAISE}",
+            limit >> 10,
+            GLOMMIO_MIN_MEMLOCK >> 10
+        ));
+    }
     let need = workers as u64 * MEMLOCK_PER_WORKER;
-    match limit {
-        Some(limit) if limit < need && !serves_as_root => Err(format!(
+    if limit < need && !serves_as_root {
+        return Err(format!(
             "the locked-memory limit is {} KiB, below the {} KiB that {workers} workers \
-             register with io_uring ({} KiB each): raise it (LimitMEMLOCK= in the systemd \
-             unit, memlock in /etc/security/limits.conf, ulimit -l) or run fewer workers \
+             register with io_uring ({} KiB each): {RAISE}, or run fewer workers \
              (--workers {})",
             limit >> 10,
             need >> 10,
             MEMLOCK_PER_WORKER >> 10,
-            (limit / MEMLOCK_PER_WORKER).max(1)
-        )),
-        _ => Ok(()),
+            limit / MEMLOCK_PER_WORKER
+        ));
     }
+    Ok(())
 }
 
 /// Descriptors a worker holds besides its listeners and connections:
@@ -541,14 +561,26 @@ mod tests {
         let per = MEMLOCK_PER_WORKER;
         assert!(check_memlock(Some(4 * per), 4, false).is_ok());
         assert!(check_memlock(None, 1000, false).is_ok());
-        assert!(check_memlock(Some(per), 1000, true).is_ok());
+        assert!(check_memlock(Some(GLOMMIO_MIN_MEMLOCK), 1000, true).is_ok());
         let err = check_memlock(Some(8 << 20), 64, false).unwrap_err();
         assert!(
             err.contains("8192 KiB") && err.contains("--workers 32"),
             "{err}"
         );
-        assert!(check_memlock(Some(0), 1, false)
-            .unwrap_err()
-            .contains("--workers 1"));
+    }
+
+    #[test]
+    fn memlock_under_glommios_floor_is_refused_even_as_root() {
+        // Linux 5.10's default: glommio refuses it for root too.
+        for serves_as_root in [true, false] {
+            let err = check_memlock(Some(64 << 10), 1, serves_as_root).unwrap_err();
+            assert!(
+                err.contains("64 KiB") && err.contains("512 KiB") && err.contains("ulimit -l"),
+                "{err}"
+            );
+        }
+        // One worker needs 256 KiB of io_uring's, but glommio 512.
+        assert!(check_memlock(Some(MEMLOCK_PER_WORKER), 1, false).is_err());
+        assert!(check_memlock(Some(0), 1, true).is_err());
     }
 }
