@@ -2,6 +2,7 @@
 # What the deploy tests share (sourced, not run): messages, clean-up on
 # exit, a network namespace of the test's own, and the protocol probes
 # (the release load-test, every answer checked by tests/deploy/probe-ok).
+# DEPLOY_KEEP=1 keeps the test's files (logs, consoles) for a look after.
 # The tests run as root: they start containers, namespaces and a VM.
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -26,7 +27,11 @@ run_cleanups() {
     for command in "${cleanups[@]}"; do
         eval "$command" >/dev/null 2>&1 || true
     done
-    rm -rf "$work"
+    if [ -n "${DEPLOY_KEEP:-}" ]; then
+        say "kept $work (DEPLOY_KEEP)"
+    else
+        rm -rf "$work"
+    fi
     if [ "$status" -eq 0 ]; then
         say "passed in $((SECONDS - started)) s"
     fi
