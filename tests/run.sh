@@ -5,7 +5,8 @@
 # MariaDB server (tests/mariadb.sh), the end-to-end tests with real
 # BitTorrent clients (libtorrent; WebTorrent in headless Chromium), the dashboard
 # and alerting rules against a real Prometheus, the checks of
-# deploy/ (shellcheck, systemd-analyze verify), and every fuzz target for
+# deploy/ (shellcheck, systemd-analyze verify), the deploy paths run for
+# real (tests/deploy/: podman, systemd, qemu), and every fuzz target for
 # FUZZ_SECONDS each (default 30; 0 skips them; fuzz/run.sh runs them longer).
 # Arguments are passed to `cargo test`.
 set -euo pipefail
@@ -26,6 +27,21 @@ command -v npm >/dev/null 2>&1 || need+=(npm)
 # private server for them, apart from any system one).
 { [ -x /usr/sbin/mariadbd ] && command -v mariadb-install-db && command -v mariadb; } >/dev/null 2>&1 ||
   need+=(mariadb-server mariadb-client)
+# tests/deploy/: the container image under podman (Debian's, with runc;
+# catatonit for its pods), a Debian 12 root made by mmdebstrap booted with
+# systemd, the Debian package (dpkg-dev builds it), older kernels under qemu
+# (busybox-static makes their root file system); openssl makes their
+# certificates, nsenter and ip their network namespace.
+for tool in podman runc catatonit mmdebstrap qemu-system-x86_64 dpkg-shlibdeps openssl nsenter ip; do
+  command -v "$tool" >/dev/null 2>&1 || case "$tool" in
+    qemu-system-x86_64) need+=(qemu-system-x86) ;;
+    dpkg-shlibdeps) need+=(dpkg-dev) ;;
+    nsenter) need+=(util-linux) ;;
+    ip) need+=(iproute2) ;;
+    *) need+=("$tool") ;;
+  esac
+done
+[ -x /bin/busybox ] && /bin/busybox --list | grep -qx cpio || need+=(busybox-static)
 if ((${#need[@]})); then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -57,6 +73,16 @@ eval "$mariadb_env"
 
 cargo test --workspace "$@"
 deploy/verify
+# The deploy paths, each run for real as root (tests/deploy/): the
+# container image, the package and deploy/install under systemd, older
+# kernels. They use the release tracker and load-test. DEPLOY_TESTS=0 skips
+# them.
+if [ "${DEPLOY_TESTS:-1}" != 0 ]; then
+  cargo build --release --bin tracker --bin load-test
+  for deploy_test in container systemd kernel; do
+    tests/deploy/$deploy_test.sh
+  done
+fi
 fuzz_seconds=${FUZZ_SECONDS:-30}
 if [ "$fuzz_seconds" -gt 0 ]; then
   fuzz/run.sh "$fuzz_seconds"

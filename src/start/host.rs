@@ -8,8 +8,10 @@ use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-/// The oldest kernel we support: glommio's io_uring operations and the
-/// accounting the memlock check relies on are there from 5.10 (an LTS).
+/// The oldest kernel we support: glommio needs io_uring's operations up to
+/// 5.6's (send, recv, read, write, openat, close, statx, the opcode probe)
+/// and names 5.8 its floor; 5.10 is the first long-term kernel after both,
+/// and tests/deploy/kernel.sh boots it (Debian 11's) and 6.1 (Debian 12's).
 pub const MIN_KERNEL: (u32, u32) = (5, 10);
 
 /// Locked memory one worker needs: glommio registers its I/O buffer with each

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# deploy/check-host in a Debian 12 container names podman's default seccomp
+# profile as what blocks io_uring, and passes io_uring under the tracker's.
 # The unit under a real systemd: Debian 12 booted in a podman container
 # (systemd 252 as PID 1, `systemctl is-system-running` = running), its root
 # file system made by mmdebstrap from Debian's packages, in a network
@@ -11,7 +13,8 @@
 #     MainPID moves to it and systemd restarts it when it dies; `systemctl
 #     stop` saves the swarms and the next start restores them; upgrading the
 #     package under load hands over to the new binary with no answer lost;
-#     removing it stops the tracker, purging it removes the state;
+#     removing it stops the tracker, purging it removes the state (with
+#     apt-get, as docs/OPERATIONS.md says);
 #   - deploy/install --enable on a fresh system: it serves as the tracker
 #     user, a second run changes nothing, and USR2 hands over.
 # The one change to the unit is a drop-in with this host's hard limits
@@ -45,13 +48,29 @@ image=localhost/tracker-systemd-test:$$
 podman import --quiet "$rootfs" "$image" >/dev/null
 on_exit "podman rmi -f $image"
 
+say "deploy/check-host in a container: podman's default profile, then the tracker's"
+check_host() { # podman flags...
+    podman run --rm --runtime runc --network none "${ulimits[@]}" "$@" \
+        -v "$repo/deploy/check-host:/check-host:ro" "$image" bash /check-host 2>&1 | grep ' io_uring ' || true
+}
+container_ulimits
+line=$(check_host)
+case "$line" in
+    "FAIL  io_uring         io_uring_setup is blocked by this process's seccomp filter"*) ;;
+    *) die "check-host under podman's default profile: $line" ;;
+esac
+line=$(check_host --security-opt "seccomp=$profile")
+case "$line" in
+    "OK    io_uring "*) ;;
+    *) die "check-host under deploy/container/seccomp.json: $line" ;;
+esac
+
 say "packages: deploy/package/build, twice (the second an upgrade)"
 version=$("$tracker_bin" --version | awk '{ print $NF }')
 deb=$("$repo/deploy/package/build" --binary "$tracker_bin" --out "$work/deb")
 upgrade=$("$repo/deploy/package/build" --binary "$tracker_bin" --version "$version+test1" --out "$work/deb")
 
 make_netns
-container_ulimits
 box=""
 # Boots a container with systemd as PID 1. CAP_SYS_ADMIN lets systemd make
 # the unit's namespaces (ProtectSystem=, PrivateDevices=...); the
@@ -178,7 +197,7 @@ say "booting Debian 12 for the package"
 boot tracker-systemd-$$
 podman cp "$deb" "$box:/tmp/tracker.deb"
 podman cp "$upgrade" "$box:/tmp/tracker-upgrade.deb"
-in_box dpkg -i /tmp/tracker.deb >"$work/dpkg.log" 2>&1 || die "dpkg -i failed: $(cat "$work/dpkg.log")"
+in_box apt-get install -y -q /tmp/tracker.deb >"$work/dpkg.log" 2>&1 || die "apt-get install failed: $(cat "$work/dpkg.log")"
 [ "$(in_box systemctl is-enabled tracker.service || true)" = disabled ] ||
     die "installing the package enabled the unit"
 [ "$(in_box systemctl is-active tracker.service || true)" = inactive ] ||
@@ -235,7 +254,7 @@ say "package upgrade under load: the new binary takes over"
 old=$(main_pid)
 start_load 8
 sleep 2
-in_box dpkg -i /tmp/tracker-upgrade.deb >"$work/upgrade.log" 2>&1 || die "the upgrade failed: $(cat "$work/upgrade.log")"
+in_box apt-get install -y -q /tmp/tracker-upgrade.deb >"$work/upgrade.log" 2>&1 || die "the upgrade failed: $(cat "$work/upgrade.log")"
 finish_load
 new=$(main_pid)
 grep -q "handed over to the new binary (pid $old to pid $new)" "$work/upgrade.log" ||
@@ -246,11 +265,11 @@ grep -q "handed over to the new binary (pid $old to pid $new)" "$work/upgrade.lo
 check_sandbox
 say "upgraded to $version+test1: pid $old -> $new, no answer lost under load"
 
-say "dpkg -r stops (and saves); dpkg --purge removes the state"
-in_box dpkg -r bittorrent-tracker >/dev/null 2>&1
-[ "$(in_box systemctl is-active tracker.service || true)" != active ] || die "the tracker runs after dpkg -r"
-in_box test -s /var/lib/tracker/tracker.state || die "no state file after dpkg -r"
-in_box dpkg --purge bittorrent-tracker >/dev/null 2>&1
+say "apt-get remove stops (and saves); apt-get purge removes the state"
+in_box apt-get remove -y -q bittorrent-tracker >/dev/null 2>&1
+[ "$(in_box systemctl is-active tracker.service || true)" != active ] || die "the tracker runs after its removal"
+in_box test -s /var/lib/tracker/tracker.state || die "no state file after the removal"
+in_box apt-get purge -y -q bittorrent-tracker >/dev/null 2>&1
 in_box test ! -e /var/lib/tracker || die "/var/lib/tracker is left after the purge"
 in_box test ! -e /etc/systemd/system/multi-user.target.wants/tracker.service || die "the unit is still enabled after the purge"
 podman rm -f "$box" >/dev/null
