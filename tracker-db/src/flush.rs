@@ -13,8 +13,9 @@
 //!    in one global order, is what keeps two trackers flushing into the same
 //!    tables from deadlocking: the foreign key checks of `peers` and
 //!    `history` then only ever ask for locks this transaction already has.
-//! 3. The batch's peers' rows and its (user, torrent) pairs' history rows
-//!    are read, locked (`FOR UPDATE`, in key order), and the batch is
+//! 3. The batch's peers' rows are read and locked (`FOR UPDATE`, in key
+//!    order), then the history rows of the (user, torrent) pairs settling
+//!    needs (a completion, a return under the upload bound), and the batch is
 //!    settled against them ([`tracker_private::settle`]): each peer
 //!    credited from the point its row records, whichever tracker wrote it,
 //!    its row written only if it is newer, and the torrents' counts moved
@@ -44,8 +45,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use tracker_private::{
-    settle, Agent, Batch, Credit, CreditRules, HistoryRow, PeerKey, PeerRow, StoredHistory,
-    StoredPeer, TorrentRow, UnregisteredRow, UserRow,
+    pairs_needing_history, settle, Agent, Batch, Credit, CreditRules, HistoryRow, PeerKey, PeerRow,
+    StoredHistory, StoredPeer, TorrentRow, UnregisteredRow, UserRow,
 };
 use tracker_proto::{InfoHash, PeerId};
 
@@ -279,13 +280,14 @@ pub fn flush(
         .copied()
         .collect();
     peer_keys.sort_unstable();
-    let mut pairs: Vec<(u32, u32)> = (batch.history.keys().copied())
-        .chain(batch.peers.keys().map(|k| (k.user_id, k.torrent_id)))
-        .filter(|&(u, t)| present(u, t))
-        .collect();
-    pairs.sort_unstable();
-    pairs.dedup();
     let stored_peers = read_peers(&mut tx, &peer_keys)?;
+    // Only the history rows settling consults (a completion, a return
+    // under the upload bound): most flushes read none.
+    let pairs: Vec<(u32, u32)> =
+        pairs_needing_history(batch, |key| stored_peers.get(key).copied(), rules)
+            .into_iter()
+            .filter(|&(u, t)| present(u, t))
+            .collect();
     let stored_history = read_history(&mut tx, &pairs)?;
     let settled = settle(
         batch,

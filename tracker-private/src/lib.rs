@@ -58,7 +58,7 @@ pub use codec::{decode_pending, encode_pending, CodecError};
 pub use ledger::{Admitted, Ledger, LedgerConfig, PeerSnapshot, PrivateAnnounce};
 pub use refusal::{Refusal, RefusalKind};
 pub use rules::{credit, FactorOverrides, Factors, GlobalFactors};
-pub use settle::{settle, Settled, StoredHistory, StoredPeer};
+pub use settle::{pairs_needing_history, settle, Settled, StoredHistory, StoredPeer};
 pub use site::{
     Group, GroupId, Passkey, Site, SiteRecords, Torrent, TorrentId, TorrentStatus, User, UserId,
 };

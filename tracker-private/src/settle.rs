@@ -126,6 +126,8 @@ enum From {
 struct PairWindow {
     /// Unix microseconds until which the pair's bound is spent.
     until_us: u64,
+    /// A step was bounded by it (so the pair's history row was needed).
+    used: bool,
 }
 
 /// Settles `batch`: `stored` gives each peer's row as the database holds
@@ -155,6 +157,7 @@ pub fn settle(
         let row = stored(key);
         let window = windows.entry(pair).or_insert_with(|| PairWindow {
             until_us: history(pair.0, pair.1).map_or(0, |h| end_of_second(h.updated_at)),
+            used: false,
         });
         let (credit, write) = settle_peer(row.as_ref(), entry, rules, window);
         if !write {
@@ -230,6 +233,36 @@ pub fn settle(
     out
 }
 
+/// The (user, torrent) pairs whose history rows settling `batch` consults:
+/// those where a peer completes (counted once a pair), where one is
+/// measured from its row under the upload bound (the pair's latest
+/// announce bounds it), or where one only stopped unknown (no history row
+/// is made for a pair that has none). A flush reads only these: the
+/// history of every other pair is never looked at.
+pub fn pairs_needing_history(
+    batch: &Batch,
+    stored: impl Fn(&PeerKey) -> Option<StoredPeer>,
+    rules: &CreditRules,
+) -> Vec<(UserId, TorrentId)> {
+    let mut pairs: Vec<(UserId, TorrentId)> = Vec::new();
+    for (key, entry) in &batch.peers {
+        let row = stored(key);
+        let mut window = PairWindow {
+            until_us: 0,
+            used: false,
+        };
+        let (credit, _) = settle_peer(row.as_ref(), entry, rules, &mut window);
+        let unknown_stop =
+            row.is_none() && entry.claim.opens_with_unknown_stop() && entry.claim.stops_only;
+        if credit.completed || window.used || unknown_stop {
+            pairs.push((key.user_id, key.torrent_id));
+        }
+    }
+    pairs.sort_unstable();
+    pairs.dedup();
+    pairs
+}
+
 /// What one peer's claim credits against its `row`, and whether its row
 /// is written (false: a newer one is stored).
 fn settle_peer(
@@ -303,6 +336,7 @@ fn from_row(
     if rate == 0 || credit.actual_uploaded == 0 || step.flagged {
         return credit;
     }
+    window.used = true;
     let start = end_of_second(row.at_secs()).max(window.until_us);
     let until = start.saturating_add(upload_time_us(credit.actual_uploaded, rate));
     if until > step.point.at_us {

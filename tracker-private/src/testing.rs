@@ -6,7 +6,7 @@ use crate::batch::{
 };
 use crate::ledger::PrivateAnnounce;
 use crate::rules::{Factors, GlobalFactors};
-use crate::settle::{settle, Settled, StoredHistory, StoredPeer};
+use crate::settle::{pairs_needing_history, settle, Settled, StoredHistory, StoredPeer};
 use crate::site::{
     Group, Passkey, Site, SiteRecords, Torrent, TorrentId, TorrentStatus, User, UserId,
 };
@@ -341,12 +341,17 @@ pub struct MemoryDb {
 }
 
 impl MemoryDb {
-    /// Settles `batch` against the rows held and writes what it settled.
+    /// Settles `batch` against the rows held and writes what it settled,
+    /// reading as tracker-db reads: the history rows of the pairs
+    /// `pairs_needing_history` names, and no other.
     pub fn flush(&mut self, batch: &Batch, rules: &CreditRules) -> Settled {
+        let stored = |key: &PeerKey| self.peers.get(key).map(StoredPeer::of_row);
+        let read = pairs_needing_history(batch, stored, rules);
         let settled = settle(
             batch,
-            |key| self.peers.get(key).map(StoredPeer::of_row),
+            stored,
             |user, torrent| {
+                read.binary_search(&(user, torrent)).ok()?;
                 self.history.get(&(user, torrent)).map(|h| StoredHistory {
                     completed: h.completed_at.is_some(),
                     updated_at: h.updated_at,
