@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::{RwLock, RwLockReadGuard};
 use std::time::Duration;
 
-use support::private::{announce_as, failure_of, API_KEY};
+use support::private::{announce_as, failure, failure_of, site_api};
 use support::site_db::{info_hash, passkey, server_start, server_stop, SiteDb};
 use support::tempfile_path::TempPath;
 use support::wire::{announce_request, http_get, target};
@@ -80,11 +80,6 @@ fn announce_with(
     announce_as(tracker, key, torrent, port, totals, event)
 }
 
-fn failure(tracker: SocketAddr, path: &str) -> Option<String> {
-    let (status, body) = http_get(tracker, path, Duration::from_secs(5)).expect("an answer");
-    failure_of(path, status, &body)
-}
-
 /// As [`failure`], with these header lines in place of the usual ones.
 fn failure_with(tracker: SocketAddr, path: &str, headers: &[&str]) -> Option<String> {
     use std::io::{Read, Write};
@@ -137,19 +132,7 @@ fn api(port: u16, method: &str, path: &str, body: &str) -> u16 {
 
 /// The status and the body.
 fn api_answer(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let request = format!(
-        "{method} /announce/{API_KEY}{path} HTTP/1.1\r\nHost: t\r\nContent-Type: \
-         application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    tcp.write_all(request.as_bytes()).unwrap();
-    let mut answer = String::new();
-    tcp.read_to_string(&mut answer).unwrap();
-    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (answer[9..12].parse().unwrap(), body.to_string())
+    site_api(port, method, path, body)
 }
 
 /// Users 1 (group user), 2 (vip: double upload, immune) and 3 (banned);

@@ -16,7 +16,6 @@ use tracker_proto::http::bencode;
 use tracker_proto::udp::{AnnounceOptions, AnnounceRequest, IpFamily, Request, Response};
 use tracker_proto::{AnnounceEvent, PeerId};
 
-use support::private::API_KEY;
 const STARTED: AnnounceEvent = AnnounceEvent::Started;
 const NONE: AnnounceEvent = AnnounceEvent::None;
 const PASSKEY_UNKNOWN: &str = "Passkey does not exist. Please re-download the .torrent file.";
@@ -92,19 +91,7 @@ impl Body {
 }
 
 fn api(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let request = format!(
-        "{method} /announce/{API_KEY}{path} HTTP/1.1\r\nHost: t\r\nContent-Type: \
-         application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    tcp.write_all(request.as_bytes()).unwrap();
-    let mut answer = String::new();
-    tcp.read_to_string(&mut answer).unwrap();
-    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (answer[9..12].parse().unwrap(), body.to_string())
+    support::private::site_api(port, method, path, body)
 }
 
 /// A UDP announce of `peer_id` with `url` as its URLData: the answer.

@@ -60,9 +60,31 @@ pub fn announce_as(
     totals: (u64, u64, u64),
     event: AnnounceEvent,
 ) -> Option<String> {
-    let path = announce_path(key, torrent, port, totals, event);
-    let (status, body) = http_get(tracker, &path, Duration::from_secs(5)).expect("an answer");
-    failure_of(&path, status, &body)
+    failure(tracker, &announce_path(key, torrent, port, totals, event))
+}
+
+/// The failure reason (or warning) of the answer to GET `path`.
+pub fn failure(tracker: SocketAddr, path: &str) -> Option<String> {
+    let (status, body) = http_get(tracker, path, Duration::from_secs(5)).expect("an answer");
+    failure_of(path, status, &body)
+}
+
+/// A request to the site API on `port`, with its key: the status and the
+/// body.
+pub fn site_api(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let request = format!(
+        "{method} /announce/{API_KEY}{path} HTTP/1.1\r\nHost: t\r\nContent-Type: \
+         application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).unwrap();
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (answer[9..12].parse().unwrap(), body.to_string())
 }
 
 /// An answer's failure reason, or its warning as `warning: ...`, or None.
