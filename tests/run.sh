@@ -41,7 +41,7 @@ for tool in podman runc catatonit mmdebstrap qemu-system-x86_64 dpkg-shlibdeps o
     *) need+=("$tool") ;;
   esac
 done
-[ -x /bin/busybox ] && /bin/busybox --list | grep -qx cpio || need+=(busybox-static)
+[ -x /bin/busybox ] && /bin/busybox --list | grep -x cpio >/dev/null || need+=(busybox-static)
 if ((${#need[@]})); then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -96,7 +96,7 @@ start_container() { # name
 # Waits until the container's log has a line matching the pattern.
 wait_log() { # container pattern seconds
     local deadline=$((SECONDS + $3))
-    until podman logs "$1" 2>&1 | grep -q -- "$2"; do
+    until podman logs "$1" 2>&1 | grep -- "$2" >/dev/null; do
         [ "$SECONDS" -lt "$deadline" ] || die "no '$2' in $1's log: $(podman logs "$1" 2>&1 | tail -n 20)"
         sleep 0.2
     done
@@ -113,7 +113,7 @@ stop_container() { # name
 
 say "the profile, config and certificate mounted: serving"
 start_container tracker-test-$$
-podman logs tracker-test-$$ 2>&1 | grep -q "HTTPS certificate /etc/tracker/tls/cert.pem" ||
+podman logs tracker-test-$$ 2>&1 | grep "HTTPS certificate /etc/tracker/tls/cert.pem" >/dev/null ||
     die "the mounted certificate is not the one served: $(podman logs tracker-test-$$ 2>&1 | head)"
 probe udp=127.0.0.1:6969 http=http://127.0.0.1:6969/announce https=https://127.0.0.1:6970/announce \
     ws=ws://127.0.0.1:6969/announce wss=wss://127.0.0.1:6970/announce

@@ -21,7 +21,7 @@ source "$(dirname "$0")/lib.sh"
 for tool in qemu-system-x86_64 apt-get dpkg-deb; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool is not installed (tests/run.sh installs it)"
 done
-if ! { [ -x /bin/busybox ] && /bin/busybox --list | grep -qx cpio; }; then
+if ! { [ -x /bin/busybox ] && /bin/busybox --list | grep -x cpio >/dev/null; }; then
     die "busybox-static is not installed (tests/run.sh installs it)"
 fi
 cache=${DEPLOY_CACHE:-$repo/target/deploy}

@@ -5,6 +5,9 @@
 # DEPLOY_KEEP=1 keeps the test's files (logs, consoles) for a look after.
 # The tests run as root: they start containers, namespaces and a VM.
 
+# The tests run under `set -o pipefail`: a `... | grep -q` fails when grep
+# stops reading early and the writer gets SIGPIPE, so they grep to
+# /dev/null instead.
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 test_name=$(basename "$0" .sh)
 tracker_bin=${TRACKER_BIN:-$repo/target/release/tracker}

@@ -51,7 +51,8 @@ on_exit "podman rmi -f $image"
 say "deploy/check-host in a container: podman's default profile, then the tracker's"
 check_host() { # podman flags...
     podman run --rm --runtime runc --network none "${ulimits[@]}" "$@" \
-        -v "$repo/deploy/check-host:/check-host:ro" "$image" bash /check-host 2>&1 | grep ' io_uring ' || true
+        -v "$repo/deploy/check-host:/check-host:ro" "$image" bash /check-host 2>&1 |
+        grep -E '^(OK|WARN|FAIL) +io_uring ' || true
 }
 container_ulimits
 line=$(check_host)
@@ -99,7 +100,7 @@ main_pid() { in_box systemctl show --property MainPID --value tracker.service; }
 journal() { in_box journalctl --unit tracker --output cat --no-pager; }
 wait_journal() { # pattern seconds
     local deadline=$((SECONDS + $2))
-    until journal | grep -q -- "$1"; do
+    until journal | grep -- "$1" >/dev/null; do
         [ "$SECONDS" -lt "$deadline" ] || die "no '$1' in the journal: $(journal | tail -n 20)"
         sleep 0.2
     done
@@ -162,7 +163,7 @@ hand_over() {
     done
     finish_load
     [ "$(in_box systemctl is-active tracker.service)" = active ] || die "the unit is not active after the hand-over"
-    journal | grep -q "handed over .* to pid $new" || die "no hand-over to pid $new in the journal"
+    journal | grep "handed over .* to pid $new" >/dev/null || die "no hand-over to pid $new in the journal"
     say "USR2: MainPID $old -> $new, no answer lost under load"
 }
 
