@@ -13,7 +13,7 @@ mod support;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use support::private::config;
+use support::private::API_KEY;
 use support::site_db::{info_hash, passkey, server_start, server_stop, SiteDb};
 use support::tempfile_path::TempPath;
 use support::{free_port, Tracker};
@@ -124,14 +124,23 @@ fn memory_stays_flat_through_an_outage_with_a_client_churning_peer_ids() {
         db.torrent(id, 0, 1);
     }
     let state = TempPath::new("tracker-test-outage", "state");
-    // A bound small enough to reach within the first minute.
-    let extra = "max_pending_entries = 60000\nmax_pending_entries_per_user = 20000\n\
-                 max_upload_rate = 0";
+    // A bound small enough to reach within the first minute; retries as
+    // an operator's (a line of log each: the test reads the log only at
+    // the end, and a full pipe would hold up the thread that writes it).
+    let config = format!(
+        "[private]\nenabled = true\ndatabase_url = \"{}\"\ntracker_id = \"outage\"\n\
+         flush_interval_ms = 1000\nflush_retry_min_ms = 1000\nflush_retry_max_ms = 10000\n\
+         api_listen = \"127.0.0.1:{}\"\napi_key = \"{API_KEY}\"\nmax_upload_rate = 0\n\
+         max_pending_entries = 60000\nmax_pending_entries_per_user = 20000\n\
+         [runtime]\nexempt_networks = [\"127.0.0.0/8\"]\n",
+        db.url,
+        free_port()
+    );
     let tracker = Tracker::builder()
         .http(None)
         .udp(None)
         .runtime_args(&["--workers", "2", "--no-pin"])
-        .config(&config(&db, free_port(), "outage", extra))
+        .config(&config)
         .state_file(&state.0)
         .metrics()
         .start();
@@ -140,6 +149,15 @@ fn memory_stays_flat_through_an_outage_with_a_client_churning_peer_ids() {
     db.wait_for("SELECT COUNT(*) FROM peers", 1u32);
 
     server_stop();
+    // The server back whatever happens here: the tests after this one
+    // need it.
+    struct Restart;
+    impl Drop for Restart {
+        fn drop(&mut self) {
+            server_start();
+        }
+    }
+    let restart = Restart;
     let mut churner = Churner::new(tracker.udp[0], 1);
     let started = Instant::now();
     let (mut peer, mut samples) = (0u64, Vec::new());
@@ -165,7 +183,9 @@ fn memory_stays_flat_through_an_outage_with_a_client_churning_peer_ids() {
     let pending = tracker.metric("tracker_private_pending_rows", &[]);
     eprintln!("{peer} peer ids churned in {outage:?}; RSS (s, KiB): {samples:?}; {dropped} dropped, {pending} pending");
     assert!(dropped > 0, "the bound was never reached");
-    assert!(pending <= 2 * 60_000, "{pending} entries held");
+    // The next flush's entries, the one in flight, and what waits to be
+    // taken: each at most the bound.
+    assert!(pending <= 3 * 60_000, "{pending} entries held");
     // Flat past the bound: from the first sample after a minute to the end,
     // less than a megabyte a minute (a churn unbounded grows by about 465
     // bytes a peer id: hundreds of megabytes here).
@@ -180,7 +200,7 @@ fn memory_stays_flat_through_an_outage_with_a_client_churning_peer_ids() {
         "RSS grew {grown} KiB in {minutes} minutes: {samples:?}"
     );
 
-    server_start();
+    drop(restart);
     // The honest user's peer is still credited when the database is back.
     assert!(honest.announce(info_hash(1), 1, 700, AnnounceEvent::None));
     db.wait_for("SELECT uploaded FROM users WHERE id = 2", 700u64);

@@ -51,7 +51,9 @@
 //! credited from); only a peer that never announces again loses its last
 //! interval, and a history row's or unregistered row's latest times wait
 //! for the next announce. The batch in flight is bounded the same way when
-//! it was `next`, so the thread holds at most twice the bound.
+//! it was `next`, and the batches submitted but not yet taken (the thread
+//! held up in a statement, or a log write) the same again: the tracker holds
+//! at most three times the bound.
 //!
 //! # Failures retrying cannot fix
 //!
@@ -202,6 +204,9 @@ struct Shared {
     last_success_unix: AtomicU64,
     last_sequence: AtomicU64,
     reachable: AtomicBool,
+    /// `max_pending_entries`, for the workers' side: what the channel may
+    /// hold too (0: no bound).
+    max_queued: u64,
 }
 
 enum Message {
@@ -255,7 +260,10 @@ impl Flusher {
         let mut conn = config.db.connect()?;
         create_tracker_table(&mut conn)?;
         let last = last_sequence(&mut conn, &config.tracker_id)?;
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            max_queued: config.max_pending_entries as u64,
+            ..Shared::default()
+        });
         shared.last_sequence.store(last, Relaxed);
         shared.reachable.store(true, Relaxed);
 
@@ -562,12 +570,20 @@ impl Flusher {
 impl FlusherHandle {
     /// Hands a batch to the database thread. Never blocks: the thread
     /// merges it into the next flush, so memory grows with the distinct
-    /// keys, not with the submissions.
+    /// keys, not with the submissions. While the thread is held up (a
+    /// statement waiting out its timeout, a log it cannot write) batches
+    /// wait in the channel: past `max_pending_entries` of them, a batch is
+    /// dropped and counted, as the thread drops keys past its bound.
     pub fn submit(&self, batch: Batch) {
         if batch.is_empty() {
             return;
         }
         let rows = batch.rows() as u64;
+        let max = self.shared.max_queued;
+        if max != 0 && self.shared.queued_rows.load(SeqCst) + rows > max {
+            self.shared.entries_dropped.fetch_add(rows, Relaxed);
+            return;
+        }
         self.shared.queued_rows.fetch_add(rows, SeqCst);
         // Fails only once the thread has ended, which only stop (taking
         // the handle) makes happen.

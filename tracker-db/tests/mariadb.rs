@@ -483,6 +483,44 @@ fn an_outage_holds_the_deltas_and_they_land_once_it_ends() {
         .is_empty());
 }
 
+/// The database thread held up (here: connecting to a server that never
+/// answers, for its timeouts) takes no batch meanwhile; what the workers
+/// submit waits in the channel only up to `max_pending_entries`, past
+/// which it is dropped and counted, so memory stays bounded however long
+/// the thread is held.
+#[test]
+fn batches_submitted_while_the_thread_is_held_up_are_bounded() {
+    let db = TestDb::new();
+    db.seed(1, 1);
+    let proxy = Proxy::start();
+    let mut config = fast(proxy.url(&db.url), "held");
+    config.db.connect_timeout = Duration::from_secs(5);
+    config.db.io_timeout = Duration::from_secs(5);
+    config.max_pending_entries = 50;
+    config.max_pending_entries_per_user = 50;
+    let handle = Flusher::spawn(config, Vec::new()).unwrap();
+    proxy.hang();
+    // One batch to start a flush that will hang on its connection.
+    handle.submit(credit(&[1], &[1], 1, T0));
+    std::thread::sleep(Duration::from_millis(300));
+    for i in 0..200u32 {
+        let mut batch = Batch::default();
+        batch.unregistered.insert(
+            (1, InfoHash([i as u8; 20])),
+            UnregisteredRow {
+                created_at: T0,
+                updated_at: T0,
+            },
+        );
+        handle.submit(batch);
+    }
+    let stats = handle.stats();
+    assert!(stats.pending_rows <= 3 * 50, "{stats:?}");
+    assert!(stats.entries_dropped >= 200 - 2 * 50, "{stats:?}");
+    proxy.restore();
+    drop(handle);
+}
+
 #[test]
 fn a_lost_commit_acknowledgement_is_not_applied_twice() {
     let db = TestDb::new();

@@ -262,6 +262,10 @@ pub struct Proxy {
 #[derive(Default)]
 struct ProxyState {
     cut: AtomicBool,
+    /// New connections are accepted and held, never answered: a server
+    /// that takes connections but does not serve them.
+    hang: AtomicBool,
+    held: Mutex<Vec<TcpStream>>,
     swallow_commit_ack: AtomicBool,
     swallowed: AtomicU64,
     streams: Mutex<Vec<TcpStream>>,
@@ -281,6 +285,10 @@ impl Proxy {
                 let Ok(client) = client else { continue };
                 if accept_state.cut.load(SeqCst) {
                     let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
+                if accept_state.hang.load(SeqCst) {
+                    accept_state.held.lock().unwrap().push(client);
                     continue;
                 }
                 let Ok(server) = TcpStream::connect(&upstream) else {
@@ -309,6 +317,17 @@ impl Proxy {
 
     pub fn restore(&self) {
         self.state.cut.store(false, SeqCst);
+        self.state.hang.store(false, SeqCst);
+        self.state.held.lock().unwrap().clear();
+    }
+
+    /// Closes every connection, then accepts new ones and answers none:
+    /// whoever connects waits out its timeouts.
+    pub fn hang(&self) {
+        self.state.hang.store(true, SeqCst);
+        for stream in self.state.streams.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
     }
 
     /// The next COMMIT reaches the server, its answer does not reach the
