@@ -592,8 +592,11 @@ impl Batch {
 
     /// Merges `later` as [`Batch::merge`] does, but a key this batch does
     /// not hold yet is added only if `admit` says so for its user (it may
-    /// count it); returns how many were left out. Rows already settled
-    /// (an older version's) are always taken.
+    /// count it); returns how many were left out. A new peer whose (user,
+    /// torrent) pair's history mark was left out goes with it: its credit
+    /// goes into that pair's row, so a peer kept without it would have its
+    /// bytes written into its row and credited to no one.
+    /// Rows already settled (an older version's) are always taken.
     pub fn merge_bounded(
         &mut self,
         later: Batch,
@@ -601,16 +604,19 @@ impl Batch {
         mut admit: impl FnMut(UserId) -> bool,
     ) -> usize {
         let mut dropped = 0;
-        for (key, entry) in later.peers {
-            if self.peers.contains_key(&key) || admit(key.user_id) {
-                self.merge_peer(key, entry, rules);
-            } else {
-                dropped += 1;
-            }
-        }
+        let mut unmarked = ahash::AHashSet::new();
         for (key, mark) in later.history {
             if self.history.contains_key(&key) || admit(key.0) {
                 self.merge_history(key, mark);
+            } else {
+                unmarked.insert(key);
+                dropped += 1;
+            }
+        }
+        for (key, entry) in later.peers {
+            let marked = !unmarked.contains(&(key.user_id, key.torrent_id));
+            if self.peers.contains_key(&key) || (marked && admit(key.user_id)) {
+                self.merge_peer(key, entry, rules);
             } else {
                 dropped += 1;
             }
@@ -713,6 +719,58 @@ mod tests {
                 + b.unregistered.keys().filter(|k| !a.unregistered.contains_key(k)).count();
             prop_assert_eq!(dropped, new);
         }
+    }
+
+    /// At the bound, a peer that may carry credit is never kept without
+    /// its pair's history mark: its bytes would go into its row and be
+    /// credited to no one. Dropped together, its next announce credits
+    /// them from its row.
+    #[test]
+    fn a_bounded_merge_keeps_no_creditable_peer_without_its_mark() {
+        let rules = CreditRules::default();
+        let key = PeerKey {
+            user_id: 1,
+            torrent_id: 1,
+            peer_id: tracker_proto::PeerId([7; 20]),
+        };
+        let mut later = Batch::default();
+        let p = point(100, 0, 10, false);
+        later.merge_peer(
+            key,
+            PeerEntry {
+                row: crate::testing::any_peer_row(),
+                claim: Claim::of(Some(point(0, 0, 5, false)), step(StepKind::Announce, p)),
+            },
+            &rules,
+        );
+        later.merge_history(
+            (1, 1),
+            HistoryMark {
+                agent: Agent::default(),
+                client_uploaded: 100,
+                client_downloaded: 0,
+                seeder: false,
+                active: true,
+                immune: false,
+                completed_at: None,
+                created_at: 10,
+                updated_at: 10,
+            },
+        );
+        // Room for one key: the mark takes it, the peer goes too.
+        let mut room = 1;
+        let mut held = Batch::default();
+        let dropped = held.merge_bounded(later.clone(), &rules, |_| {
+            let fits = room > 0;
+            room -= usize::from(fits);
+            fits
+        });
+        assert_eq!(dropped, 1);
+        assert!(held.peers.is_empty() && held.history.len() == 1);
+        // Room for both: both kept.
+        let mut held = Batch::default();
+        assert_eq!(held.merge_bounded(later, &rules, |_| true), 0);
+        assert_eq!((held.peers.len(), held.history.len()), (1, 1));
     }
 
     #[test]

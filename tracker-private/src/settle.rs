@@ -36,7 +36,7 @@ use crate::batch::{
     PeerRow, Point, Rows, StepKind, TorrentRow, UserRow, MICROS,
 };
 use crate::site::{TorrentId, UserId};
-use ahash::{AHashMap, AHashSet};
+use ahash::AHashMap;
 
 /// What the database holds of a peer when a flush reads its row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,20 +191,29 @@ pub fn settle(
         *real |= !unknown_stop;
     }
 
-    let mut counted: AHashSet<(UserId, TorrentId)> = AHashSet::new();
     let mut pairs: Vec<_> = pair_credit.into_iter().collect();
     pairs.sort_unstable_by_key(|(pair, _)| *pair);
     for ((user_id, torrent_id), (credit, real)) in pairs {
+        let user_row = UserRow {
+            uploaded: credit.uploaded,
+            downloaded: credit.downloaded,
+        };
         let Some(mark) = batch.history.get(&(user_id, torrent_id)) else {
+            // No announce of the pair, only expiries (which credit
+            // nothing); or a mark dropped by a bounded merge, which keeps
+            // no creditable peer without it. The user is credited all the
+            // same: bytes in a peer's row are never credited again.
+            if credit.uploaded != 0 || credit.downloaded != 0 {
+                out.credited.add(&credit);
+                out.rows.add_user(user_id, user_row);
+            }
             continue;
         };
         let stored_history = history(user_id, torrent_id);
         let mut row = HistoryRow::of(mark, &credit);
-        // The user's first completion of the torrent, once.
-        if credit.completed
-            && !stored_history.is_some_and(|h| h.completed)
-            && counted.insert((user_id, torrent_id))
-        {
+        // The user's first completion of the torrent (the pairs are
+        // unique here).
+        if credit.completed && !stored_history.is_some_and(|h| h.completed) {
             out.rows.add_torrent(
                 torrent_id,
                 TorrentRow {
@@ -220,13 +229,7 @@ pub fn settle(
         }
         out.credited.add(&credit);
         if credit.uploaded != 0 || credit.downloaded != 0 {
-            out.rows.add_user(
-                user_id,
-                UserRow {
-                    uploaded: credit.uploaded,
-                    downloaded: credit.downloaded,
-                },
-            );
+            out.rows.add_user(user_id, user_row);
         }
         out.rows.add_history((user_id, torrent_id), row);
     }

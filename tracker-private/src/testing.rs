@@ -146,6 +146,24 @@ fn arb_peer_row() -> impl Strategy<Value = PeerRow> {
         )
 }
 
+/// A peer row of no importance.
+pub fn any_peer_row() -> PeerRow {
+    PeerRow {
+        ip: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
+        port: 6881,
+        agent: Agent::default(),
+        uploaded: 0,
+        downloaded: 0,
+        left: 0,
+        active: true,
+        seeder: false,
+        visible: true,
+        connectable: false,
+        created_at: 0,
+        updated_at: 0,
+    }
+}
+
 fn arb_history_row() -> impl Strategy<Value = HistoryRow> {
     (
         arb_agent(),
