@@ -73,20 +73,30 @@ pub struct Confinement {
     /// Whether `kernel.io_uring_disabled = 1` lets this process in: it has
     /// CAP_SYS_ADMIN or is in the group `kernel.io_uring_group` names.
     pub io_uring_admitted: bool,
+    /// `kernel.io_uring_group`, where the knob exists.
+    pub io_uring_group: Option<libc::gid_t>,
 }
 
 impl Confinement {
     /// As this process sees it now.
     pub fn of_this_process() -> Confinement {
         let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-        let group = read_sysctl("kernel/io_uring_group");
+        let group =
+            read_sysctl("kernel/io_uring_group").and_then(|gid| libc::gid_t::try_from(gid).ok());
         Confinement {
             seccomp: status_field(&status, "Seccomp:").and_then(|v| v.parse().ok()),
             io_uring_disabled: read_sysctl("kernel/io_uring_disabled").map(|v| v as u32),
-            io_uring_admitted: has_cap_sys_admin(&status)
-                || group
-                    .and_then(|gid| libc::gid_t::try_from(gid).ok())
-                    .is_some_and(in_group),
+            io_uring_admitted: has_cap_sys_admin(&status) || group.is_some_and(in_group),
+            io_uring_group: group,
+        }
+    }
+
+    /// The same once root is given up (a chroot may hide /proc then, so
+    /// what was read stays): no capability left, only the groups admit.
+    pub fn dropped(&self) -> Confinement {
+        Confinement {
+            io_uring_admitted: self.io_uring_group.is_some_and(in_group),
+            ..*self
         }
     }
 
@@ -112,14 +122,16 @@ fn has_cap_sys_admin(status: &str) -> bool {
 
 /// Whether this process's effective or supplementary groups include `gid`.
 fn in_group(gid: libc::gid_t) -> bool {
-    // SAFETY: getegid cannot fail; getgroups writes at most `groups.len()`.
+    // SAFETY: getegid cannot fail; getgroups(0, NULL) only counts, and then
+    // writes at most `groups.len()` entries.
     unsafe {
         if libc::getegid() == gid {
             return true;
         }
-        let mut groups = [0 as libc::gid_t; 256];
-        let n = libc::getgroups(groups.len() as libc::c_int, groups.as_mut_ptr());
-        n > 0 && groups[..n as usize].contains(&gid)
+        let count = libc::getgroups(0, std::ptr::null_mut());
+        let mut groups = vec![0 as libc::gid_t; usize::try_from(count).unwrap_or(0)];
+        let n = libc::getgroups(count.max(0), groups.as_mut_ptr());
+        n > 0 && groups.get(..n as usize).is_some_and(|g| g.contains(&gid))
     }
 }
 
@@ -136,9 +148,11 @@ fn read_sysctl(path: &str) -> Option<i64> {
 /// may block, each made once here as the workers will make it: a failure
 /// is one line that names the call, what refused it and the fix, instead of
 /// a worker dying later with a bare errno.
-pub fn check_system_calls() -> Result<(), String> {
-    check_io_uring()?;
-    check_affinity()
+/// `seen`: what may refuse them ([`Confinement::of_this_process`], read
+/// while /proc is there).
+pub fn check_system_calls(seen: &Confinement) -> Result<(), String> {
+    check_io_uring(seen)?;
+    check_affinity(seen)
 }
 
 /// Sets up a one-entry ring, enters it and registers on it, as glommio
@@ -146,13 +160,13 @@ pub fn check_system_calls() -> Result<(), String> {
 /// process may use io_uring (a sysctl, a seccomp filter, a security module
 /// or a kernel built without it can each forbid it, and a profile may allow
 /// one of the three calls and not the others).
-pub fn check_io_uring() -> Result<(), String> {
+pub fn check_io_uring(seen: &Confinement) -> Result<(), String> {
     // struct io_uring_params is 120 bytes; zero asks for the defaults.
     let mut params = [0u8; 120];
     // SAFETY: io_uring_setup reads and writes one io_uring_params.
     let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, 1u32, params.as_mut_ptr()) };
     if fd < 0 {
-        return Err(refused("io_uring_setup", last_errno()));
+        return Err(refusal("io_uring_setup", last_errno(), seen));
     }
     // SAFETY: the ring's fd is ours, and closed once when `ring` drops.
     let ring = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
@@ -170,7 +184,7 @@ pub fn check_io_uring() -> Result<(), String> {
         )
     };
     if entered < 0 {
-        return Err(refused("io_uring_enter", last_errno()));
+        return Err(refusal("io_uring_enter", last_errno(), seen));
     }
     // The opcodes this kernel supports (IORING_REGISTER_PROBE, Linux 5.6),
     // which glommio reads before anything else: a struct io_uring_probe
@@ -189,14 +203,14 @@ pub fn check_io_uring() -> Result<(), String> {
         )
     };
     if registered < 0 {
-        return Err(refused("io_uring_register", last_errno()));
+        return Err(refusal("io_uring_register", last_errno(), seen));
     }
     Ok(())
 }
 
 /// Sets this thread's CPU mask to what it is (each worker pins itself, or
 /// fences itself to its CPUs, with sched_setaffinity).
-fn check_affinity() -> Result<(), String> {
+fn check_affinity(seen: &Confinement) -> Result<(), String> {
     // SAFETY: a zeroed cpu_set_t is valid; both calls read or write one.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -204,7 +218,7 @@ fn check_affinity() -> Result<(), String> {
         if libc::sched_getaffinity(0, size, &mut set) != 0
             || libc::sched_setaffinity(0, size, &set) != 0
         {
-            return Err(refused("sched_setaffinity", last_errno()));
+            return Err(refusal("sched_setaffinity", last_errno(), seen));
         }
     }
     Ok(())
@@ -212,12 +226,6 @@ fn check_affinity() -> Result<(), String> {
 
 fn last_errno() -> Option<i32> {
     io::Error::last_os_error().raw_os_error()
-}
-
-/// The message for a refused start-up system call, from what this process
-/// can see now.
-fn refused(call: &str, errno: Option<i32>) -> String {
-    refusal(call, errno, &Confinement::of_this_process())
 }
 
 /// The cause of a refused `call` and what to change, most certain cause
@@ -445,11 +453,13 @@ mod tests {
         seccomp: Some(2),
         io_uring_disabled: None,
         io_uring_admitted: false,
+        io_uring_group: None,
     };
     const OPEN: Confinement = Confinement {
         seccomp: Some(0),
         io_uring_disabled: Some(0),
         io_uring_admitted: false,
+        io_uring_group: None,
     };
 
     #[test]
@@ -485,6 +495,7 @@ mod tests {
                 seccomp,
                 io_uring_disabled: Some(2),
                 io_uring_admitted: true,
+                io_uring_group: None,
             };
             let text = refusal("io_uring_setup", Some(libc::EPERM), &off);
             assert!(text.contains("kernel.io_uring_disabled = 2"), "{text}");
@@ -492,6 +503,7 @@ mod tests {
                 seccomp,
                 io_uring_disabled: Some(1),
                 io_uring_admitted: false,
+                io_uring_group: None,
             };
             let text = refusal("io_uring_setup", Some(libc::EPERM), &group);
             assert!(
@@ -505,6 +517,7 @@ mod tests {
             seccomp: Some(2),
             io_uring_disabled: Some(1),
             io_uring_admitted: true,
+            io_uring_group: None,
         };
         assert!(refusal("io_uring_setup", Some(libc::EPERM), &admitted).contains("seccomp filter"));
         // The sysctl answers EPERM; a filter's ENOSYS is the filter's.
@@ -512,6 +525,7 @@ mod tests {
             seccomp: Some(2),
             io_uring_disabled: Some(2),
             io_uring_admitted: false,
+            io_uring_group: None,
         };
         assert!(refusal("io_uring_setup", Some(libc::ENOSYS), &both).contains("seccomp filter"));
     }
@@ -527,6 +541,7 @@ mod tests {
             seccomp: None,
             io_uring_disabled: None,
             io_uring_admitted: false,
+            io_uring_group: None,
         };
         assert!(refusal("io_uring_setup", Some(libc::ENOSYS), &unknown).contains("CONFIG_IO_URING"));
         let text = refusal("io_uring_setup", Some(libc::EPERM), &OPEN);
@@ -551,11 +566,35 @@ mod tests {
         assert!(in_group(unsafe { libc::getegid() }));
     }
 
+    /// Root is admitted by kernel.io_uring_disabled = 1 through
+    /// CAP_SYS_ADMIN; the user it drops to only through io_uring_group.
+    #[test]
+    fn a_dropped_process_is_admitted_by_its_groups_alone() {
+        let root = Confinement {
+            seccomp: Some(0),
+            io_uring_disabled: Some(1),
+            io_uring_admitted: true,
+            io_uring_group: Some(4_242_424),
+        };
+        assert!(!root.dropped().io_uring_admitted);
+        // SAFETY: getegid cannot fail.
+        let mine = unsafe { libc::getegid() };
+        let member = Confinement {
+            io_uring_group: Some(mine),
+            ..root
+        };
+        assert!(member.dropped().io_uring_admitted);
+        assert!(
+            refusal("io_uring_setup", Some(libc::EPERM), &root.dropped())
+                .contains("io_uring_group")
+        );
+    }
+
     #[test]
     fn this_host_can_run_the_tracker() {
         // The test machines are the tracker's machines: these must hold here.
         check_kernel(&kernel_release().unwrap()).unwrap();
-        check_system_calls().unwrap();
+        check_system_calls(&Confinement::of_this_process()).unwrap();
     }
 
     #[test]

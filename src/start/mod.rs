@@ -73,7 +73,8 @@ pub fn run(
     let kernel =
         host::kernel_release().map_err(|e| format!("cannot read the kernel version: {e}"))?;
     host::check_kernel(&kernel)?;
-    host::check_system_calls()?;
+    let confinement = host::Confinement::of_this_process();
+    host::check_system_calls(&confinement)?;
     let euid = privileges::euid();
     let privilege_plan = privileges::plan(&config.privileges, euid, privileges::resolve)?;
     host::check_memlock(
@@ -132,6 +133,9 @@ pub fn run(
     if let PrivilegePlan::Drop { identity, chroot } = &privilege_plan {
         workers::topology()?;
         privileges::drop_privileges(identity, chroot.as_deref())?;
+        // What root was allowed, the user may not be (the io_uring sysctl
+        // admits root by its capability): asked again as the user.
+        host::check_io_uring(&confinement.dropped())?;
         info!(
             "serving as user {} (uid {}, gid {}){}",
             identity.user,
