@@ -393,15 +393,26 @@ impl WsService {
                 return End::Gone;
             }
             slot.set_idle(true);
-            let frame = async { Woke::Frame(receiver.next().await) };
-            let closing = async {
-                futures_lite::future::or(self.stop.wait(), slot.evicted()).await;
-                Woke::Closing
+            // The deadlines before the frame as well as after it: `or` polls
+            // in order, and the frame's read may take the bytes a deadline
+            // must see, but a client that keeps a frame always ready (a
+            // fragment, a ping, a fragment...) would otherwise never have
+            // them checked.
+            let woke = match self.overdue(incoming, &session.unfinished, last_message) {
+                Some(overdue) => overdue,
+                None => {
+                    let frame = async { Woke::Frame(receiver.next().await) };
+                    let closing = async {
+                        futures_lite::future::or(self.stop.wait(), slot.evicted()).await;
+                        Woke::Closing
+                    };
+                    let deadlines =
+                        self.deadlines(incoming, &session.unfinished, last_message, &mut alarm);
+                    futures_lite::future::or(frame, futures_lite::future::or(closing, deadlines))
+                        .await
+                }
             };
-            let deadlines = self.deadlines(incoming, &session.unfinished, last_message, &mut alarm);
-            let woke =
-                futures_lite::future::or(frame, futures_lite::future::or(closing, deadlines));
-            let message = match woke.await {
+            let message = match woke {
                 Woke::Idle => {
                     self.stats.idle_timeouts.inc();
                     return End::Close(1000, "idle");
@@ -471,19 +482,45 @@ impl WsService {
         alarm: &'b mut Alarm,
     ) -> impl Future<Output = Woke> + 'b {
         poll_fn(move |cx| {
-            let (started, bytes) = {
-                let incoming = incoming.borrow();
-                (incoming.started(), incoming.unfinished())
-            };
-            if let Err(level) = unfinished.set(bytes) {
-                return Poll::Ready(Woke::Unfinished(level));
-            }
-            let idle = last_message + self.idle_timeout;
-            let (at, why) = match started.map(|at| at + self.message_timeout) {
-                Some(whole_by) if whole_by < idle => (whole_by, Woke::MessageTimeout),
-                _ => (idle, Woke::Idle),
+            let (at, why) = match self.next_deadline(incoming, unfinished, last_message) {
+                Ok(next) => next,
+                Err(over) => return Poll::Ready(over),
             };
             alarm.poll_at(at, cx).map(|()| why)
+        })
+    }
+
+    /// What ends the connection now, if anything: its unfinished bytes past
+    /// a budget, or a deadline passed.
+    fn overdue(
+        &self,
+        incoming: &RefCell<Incoming>,
+        unfinished: &Held<'_>,
+        last_message: Instant,
+    ) -> Option<Woke> {
+        match self.next_deadline(incoming, unfinished, last_message) {
+            Err(over) => Some(over),
+            Ok((at, why)) => (at <= Instant::now()).then_some(why),
+        }
+    }
+
+    /// The unfinished bytes counted; the next deadline and what it ends
+    /// the connection for, or what ends it now (a budget passed).
+    fn next_deadline(
+        &self,
+        incoming: &RefCell<Incoming>,
+        unfinished: &Held<'_>,
+        last_message: Instant,
+    ) -> Result<(Instant, Woke), Woke> {
+        let (started, bytes) = {
+            let incoming = incoming.borrow();
+            (incoming.started(), incoming.unfinished())
+        };
+        unfinished.set(bytes).map_err(Woke::Unfinished)?;
+        let idle = last_message + self.idle_timeout;
+        Ok(match started.map(|at| at + self.message_timeout) {
+            Some(whole_by) if whole_by < idle => (whole_by, Woke::MessageTimeout),
+            _ => (idle, Woke::Idle),
         })
     }
 
