@@ -371,18 +371,18 @@ pub struct SwarmConfig {
     /// for it: about 11 bytes per client. 0 turns the limit (and the counts)
     /// off.
     pub max_peers_per_address_per_torrent: usize,
-    /// Peers each worker holds at most from one network (an IPv4 /16, an
-    /// IPv6 /48: what an organisation or a hosting customer is given), over
-    /// all its torrents; new ones past it are answered, not stored, and
-    /// create no torrent. Without it a /48, or a thousand addresses of one
-    /// /16, could fill max_peers_per_worker, and two networks that announce
-    /// every torrent they create from both could hold
-    /// max_torrents_per_worker for good (a torrent two networks share is
-    /// never dropped for a new one). The cap used is at most an eighth of
-    /// max_peers_per_worker and a quarter of max_torrents_per_worker,
-    /// whatever is set here, so that it takes eight networks to fill either
-    /// (the default, 1,250,000, is a quarter of the default torrents and a
-    /// sixteenth of the default peers). Clients of
+    /// BitTorrent peers each worker holds at most from one network (an IPv4
+    /// /16, an IPv6 /48: what an organisation or a hosting customer is
+    /// given), over all its torrents (WebRTC peers have websocket's caps);
+    /// new ones past it are answered, not stored, and create no torrent.
+    /// Without it a /48, or a thousand addresses of one /16, could fill
+    /// max_peers_per_worker, and two networks that announce every torrent
+    /// they create from both could hold max_torrents_per_worker for good (a
+    /// torrent two networks share is never dropped for a new one). The cap
+    /// used is at most an eighth of max_peers_per_worker and a quarter of
+    /// max_torrents_per_worker, whatever is set here, so that it takes eight
+    /// networks to fill either (the default, 1,250,000, is a quarter of the
+    /// default torrents and a sixteenth of the default peers). Clients of
     /// runtime.exempt_networks are not held to it. It costs a table of 256
     /// KiB per worker, nothing per peer. 0 turns it (and the table) off.
     pub max_peers_per_network: usize,

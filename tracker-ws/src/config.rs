@@ -56,8 +56,11 @@ pub struct WebSocketConfig {
     /// come from.
     pub max_peers_per_subnet: usize,
     /// WebRTC peers the connections of one network (an IPv4 /16, an IPv6
-    /// /48) hold on a worker at most (about 16 MB), so that no network
-    /// fills swarm.max_peers_per_worker with WebRTC peers.
+    /// /48) hold on a worker at most (about 16 MB). Counted where the
+    /// connections are, not at the torrents' owners: one network can put
+    /// workers times this many on one owner's store, so keep it well under
+    /// swarm.max_peers_per_worker divided by the workers (the default,
+    /// 80,000, is for up to 250 workers at the default cap).
     pub max_peers_per_network: usize,
     /// Seconds an offer handed to a peer may be answered (aquatic_ws: 120);
     /// an answer after that, or to an offer never made to the answerer, is
@@ -150,7 +153,9 @@ impl WebSocketConfig {
         if private && self.enabled == Some(true) {
             return Err(ConfigError::key(
                 "websocket.enabled",
-                "a private tracker serves no WebTorrent: UNIT3D's rules refuse browsers, and                  a WebRTC peer cannot be accounted rightly (see docs/OPERATIONS.md); leave it                  unset",
+                "a private tracker serves no WebTorrent: UNIT3D's rules refuse browsers, and \
+                 a WebRTC peer cannot be accounted rightly (see docs/OPERATIONS.md); leave it \
+                 unset",
             ));
         }
         within(
