@@ -74,11 +74,9 @@ impl AccessApi {
         let (status, why) = match edited {
             Ok(Edited { list, written }) => {
                 let count = list.len();
-                // Unchanged, the list served may still differ from the file
-                // (edited by hand, not reloaded): the file is what was asked.
-                if written || self.list.load().0.allows(&info_hash) != list.allows(&info_hash) {
-                    self.list.store(Arc::new(list));
-                }
+                // The file is the list, changed or not (it may have been
+                // edited by hand and not reloaded): it is what is served.
+                self.list.store(Arc::new(list));
                 if written {
                     let change = if listed { "listed" } else { "taken off" };
                     info!(
