@@ -207,16 +207,7 @@ pub fn step_credit(prev: &Point, step: &Step, rules: &CreditRules) -> Credit {
         return Credit::default();
     }
     let p = &step.point;
-    let (up, down) = if step.kind == StepKind::Stopped {
-        (
-            p.uploaded.saturating_sub(prev.uploaded),
-            p.downloaded.saturating_sub(prev.downloaded),
-        )
-    } else if p.uploaded < prev.uploaded || p.downloaded < prev.downloaded {
-        (0, 0)
-    } else {
-        (p.uploaded - prev.uploaded, p.downloaded - prev.downloaded)
-    };
+    let (up, down) = reported(prev, p, step.kind);
     let seedtime = if prev.active && prev.seeder && p.seeder {
         p.at_secs()
             .saturating_sub(prev.at_secs())
@@ -235,6 +226,25 @@ pub fn step_credit(prev: &Point, step: &Step, rules: &CreditRules) -> Credit {
         actual_downloaded: down,
         seedtime,
         completed: step.kind != StepKind::Stopped && p.seeder && !prev.seeder,
+    }
+}
+
+/// The bytes a peer reports moving between `prev` and `point`: totals that
+/// went back (a restarted client) report nothing but on a stop, which
+/// reports each counter on its own.
+pub fn reported(prev: &Point, point: &Point, kind: StepKind) -> (u64, u64) {
+    if kind == StepKind::Stopped {
+        (
+            point.uploaded.saturating_sub(prev.uploaded),
+            point.downloaded.saturating_sub(prev.downloaded),
+        )
+    } else if point.uploaded < prev.uploaded || point.downloaded < prev.downloaded {
+        (0, 0)
+    } else {
+        (
+            point.uploaded - prev.uploaded,
+            point.downloaded - prev.downloaded,
+        )
     }
 }
 
@@ -289,7 +299,10 @@ impl Claim {
         let mut between = Credit::default();
         if later.first.kind != StepKind::Started {
             between = step_credit(&self.last.point, &later.first, rules);
-            between = bounded(&self.last.point, &later.first, between, rules);
+            // A step from a peer the ledger knew, it bounded itself.
+            if later.base.is_none() {
+                between = bounded(&self.last.point, &later.first, between, rules);
+            }
         }
         let leading = if self.opens_with_unknown_stop() && self.stops_only {
             &mut self.lead
@@ -316,16 +329,21 @@ pub fn upload_time_us(bytes: u64, rate: u64) -> u64 {
     u64::try_from(us).unwrap_or(u64::MAX)
 }
 
+/// The upload-rate bound: `bytes` uploaded from `start_us` at `rate` bytes
+/// a second, charged their time rounded up: until when they spend the
+/// bound, if that is by `at_us`; None if they break it.
+pub fn within_upload_bound(start_us: u64, bytes: u64, rate: u64, at_us: u64) -> Option<u64> {
+    let until = start_us.saturating_add(upload_time_us(bytes, rate));
+    (until <= at_us).then_some(until)
+}
+
 /// `credit` of `step` after `prev` with the upload-rate bound applied over
 /// the time between them: for a step the ledger could not bound itself
 /// (its peer was new to it).
 pub fn bounded(prev: &Point, step: &Step, mut credit: Credit, rules: &CreditRules) -> Credit {
     let rate = rules.max_upload_rate;
     if rate != 0
-        && prev
-            .at_us
-            .saturating_add(upload_time_us(credit.actual_uploaded, rate))
-            > step.point.at_us
+        && within_upload_bound(prev.at_us, credit.actual_uploaded, rate, step.point.at_us).is_none()
     {
         credit.uploaded = 0;
     }

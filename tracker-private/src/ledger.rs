@@ -31,8 +31,8 @@
 use crate::account::{Account, Swarm};
 pub use crate::announce::{LedgerConfig, PrivateAnnounce};
 use crate::batch::{
-    upload_time_us, Batch, Claim, HistoryMark, PeerEntry, PeerKey, PeerRow, Point, Step, StepKind,
-    UnregisteredRow, MICROS,
+    reported, within_upload_bound, Batch, Claim, HistoryMark, PeerEntry, PeerKey, PeerRow, Point,
+    Step, StepKind, UnregisteredRow, MICROS,
 };
 use crate::lists::{ListKind, ListRates};
 use crate::quota::UnregisteredQuota;
@@ -61,9 +61,11 @@ pub struct Admitted {
     /// measured at the flush from its row in the database).
     pub new_peer: bool,
     pub seeder: bool,
-    pub factors: Factors,
     /// The peer went from leecher to seeder here (the first time).
     pub completed: bool,
+    /// The torrent's completions: the site's figure when it was read, and
+    /// this ledger's snatches since (the answer's `downloaded`).
+    pub times_completed: u32,
     /// The upload exceeded `max_upload_rate`: not credited.
     pub flagged: bool,
     /// It came sooner than `min_announce_interval` after the peer's
@@ -251,31 +253,6 @@ impl Ledger {
         // The upload-rate bound, over the real time since the peer's
         // previous announce, after what the user's other peers on this
         // torrent were credited: announcing faster gains nothing.
-        let started = a.event == AnnounceEvent::Started;
-        let uploaded = previous.filter(|_| !started).map_or(0, |old| {
-            if stopped {
-                a.uploaded.saturating_sub(old.point.uploaded)
-            } else if a.uploaded < old.point.uploaded || a.downloaded < old.point.downloaded {
-                0
-            } else {
-                a.uploaded - old.point.uploaded
-            }
-        });
-        let rate = self.config.max_upload_rate;
-        let mut flagged = false;
-        if let (Some(old), true) = (&previous, rate != 0 && uploaded != 0) {
-            let on = swarm.users.entry(user.id).or_default();
-            let start = on.upload_until_us.max(old.point.at_us);
-            let until = start.saturating_add(upload_time_us(uploaded, rate));
-            flagged = until > now_us;
-            if !flagged {
-                on.upload_until_us = until;
-            }
-            if stopped && on.peers == 0 {
-                swarm.users.remove(&user.id);
-            }
-        }
-
         let point = Point {
             uploaded: a.uploaded,
             downloaded: a.downloaded,
@@ -283,6 +260,28 @@ impl Ledger {
             seeder,
             active: !stopped,
         };
+        let kind = match a.event {
+            AnnounceEvent::Started => StepKind::Started,
+            AnnounceEvent::Stopped => StepKind::Stopped,
+            _ => StepKind::Announce,
+        };
+        let uploaded = previous
+            .filter(|_| kind != StepKind::Started)
+            .map_or(0, |old| reported(&old.point, &point, kind).0);
+        let rate = self.config.max_upload_rate;
+        let mut flagged = false;
+        if let (Some(old), true) = (&previous, rate != 0 && uploaded != 0) {
+            let on = swarm.users.entry(user.id).or_default();
+            let start = on.upload_until_us.max(old.point.at_us);
+            match within_upload_bound(start, uploaded, rate, now_us) {
+                Some(until) => on.upload_until_us = until,
+                None => flagged = true,
+            }
+            if stopped && on.peers == 0 {
+                swarm.users.remove(&user.id);
+            }
+        }
+
         let account = Account {
             point,
             left: a.left,
@@ -331,11 +330,7 @@ impl Ledger {
         }
         let step = Step {
             point,
-            kind: match a.event {
-                AnnounceEvent::Started => StepKind::Started,
-                AnnounceEvent::Stopped => StepKind::Stopped,
-                _ => StepKind::Announce,
-            },
+            kind,
             factors,
             flagged,
         };
@@ -370,8 +365,10 @@ impl Ledger {
             hidden,
             new_peer: previous.is_none(),
             seeder,
-            factors,
             completed,
+            times_completed: torrent
+                .times_completed
+                .saturating_add(self.snatches(torrent.id)),
             flagged,
             too_soon,
             seed_list_refused,
@@ -530,7 +527,6 @@ impl Ledger {
         self.accounts
     }
 
-    /// Announces flagged by the upload-rate bound since this ledger began.
     /// Snatches of `torrent` counted by this ledger since it started.
     pub fn snatches(&self, torrent: TorrentId) -> u32 {
         self.snatches.get(&torrent).copied().unwrap_or(0)
@@ -563,6 +559,7 @@ impl Ledger {
         self.unregistered_dropped
     }
 
+    /// Announces flagged by the upload-rate bound since this ledger began.
     pub fn flagged(&self) -> u64 {
         self.flagged
     }

@@ -30,8 +30,6 @@ pub enum Refusal {
     AccountBanned,
     AccountValidating,
     AccountDisabled,
-    /// `stopped` from a peer the tracker does not know.
-    StoppedPeerMissing,
     /// A new peer would exceed the peers one user may have on a torrent.
     TooManyPeers {
         max: u16,
@@ -51,7 +49,6 @@ pub enum RefusalKind {
     UnknownUser,
     /// Download disabled, or the group may not announce.
     UserState,
-    StoppedPeerMissing,
     TooManyPeers,
 }
 
@@ -75,7 +72,6 @@ impl Refusal {
             Refusal::AccountBanned => "Your account is not enabled. (Current: banned).",
             Refusal::AccountValidating => "Your account is not enabled. (Current: validating).",
             Refusal::AccountDisabled => "Your account is not enabled. (Current: disabled).",
-            Refusal::StoppedPeerMissing => "Stopped peer doesn't exist.",
             Refusal::DownloadSlotLimit => "Download slot limit reached",
             Refusal::TooManyPeers { max } => {
                 return Cow::Owned(format!(
@@ -101,7 +97,6 @@ impl Refusal {
             | Refusal::AccountValidating
             | Refusal::AccountDisabled
             | Refusal::DownloadSlotLimit => RefusalKind::UserState,
-            Refusal::StoppedPeerMissing => RefusalKind::StoppedPeerMissing,
             Refusal::TooManyPeers { .. } => RefusalKind::TooManyPeers,
         }
     }
@@ -116,7 +111,6 @@ impl Refusal {
             Refusal::TorrentPending
                 | Refusal::TorrentRejected
                 | Refusal::TorrentPostponed
-                | Refusal::StoppedPeerMissing
                 | Refusal::DownloadSlotLimit
         )
     }

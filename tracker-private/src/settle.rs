@@ -32,7 +32,7 @@
 //! between leeching and seeding.
 
 use crate::batch::{
-    step_credit, upload_time_us, Batch, Credit, CreditRules, HistoryRow, PeerEntry, PeerKey,
+    step_credit, within_upload_bound, Batch, Credit, CreditRules, HistoryRow, PeerEntry, PeerKey,
     PeerRow, Point, Rows, StepKind, TorrentRow, UserRow, MICROS,
 };
 use crate::site::{TorrentId, UserId};
@@ -111,7 +111,7 @@ fn beyond(stored: &Point, point: &Point) -> bool {
 }
 
 /// Where a claim's crediting starts.
-enum From {
+enum Origin {
     /// Nothing: its first step credits nothing.
     Nothing,
     /// The tracker's own base.
@@ -299,19 +299,19 @@ fn settle_peer(
         return (from_row(&r, &claim.last, rules, window), true);
     }
     let from = match (claim.base, recent) {
-        _ if claim.first.kind == StepKind::Started => From::Nothing,
-        (Some(base), Some(r)) if beyond(&r, &base) => From::Row(r),
-        (Some(base), _) => From::Base(base),
-        (None, Some(r)) => From::Row(r),
-        (None, None) => From::Nothing,
+        _ if claim.first.kind == StepKind::Started => Origin::Nothing,
+        (Some(base), Some(r)) if beyond(&r, &base) => Origin::Row(r),
+        (Some(base), _) => Origin::Base(base),
+        (None, Some(r)) => Origin::Row(r),
+        (None, None) => Origin::Nothing,
     };
     let mut credit = match from {
         // An opening stop nobody recorded measured nothing: what followed
         // it was a new peer's.
-        From::Nothing if claim.opens_with_unknown_stop() => return (claim.rest, true),
-        From::Nothing => Credit::default(),
-        From::Base(base) => step_credit(&base, &claim.first, rules),
-        From::Row(r) => from_row(&r, &claim.first, rules, window),
+        Origin::Nothing if claim.opens_with_unknown_stop() => return (claim.rest, true),
+        Origin::Nothing => Credit::default(),
+        Origin::Base(base) => step_credit(&base, &claim.first, rules),
+        Origin::Row(r) => from_row(&r, &claim.first, rules, window),
     };
     credit.add(&claim.lead);
     credit.add(&claim.rest);
@@ -341,11 +341,9 @@ fn from_row(
     }
     window.used = true;
     let start = end_of_second(row.at_secs()).max(window.until_us);
-    let until = start.saturating_add(upload_time_us(credit.actual_uploaded, rate));
-    if until > step.point.at_us {
-        credit.uploaded = 0;
-    } else {
-        window.until_us = until;
+    match within_upload_bound(start, credit.actual_uploaded, rate, step.point.at_us) {
+        Some(until) => window.until_us = until,
+        None => credit.uploaded = 0,
     }
     credit
 }

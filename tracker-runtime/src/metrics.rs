@@ -121,7 +121,8 @@ families! {
     /// Label: outcome (admitted, flagged, too_soon, seed_list_limited,
     /// leech_list_limited, blacklisted,
     /// unknown_torrent, torrent_state, unknown_user, user_state,
-    /// stopped_peer_missing, too_many_peers).
+    /// too_many_peers; stopped_peer_missing: a stop of a peer the worker did
+    /// not know, admitted and credited from its row if there is one).
     PRIVATE_ANNOUNCES = "tracker_private_announces_total", Counter,
         "Private announces at their torrent's owner, by outcome: admitted ones (flagged counts those whose upload passed private.max_upload_rate and was not credited, too_soon those that came before private.min_announce_interval_percent of the announce interval and were answered no peers, seed_list_limited and leech_list_limited those answered without that kind of peer past the user's private.*_list_limits), and refused ones by why.";
     /// Label: direction (uploaded, downloaded: credited with factors;

@@ -49,7 +49,6 @@ impl PrivateStats {
             RefusalKind::TorrentState => self.torrent_state.inc(),
             RefusalKind::UnknownUser => self.unknown_user.inc(),
             RefusalKind::UserState => self.user_state.inc(),
-            RefusalKind::StoppedPeerMissing => self.stopped_unknown.inc(),
             RefusalKind::TooManyPeers => self.too_many_peers.inc(),
         }
     }
@@ -133,13 +132,8 @@ impl Shard {
                 return Err(PrivateRefused::Site(refusal));
             }
         };
-        let read_at_start = site
-            .get()
-            .torrent(&req.account.info_hash)
-            .map_or(0, |t| t.times_completed);
         drop(site);
-        let times_completed =
-            read_at_start.saturating_add(private.ledger.borrow().snatches(admitted.torrent_id));
+        let times_completed = admitted.times_completed;
         let s = &private.stats;
         s.admitted.inc();
         if admitted.flagged {
