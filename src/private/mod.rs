@@ -234,7 +234,6 @@ impl PrivateMode {
         // (a crash, a long stop) are expired by the first flushes, made
         // inactive and taken off their torrents' counts, rather than left
         // active and counted for ever.
-        let since = 0;
         let tracker_id = self.config.tracker_id();
         // Nothing writes as this tracker between here and the spawn below
         // (a predecessor has stopped): `last` stays what the database has.
@@ -243,7 +242,7 @@ impl PrivateMode {
             .and_then(|mut conn| {
                 tracker_db::create_tracker_table(&mut conn)?;
                 let last = tracker_db::last_sequence(&mut conn, &tracker_id)?;
-                let skipped = tracker_db::load_active_peers(&mut conn, since, &mut place)?;
+                let skipped = tracker_db::load_active_peers(&mut conn, &mut place)?;
                 Ok((last, skipped))
             })
             .map_err(|e| format!("private.database_url: {e}"))?;

@@ -15,11 +15,11 @@
 //!    `history` then only ever ask for locks this transaction already has.
 //! 3. The batch's peers' rows are read and locked (`FOR UPDATE`, in key
 //!    order), then the history rows of the (user, torrent) pairs settling
-//!    needs (a completion, a return under the upload bound), and the batch is
-//!    settled against them ([`tracker_private::settle`]): each peer
-//!    credited from the point its row records, whichever tracker wrote it,
-//!    its row written only if it is newer, and the torrents' counts moved
-//!    by the rows that change. So trackers sharing the database credit each
+//!    needs (a completion, a return under the upload bound, a stop of a peer
+//!    nobody recorded), and the batch is settled against them
+//!    ([`tracker_private::settle`]): each peer credited from the point its
+//!    row records, whichever tracker wrote it, its row written only if it is
+//!    newer, and the torrents' counts moved by the rows that change. So trackers sharing the database credit each
 //!    byte once.
 //! 4. The rows, as multi-row `INSERT ... ON DUPLICATE KEY UPDATE`, each
 //!    table's rows sorted by primary key, each statement under 65,535
@@ -167,7 +167,7 @@ pub fn check_privileges(
         (
             "read the active peers at start",
             format!("{} AND FALSE", crate::peers::ACTIVE_PEERS),
-            1,
+            0,
         ),
     ];
     let statements = [&USERS, &TORRENTS, &PEERS, &HISTORY];
@@ -282,7 +282,8 @@ pub fn flush(
     peer_keys.sort_unstable();
     let stored_peers = read_peers(&mut tx, &peer_keys)?;
     // Only the history rows settling consults (a completion, a return
-    // under the upload bound): most flushes read none.
+    // under the upload bound, a stop of a peer nobody recorded): most
+    // flushes read none.
     let pairs: Vec<(u32, u32)> =
         pairs_needing_history(batch, |key| stored_peers.get(key).copied(), rules)
             .into_iter()
@@ -633,8 +634,21 @@ const TORRENTS: Statement = Statement {
             t.balance = t.balance + d.balance, t.updated_at = FROM_UNIXTIME(d.at)",
 };
 
-/// `peers`: everything assigned but `created_at`, kept from the insert.
-/// Only rows newer than the stored ones get here (the flush read them).
+/// `peers`' upsert tail: everything assigned but `created_at`, kept from
+/// the insert.
+macro_rules! peers_tail {
+    () => {
+        " ON DUPLICATE KEY UPDATE \
+         ip = VALUES(ip), port = VALUES(port), agent = VALUES(agent), \
+         uploaded = VALUES(uploaded), downloaded = VALUES(downloaded), \
+         `left` = VALUES(`left`), active = VALUES(active), seeder = VALUES(seeder), \
+         visible = VALUES(visible), updated_at = VALUES(updated_at), \
+         connectable = VALUES(connectable)"
+    };
+}
+
+/// `peers`: only rows newer than the stored ones get here (the flush read
+/// them).
 const PEERS: Statement = Statement {
     table: "peers",
     head: "INSERT INTO peers \
@@ -644,28 +658,16 @@ const PEERS: Statement = Statement {
     first: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?), ?, ?, ?)",
     next: ",(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?), ?, ?, ?)",
     placeholders: 15,
-    tail: PEERS_TAIL,
+    tail: peers_tail!(),
     probe: concat!(
         "INSERT INTO peers \
          (peer_id, ip, port, agent, uploaded, downloaded, `left`, active, seeder, \
           visible, created_at, updated_at, torrent_id, user_id, connectable) \
          SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?), ?, ?, ? \
          FROM DUAL WHERE FALSE",
-        " ON DUPLICATE KEY UPDATE \
-           ip = VALUES(ip), port = VALUES(port), agent = VALUES(agent), \
-           uploaded = VALUES(uploaded), downloaded = VALUES(downloaded), \
-           `left` = VALUES(`left`), active = VALUES(active), seeder = VALUES(seeder), \
-           visible = VALUES(visible), updated_at = VALUES(updated_at), \
-           connectable = VALUES(connectable)"
+        peers_tail!()
     ),
 };
-
-const PEERS_TAIL: &str = " ON DUPLICATE KEY UPDATE \
-           ip = VALUES(ip), port = VALUES(port), agent = VALUES(agent), \
-           uploaded = VALUES(uploaded), downloaded = VALUES(downloaded), \
-           `left` = VALUES(`left`), active = VALUES(active), seeder = VALUES(seeder), \
-           visible = VALUES(visible), updated_at = VALUES(updated_at), \
-           connectable = VALUES(connectable)";
 
 /// `history`: bytes and seedtime added; the client's totals, agent and
 /// flags assigned from the latest announce (a tracker's older one, landing

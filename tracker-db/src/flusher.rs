@@ -49,8 +49,11 @@
 //! dropped key costs is small: a peer's claim is credited at its next
 //! announce, from its row (the database still holds the point it was last
 //! credited from); only a peer that never announces again loses its last
-//! interval, and a history row's or unregistered row's latest times wait
-//! for the next announce. The batch in flight is bounded the same way when
+//! interval; a dropped stop or expiry leaves the peer's row active, and
+//! counted in its torrent, until the peer announces again or a start expires
+//! it; a history row's or unregistered row's latest times wait for the next
+//! announce. A peer whose history mark is dropped is dropped with it (see
+//! `Batch::merge_bounded`). The batch in flight is bounded the same way when
 //! it was `next`, and the batches submitted but not yet taken (the thread
 //! held up in a statement, or a log write) the same again: the tracker holds
 //! at most three times the bound.

@@ -1,6 +1,7 @@
 //! The peers that were active when the tracker last stopped: their rows in
-//! `peers`, read at each start so that a peer's next announce is credited
-//! from the totals it last reported (see `tracker_private::Ledger::restore`).
+//! `peers`, read at each start, however old, so that the ledgers count them
+//! for their users' limits and expire those silent past the active TTL
+//! (see `tracker_private::Ledger::restore`).
 
 use crate::error::DbError;
 use crate::load::{column, flag};
@@ -13,19 +14,19 @@ use tracker_proto::PeerId;
 pub(crate) const ACTIVE_PEERS: &str =
     "SELECT user_id, torrent_id, peer_id, ip, port, agent, uploaded, \
      downloaded, `left`, seeder, visible, connectable, UNIX_TIMESTAMP(created_at), \
-     UNIX_TIMESTAMP(updated_at) FROM peers WHERE active AND updated_at >= FROM_UNIXTIME(?)";
+     UNIX_TIMESTAMP(updated_at) FROM peers WHERE active";
 
-/// Every active peer updated at or after `since` (Unix seconds), handed to
-/// `f` as it comes off the connection; rows that cannot be a peer (an
-/// address or peer id of the wrong length) are skipped and counted.
+/// Every active peer, handed to `f` as it comes off the connection; rows
+/// that cannot be a peer (an address or peer id of the wrong length) are
+/// skipped and counted. A row without `updated_at` reads as of 1970: the
+/// first expiry takes it.
 pub fn load_active_peers(
     conn: &mut Conn,
-    since: u64,
     mut f: impl FnMut(PeerKey, PeerRow),
 ) -> Result<usize, DbError> {
     let doing = "loading the active peers";
     let rows = conn
-        .exec_iter(ACTIVE_PEERS, (since,))
+        .exec_iter(ACTIVE_PEERS, ())
         .map_err(|e| DbError::from_mysql(doing, e))?;
     let mut skipped = 0;
     for row in rows {
@@ -49,7 +50,7 @@ pub fn load_active_peers(
             skipped += 1;
             continue;
         };
-        let updated_at = updated_at.unwrap_or(since);
+        let updated_at = updated_at.unwrap_or(0);
         let key = PeerKey {
             user_id,
             torrent_id,
