@@ -66,18 +66,7 @@ fn announce(
     totals: (u64, u64, u64),
     event: AnnounceEvent,
 ) -> Option<String> {
-    announce_with(tracker, &passkey(user), torrent, port, totals, event)
-}
-
-fn announce_with(
-    tracker: SocketAddr,
-    key: &str,
-    torrent: u32,
-    port: u16,
-    totals: (u64, u64, u64),
-    event: AnnounceEvent,
-) -> Option<String> {
-    announce_as(tracker, key, torrent, port, totals, event)
+    announce_as(tracker, &passkey(user), torrent, port, totals, event)
 }
 
 /// As [`failure`], with these header lines in place of the usual ones.
@@ -127,12 +116,7 @@ fn counts_of(
 }
 
 fn api(port: u16, method: &str, path: &str, body: &str) -> u16 {
-    api_answer(port, method, path, body).0
-}
-
-/// The status and the body.
-fn api_answer(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
-    site_api(port, method, path, body)
+    site_api(port, method, path, body).0
 }
 
 /// Users 1 (group user), 2 (vip: double upload, immune) and 3 (banned);
@@ -339,7 +323,7 @@ fn the_site_api_changes_what_is_served() {
     };
     let old_key = "0".repeat(32);
     assert_eq!(
-        announce_with(http, &old_key, 4, 7002, (0, 0, 5), STARTED),
+        announce_as(http, &old_key, 4, 7002, (0, 0, 5), STARTED),
         None,
         "user 4's passkey from the database"
     );
@@ -350,7 +334,7 @@ fn the_site_api_changes_what_is_served() {
     );
     assert_eq!(announce(http, 4, 4, 7003, (0, 0, 5), STARTED), None);
     assert_eq!(
-        announce_with(http, &old_key, 4, 7006, (0, 0, 5), STARTED).as_deref(),
+        announce_as(http, &old_key, 4, 7006, (0, 0, 5), STARTED).as_deref(),
         Some("Passkey does not exist. Please re-download the .torrent file.")
     );
     // A freeleech token: the download is not counted.
@@ -724,7 +708,7 @@ fn every_site_api_change_is_served_at_once() {
     assert_eq!(failure(http, &path), None);
 
     // Reads: a user's peers on every worker, a torrent's at its owner.
-    let (status, user) = api_answer(api_port, "GET", "/users/1", "");
+    let (status, user) = site_api(api_port, "GET", "/users/1", "");
     assert_eq!(status, 200, "{user}");
     let user: serde_json::Value = serde_json::from_str(&user).unwrap();
     assert_eq!(
@@ -735,7 +719,7 @@ fn every_site_api_change_is_served_at_once() {
         (user["num_seeding"].as_u64(), user["num_leeching"].as_u64()),
         (Some(0), Some(1))
     );
-    let (status, torrent) = api_answer(api_port, "GET", "/torrents/1", "");
+    let (status, torrent) = site_api(api_port, "GET", "/torrents/1", "");
     assert_eq!(status, 200, "{torrent}");
     let torrent: serde_json::Value = serde_json::from_str(&torrent).unwrap();
     assert_eq!(
@@ -768,7 +752,7 @@ fn every_site_api_change_is_served_at_once() {
     );
     // The request rates, in UNIT3D-Announce's shape (gathered each second).
     std::thread::sleep(Duration::from_millis(2100));
-    let (status, stats) = api_answer(api_port, "GET", "/stats", "");
+    let (status, stats) = site_api(api_port, "GET", "/stats", "");
     assert_eq!(status, 200);
     for key in [
         "created_at",
@@ -855,7 +839,7 @@ fn unregistered_info_hashes_reach_the_site() {
         Some("InfoHash not found.")
     );
     assert_eq!(
-        announce_with(http, &passkey(42), 78, 7002, (0, 0, 1000), STARTED).as_deref(),
+        announce_as(http, &passkey(42), 78, 7002, (0, 0, 1000), STARTED).as_deref(),
         Some("Passkey does not exist. Please re-download the .torrent file.")
     );
     db.wait_for(

@@ -8,6 +8,7 @@ mod support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use support::private::{announce_path, site_api};
 use support::site_db::{info_hash, passkey, SiteDb};
 use support::tempfile_path::TempPath;
 use support::wire::{announce_request, http_get, target};
@@ -46,22 +47,16 @@ fn seed(db: &SiteDb) {
     db.torrent(3, 0, 0);
 }
 
-fn path(key: &str, torrent: u32, port: u16, (up, down, left): (u64, u64, u64)) -> String {
-    let mut req = announce_request(info_hash(torrent), port, left, STARTED);
-    req.uploaded = up;
-    req.downloaded = down;
-    req.event = if up == 0 && down == 0 { STARTED } else { NONE };
-    target(&req).replacen("/announce?", &format!("/announce/{key}?"), 1)
-}
-
-/// One HTTP announce: its decoded answer.
+/// One HTTP announce (`started` while nothing has moved): its decoded
+/// answer.
 fn announce(http: SocketAddr, key: &str, torrent: u32, port: u16, totals: (u64, u64, u64)) -> Body {
-    let (status, body) = http_get(
-        http,
-        &path(key, torrent, port, totals),
-        Duration::from_secs(5),
-    )
-    .expect("an answer");
+    let event = if totals.0 == 0 && totals.1 == 0 {
+        STARTED
+    } else {
+        NONE
+    };
+    let path = announce_path(key, torrent, port, totals, event);
+    let (status, body) = http_get(http, &path, Duration::from_secs(5)).expect("an answer");
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     Body(body)
 }
@@ -88,10 +83,6 @@ impl Body {
         text(b"failure reason")
             .or_else(|| text(b"warning message").map(|w| format!("warning: {w}")))
     }
-}
-
-fn api(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
-    support::private::site_api(port, method, path, body)
 }
 
 /// A UDP announce of `peer_id` with `url` as its URLData: the answer.
@@ -168,7 +159,7 @@ fn donors_are_credited_by_unit3d_announces_overrides() {
         r#"{{"id":1,"group_id":1,"passkey":"{}","new_passkey":null,"can_download":true,"is_donor":true,"is_lifetime":false,"num_seeding":0,"num_leeching":1}}"#,
         passkey(1)
     );
-    assert_eq!(api(api_port, "PUT", "/users", &user).0, 200);
+    assert_eq!(site_api(api_port, "PUT", "/users", &user).0, 200);
     let credited = announce(http, &passkey(1), 1, 7001, (2000, 2000, 3000));
     assert_eq!(credited.refusal(), None);
     // Immunity of a row already written only ever drops (UNIT3D-Announce's
@@ -199,7 +190,7 @@ fn the_users_answer_shows_its_peer_list_windows() {
         .unwrap()
         .as_secs_f64();
 
-    let (status, body) = api(api_port, "GET", "/users/1", "");
+    let (status, body) = site_api(api_port, "GET", "/users/1", "");
     assert_eq!(status, 200, "{body}");
     let user: serde_json::Value = serde_json::from_str(&body).unwrap();
     let rates = |kind: &str| user[kind]["rates"].as_array().cloned().unwrap_or_default();

@@ -41,8 +41,9 @@ impl Tracker {
         db.flush(&std::mem::take(&mut self.held), &rules)
     }
 
-    /// A new process: the rows active within the TTL restored, as the
-    /// binary does at start.
+    /// A new process: the rows active within the TTL restored. (The binary
+    /// restores every active row and its first flush expires those older:
+    /// here they are left out, as if that flush had come.)
     fn start(config: LedgerConfig, db: &MemoryDb, now_secs: u64) -> Tracker {
         let mut tracker = Tracker::new(config);
         let since = now_secs.saturating_sub(config.active_peer_ttl);

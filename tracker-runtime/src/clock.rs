@@ -43,7 +43,9 @@ pub fn unix_secs() -> u64 {
 /// tick is 1-4 ms, in which two announces would read as one instant):
 /// private mode bounds the upload a peer reports over the time since its
 /// previous announce, and whole seconds, or ticks, would give every
-/// announce their slack.
+/// announce their slack. Wall time, as the database's rows keep it: a
+/// clock stepped back holds every upload flagged for the length of the
+/// step (keep the host's clock slewed, as NTP does, not stepped).
 pub fn unix_micros() -> u64 {
     let now = read(libc::CLOCK_REALTIME);
     let secs = u64::try_from(now.tv_sec).unwrap_or(0);

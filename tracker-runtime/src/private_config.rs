@@ -348,7 +348,7 @@ mod tests {
         enabled().validate().unwrap();
         PrivateConfig::default().validate().unwrap();
         type Edit = fn(&mut PrivateConfig);
-        let cases: [(Edit, &str); 8] = [
+        let cases: [(Edit, &str); 10] = [
             (
                 |c| c.database_url = "postgres://x".into(),
                 "private.database_url",
@@ -374,6 +374,14 @@ mod tests {
             (
                 |c| c.leech_list_limits = "60=0".into(),
                 "private.leech_list_limits",
+            ),
+            (
+                |c| c.inactive_peer_ttl_secs = c.active_peer_ttl_secs - 1,
+                "private.inactive_peer_ttl_secs",
+            ),
+            (
+                |c| c.max_pending_entries_per_user = c.max_pending_entries + 1,
+                "private.max_pending_entries_per_user",
             ),
         ];
         for (edit, key) in cases {
