@@ -60,6 +60,52 @@ def client_hello(maximum):
     return outgoing.read()
 
 
+def internet_checksum(data):
+    """RFC 1071: the complement of the ones'-complement sum of 16-bit words."""
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(">%dH" % (len(data) // 2), data))
+    while total > 0xFFFF:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def ethernet_udp(payload, ipv6=False, vlan=None):
+    """A UDP datagram from a client to the tracker (port 6969) in an Ethernet
+    frame, as an AF_XDP socket receives it, with an 802.1Q tag if `vlan`."""
+    macs = bytes([2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1])
+    tag = b"" if vlan is None else struct.pack(">HH", 0x8100, vlan)
+    length = 8 + len(payload)
+    if ipv6:
+        source = bytes([0x20, 0x01, 0x0D, 0xB8] + [0] * 11 + [1])
+        destination = bytes([0x20, 0x01, 0x0D, 0xB8] + [0] * 11 + [2])
+        pseudo = source + destination + struct.pack(">IxxxB", length, 17)
+        network = struct.pack(">IHBB", 6 << 28, length, 17, 64) + source + destination
+        ethertype = 0x86DD
+    else:
+        source, destination = bytes([192, 0, 2, 1]), bytes([198, 51, 100, 2])
+        pseudo = source + destination + struct.pack(">xBH", 17, length)
+        header = struct.pack(">BBHHHBBH", 0x45, 0, 20 + length, 0, 0x4000, 64, 17, 0)
+        header += source + destination
+        network = header[:10] + struct.pack(">H", internet_checksum(header)) + header[12:]
+        ethertype = 0x0800
+    udp = struct.pack(">HHHH", 6881, 6969, length, 0) + payload
+    checksum = internet_checksum(pseudo + udp) or 0xFFFF
+    udp = udp[:6] + struct.pack(">H", checksum) + udp[8:]
+    return macs + tag + struct.pack(">H", ethertype) + network + udp
+
+
+def xdp_frame_seeds():
+    """Frames for xdp_frame: BEP 15 requests over IPv4 and IPv6, with and
+    without a VLAN tag, and one short enough to carry Ethernet padding."""
+    connect = udp_header(PROTOCOL_ID, 0, 1)
+    seed("xdp_frame", "ipv4-connect", ethernet_udp(connect))
+    seed("xdp_frame", "ipv4-vlan-announce", ethernet_udp(udp_announce(), vlan=0x6064))
+    seed("xdp_frame", "ipv6-connect", ethernet_udp(connect, ipv6=True))
+    seed("xdp_frame", "ipv6-vlan-announce", ethernet_udp(udp_announce(), ipv6=True, vlan=0x6064))
+    seed("xdp_frame", "ipv4-padded", ethernet_udp(b"\x01\x02") + bytes(16))
+
+
 def main():
     # UDP requests: connect, announce (plain and with BEP 41 URLData), scrape.
     seed("udp_request", "connect", udp_header(PROTOCOL_ID, 0, 1))
@@ -139,6 +185,9 @@ def main():
     seed("tls_front", "client-hello-tls13", client_hello(ssl.TLSVersion.TLSv1_3))
     seed("tls_front", "client-hello-tls12", client_hello(ssl.TLSVersion.TLSv1_2))
     seed("tls_front", "plain-http", get("/announce?" + announce_query))
+
+    # Ethernet frames, as an AF_XDP socket receives them.
+    xdp_frame_seeds()
 
 
 if __name__ == "__main__":

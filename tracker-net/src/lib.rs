@@ -13,3 +13,6 @@ pub mod tcp;
 // (recvmmsg and sendmmsg never report more than they were given).
 #[allow(clippy::indexing_slicing)]
 pub mod udp;
+// Its rings and frames are indexed by masks of power-of-two sizes and by
+// offsets checked against the frame's length.
+pub mod xdp;
