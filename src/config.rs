@@ -168,6 +168,7 @@ pub fn default_config_file() -> String {
     section("log", &|out, name| write_section(out, name, &c.log));
     section("swarm", &|out, name| write_section(out, name, &c.swarm));
     section("udp", &|out, name| write_section(out, name, &c.udp));
+    section("udp.xdp", &|out, name| write_section(out, name, &c.udp.xdp));
     section("http", &|out, name| write_section(out, name, &c.http));
     section("websocket", &|out, name| {
         write_section(out, name, &c.websocket)
@@ -392,6 +393,50 @@ mod tests {
             (
                 |c: &mut Config| c.udp.connect_limit_slots = 0,
                 "udp.connect_limit_slots",
+            ),
+            (
+                |c: &mut Config| {
+                    c.udp.xdp.interfaces = vec!["eth0".into()];
+                    c.udp.listen.clear();
+                },
+                "udp.xdp.interfaces",
+            ),
+            (
+                |c: &mut Config| c.udp.xdp.interfaces = vec!["eth0".into(), "eth0".into()],
+                "udp.xdp.interfaces",
+            ),
+            (
+                |c: &mut Config| c.udp.xdp.interfaces = vec!["a/b".into()],
+                "udp.xdp.interfaces",
+            ),
+            (
+                |c: &mut Config| {
+                    c.udp.xdp.interfaces = vec!["eth0".into()];
+                    c.udp.xdp.queues = vec![1, 1];
+                },
+                "udp.xdp.queues",
+            ),
+            (
+                |c: &mut Config| {
+                    c.udp.xdp.interfaces = vec!["eth0".into()];
+                    c.udp.xdp.frames = 100;
+                },
+                "udp.xdp.frames",
+            ),
+            (
+                |c: &mut Config| {
+                    c.udp.xdp.interfaces = vec!["eth0".into()];
+                    c.udp.xdp.frame_size = 3000;
+                },
+                "udp.xdp.frame_size",
+            ),
+            (
+                |c: &mut Config| {
+                    c.udp.xdp.interfaces = vec!["eth0".into()];
+                    c.udp.xdp.zero_copy = true;
+                    c.udp.xdp.generic = true;
+                },
+                "udp.xdp.zero_copy",
             ),
         ] {
             let mut c = Config::default();

@@ -192,6 +192,12 @@ impl Worker {
             .into_iter()
             .map(|socket| glommio::spawn_local(Rc::clone(&udp).serve(socket)))
             .collect();
+        servers.extend(
+            sockets
+                .xdp
+                .into_iter()
+                .map(|xsk| glommio::spawn_local(Rc::clone(&udp).serve_xdp(xsk))),
+        );
         for (listeners, tls) in [(sockets.http, false), (sockets.https, true)] {
             servers.extend(
                 listeners

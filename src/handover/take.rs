@@ -140,7 +140,12 @@ impl TakeOver {
 
     /// Tells the old tracker to stop and takes its swarms: a state file's
     /// bytes, checked; and what waits for the old tracker to be gone.
-    pub fn swarms(mut self) -> Result<(Vec<u8>, Predecessor), String> {
+    /// `before_ok` runs once the old tracker has stopped, before it is told
+    /// to exit: its failure leaves the old tracker to serve again.
+    pub fn swarms(
+        mut self,
+        before_ok: impl FnOnce() -> Result<(), String>,
+    ) -> Result<(Vec<u8>, Predecessor), String> {
         let fail = |e: io::Error| {
             format!(
                 "taking over from the tracker at {}: {e}; it has saved its swarms to its state \
@@ -168,6 +173,7 @@ impl TakeOver {
             return Err(fail(io::ErrorKind::UnexpectedEof.into()));
         }
         StateFile::parse(&bytes).map_err(|e| fail(io::Error::other(e.to_string())))?;
+        before_ok()?;
         // Before the old one exits on our `ok`: the service is ours now.
         notify_main_pid();
         (&self.stream).write_all(b"ok\n").map_err(fail)?;

@@ -13,6 +13,9 @@ use crate::start::instance;
 #[derive(Default)]
 pub struct WorkerSockets {
     pub udp: Vec<UdpSocket>,
+    /// Its AF_XDP sockets, a queue each (`udp.xdp`); never handed over:
+    /// a successor opens its own.
+    pub xdp: Vec<tracker_net::xdp::xsk::Xsk>,
     pub http: Vec<TcpListener>,
     pub https: Vec<TcpListener>,
     /// The metrics endpoint's listeners: worker 0's alone.
@@ -103,6 +106,20 @@ fn bind_each<S: LocalAddr + std::os::fd::AsFd>(
         }
     }
     Ok(())
+}
+
+/// The UDP addresses served, with the ports the first bind gave.
+pub fn udp_addresses(per_worker: &[WorkerSockets]) -> Vec<SocketAddr> {
+    per_worker
+        .first()
+        .map(|first| {
+            first
+                .udp
+                .iter()
+                .filter_map(|s| s.local_addr().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A bound socket's address.

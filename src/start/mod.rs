@@ -7,6 +7,7 @@ pub mod bind;
 pub mod host;
 pub mod instance;
 pub mod privileges;
+pub mod xdp;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -31,7 +32,7 @@ use crate::signals::{
     spawn_signal_handler, BlockedSignals, Reloaded, SIGHUP, SIGINT, SIGTERM, SIGUSR2,
 };
 use crate::worker::{RestoreProgress, Worker, WorkerState};
-use bind::{bind_all, steer_udp, WorkerSockets};
+use bind::{bind_all, steer_udp, udp_addresses, WorkerSockets};
 use privileges::PrivilegePlan;
 
 /// The shared access list, read from its file; None when lists are off.
@@ -98,7 +99,18 @@ pub fn run(
         PrivilegePlan::Drop { identity, .. } => Some((identity.uid, identity.gid)),
         PrivilegePlan::Keep => None,
     };
-    let (mut taking_over, sockets, mut control) = if take_over {
+    if take_over && config.udp.xdp.enabled() && matches!(privilege_plan, PrivilegePlan::Drop { .. })
+    {
+        // The predecessor lets go of its queues only once it has stopped,
+        // after this one has given up root.
+        return Err(
+            "cannot take over with udp.xdp on and privileges.user set: this tracker \
+                    would attach AF_XDP after giving up root, which it cannot; run it with the \
+                    capabilities instead (docs/OPERATIONS.md, \"AF_XDP\")"
+                .into(),
+        );
+    }
+    let (mut taking_over, mut sockets, mut control) = if take_over {
         let path = control_path.as_deref().ok_or(
             "--take-over needs runtime.control_socket, the running tracker's control socket",
         )?;
@@ -127,6 +139,17 @@ pub fn run(
     let seed = u64::from_le_bytes(random_bytes::<8>()?);
     log_start(&config, &placements, &sockets);
     steer_udp(&config, &sockets, &owners);
+    // A successor attaches once its predecessor has let go (below).
+    let mut attached = if taking_over.is_none() {
+        xdp::attach(
+            &config.udp.xdp,
+            &udp_addresses(&sockets),
+            &mut sockets,
+            Duration::ZERO,
+        )?
+    } else {
+        None
+    };
     let state_path = config.state.path().map(PathBuf::from);
     // Every socket is bound and every file that needs root read: give up
     // root before any thread starts, as credentials are per thread.
@@ -160,7 +183,19 @@ pub fn run(
         Some(taken) => {
             let started = std::time::Instant::now();
             predecessor_name = Some(format!("the tracker at {}", taken.path().display()));
-            let (bytes, old) = taken.swarms()?;
+            // The predecessor has stopped and closed its AF_XDP sockets
+            // when its swarms come: this one attaches before its `ok`, so
+            // that a failure leaves the predecessor serving.
+            let handover_timeout = Duration::from_secs(config.runtime.handover_timeout_secs.into());
+            let (bytes, old) = taken.swarms(|| {
+                attached = xdp::attach(
+                    &config.udp.xdp,
+                    &udp_addresses(&sockets),
+                    &mut sockets,
+                    handover_timeout,
+                )?;
+                Ok(())
+            })?;
             if let Some((_, file)) = &mut control {
                 file.took_over();
             }
@@ -253,6 +288,11 @@ pub fn run(
             let drain = Duration::from_secs(serving.config.state.drain_timeout_secs.into());
             private.stop_flusher(std::time::Instant::now() + drain)?;
         }
+        // Stopped: the kernel's sockets take the AF_XDP traffic, for a
+        // successor or until the end.
+        if let Some(attached) = attached.take() {
+            attached.detach();
+        }
         let sections = served?;
         drop(snapshot_writer);
         let Some(handing) = hand_over.take() else {
@@ -289,6 +329,20 @@ pub fn run(
                     // Its steering program, keyed by its own owner key, is
                     // on the groups now.
                     steer_udp(&serving.config, &reclaimed, &serving.owners);
+                    let mut reclaimed = reclaimed;
+                    // The successor's program goes with it.
+                    match xdp::attach(
+                        &serving.config.udp.xdp,
+                        &udp_addresses(&reclaimed),
+                        &mut reclaimed,
+                        handover_timeout,
+                    ) {
+                        Ok(again) => attached = again,
+                        Err(e) => warn!(
+                            "AF_XDP not attached again ({e}): the UDP sockets serve all UDP \
+                             traffic until a restart"
+                        ),
+                    }
                     sockets = reclaimed;
                     control = Some(listener);
                     loaded = Some(Arc::new(state_bytes(&sections)));

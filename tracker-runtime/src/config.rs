@@ -96,6 +96,11 @@ where
     write_comment(out, S::DOCS);
     out.push_str(&format!("[{name}]\n"));
     for (key, docs) in S::FIELD_NAMES.iter().zip(S::FIELD_DOCS) {
+        // A table is a section of its own (`[udp.xdp]`), written by the
+        // caller after this one.
+        if values.get(*key).is_some_and(toml::Value::is_table) {
+            continue;
+        }
         write_comment(out, docs);
         match values.get(*key) {
             Some(value) => out.push_str(&format!("{key} = {value}\n")),

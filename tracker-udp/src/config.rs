@@ -54,6 +54,135 @@ pub struct UdpConfig {
     /// latency (plus the timer's lateness); slower traffic, and a flood,
     /// which fills every batch, wait for nothing (docs/PERFORMANCE.md).
     pub coalesce_us: u32,
+    /// AF_XDP ([udp.xdp] below).
+    pub xdp: XdpConfig,
+}
+
+/// The most UMEM frames per AF_XDP socket: 65536 frames of 4096 bytes is
+/// 256 MiB of locked memory per queue.
+const MAX_XDP_FRAMES: u32 = 1 << 16;
+/// The most interfaces and queues: each queue is a socket, a UMEM and four
+/// rings, all set up at start.
+const MAX_XDP_INTERFACES: usize = 16;
+const MAX_XDP_QUEUES: usize = 1024;
+
+/// AF_XDP: UDP tracker traffic taken from the NIC's queues before the
+/// kernel's network stack (Linux 5.10+; root, or CAP_NET_ADMIN, CAP_NET_RAW,
+/// CAP_BPF and CAP_IPC_LOCK). An XDP program on each interface hands the
+/// datagrams addressed to udp.listen's addresses and ports to the workers'
+/// AF_XDP sockets; everything else (other traffic, IP options, fragments)
+/// passes to the kernel, and the UDP sockets keep serving what reaches
+/// them. The host's firewall, conntrack and `ss` no longer see this
+/// traffic (docs/OPERATIONS.md, "AF_XDP").
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, Documented, DocumentedFields)]
+#[serde(default, deny_unknown_fields)]
+pub struct XdpConfig {
+    /// Network interfaces to take UDP tracker traffic from; empty (the
+    /// default) leaves AF_XDP off. A start that cannot attach to one (the
+    /// kernel, the driver, or missing capabilities) fails and says why.
+    pub interfaces: Vec<String>,
+    /// The queues of each interface to serve; empty serves all of them (the
+    /// interface's combined or RX channels). The n-th queue listed is
+    /// served by worker n mod runtime.workers: one worker per queue, as the
+    /// NIC's hash spreads clients over queues. A queue left out is not
+    /// taken: its datagrams reach the UDP sockets.
+    pub queues: Vec<u32>,
+    /// Zero-copy (XDP_ZEROCOPY): the NIC writes frames straight into the
+    /// tracker's memory. Needs a driver that has it (veth and generic mode
+    /// do not); false copies each frame once, which works everywhere.
+    pub zero_copy: bool,
+    /// Attach the program in generic (SKB) mode, for drivers without native
+    /// XDP: it works on any interface but saves far less, as the kernel has
+    /// built its packet before XDP sees it.
+    pub generic: bool,
+    /// UMEM frames per queue (a power of two, 64 to 65536): half wait for
+    /// arriving frames, half carry answers. frames * frame_size bytes of
+    /// locked memory per queue.
+    pub frames: u32,
+    /// Bytes per UMEM frame, 2048 or 4096: a frame must hold the kernel's
+    /// 256 bytes of headroom, then the interface's MTU plus 18 bytes of
+    /// Ethernet and VLAN header (2048 holds an MTU of 1774, 4096 one of
+    /// 3822).
+    pub frame_size: u32,
+}
+
+impl Default for XdpConfig {
+    fn default() -> Self {
+        XdpConfig {
+            interfaces: Vec::new(),
+            queues: Vec::new(),
+            zero_copy: false,
+            generic: false,
+            frames: 4096,
+            frame_size: 2048,
+        }
+    }
+}
+
+impl XdpConfig {
+    pub fn enabled(&self) -> bool {
+        !self.interfaces.is_empty()
+    }
+
+    fn validate(&self, listen: &[SocketAddr]) -> Result<(), ConfigError> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        if listen.is_empty() {
+            return Err(ConfigError::key(
+                "udp.xdp.interfaces",
+                "AF_XDP serves udp.listen's addresses, and udp.listen is empty",
+            ));
+        }
+        at_most(
+            "udp.xdp.interfaces",
+            self.interfaces.len(),
+            MAX_XDP_INTERFACES,
+        )?;
+        at_most("udp.xdp.queues", self.queues.len(), MAX_XDP_QUEUES)?;
+        for (i, name) in self.interfaces.iter().enumerate() {
+            // IFNAMSIZ is 16 with the NUL.
+            if name.is_empty() || name.len() > 15 || name.contains(['/', '\0', ' ']) {
+                return Err(ConfigError::key(
+                    "udp.xdp.interfaces",
+                    format!("{name:?} is not an interface name (1 to 15 bytes, no '/' or space)"),
+                ));
+            }
+            if self.interfaces.iter().take(i).any(|n| n == name) {
+                return Err(ConfigError::key(
+                    "udp.xdp.interfaces",
+                    format!("{name} is listed twice"),
+                ));
+            }
+        }
+        for (i, queue) in self.queues.iter().enumerate() {
+            if self.queues.iter().take(i).any(|q| q == queue) {
+                return Err(ConfigError::key(
+                    "udp.xdp.queues",
+                    format!("queue {queue} is listed twice"),
+                ));
+            }
+        }
+        if !self.frames.is_power_of_two() || !(64..=MAX_XDP_FRAMES).contains(&self.frames) {
+            return Err(ConfigError::key(
+                "udp.xdp.frames",
+                format!("must be a power of two from 64 to {MAX_XDP_FRAMES}"),
+            ));
+        }
+        if self.frame_size != 2048 && self.frame_size != 4096 {
+            return Err(ConfigError::key(
+                "udp.xdp.frame_size",
+                "must be 2048 or 4096",
+            ));
+        }
+        if self.zero_copy && self.generic {
+            return Err(ConfigError::key(
+                "udp.xdp.zero_copy",
+                "generic mode (udp.xdp.generic) has no zero-copy",
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for UdpConfig {
@@ -70,6 +199,7 @@ impl Default for UdpConfig {
             connect_limit_slots: 1 << 16,
             steering: true,
             coalesce_us: 200,
+            xdp: XdpConfig::default(),
         }
     }
 }
@@ -93,7 +223,8 @@ impl UdpConfig {
             "udp.coalesce_us",
             self.coalesce_us as usize,
             MAX_COALESCE_US as usize,
-        )
+        )?;
+        self.xdp.validate(&self.listen)
     }
 
     /// The connection secret, if one is set (validated already).

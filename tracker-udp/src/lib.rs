@@ -7,3 +7,4 @@ pub mod cookie;
 mod private;
 pub mod server;
 pub mod steering;
+pub mod xdp;

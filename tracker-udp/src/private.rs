@@ -3,11 +3,8 @@
 //! `/{passkey}/announce`), as libtorrent sends it. Only clients with a valid
 //! connection id get here, so no answer can be aimed at a forged address.
 
-use crate::server::UdpService;
-use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use crate::server::{Answers, InFlight, Path, UdpService, UdpStats};
 use std::rc::Rc;
-use tracker_net::udp::{LocalAddr, SendBatch};
 use tracker_private::client::check_port;
 use tracker_private::client_name::agent_of;
 use tracker_private::{Passkey, PrivateAnnounce};
@@ -45,28 +42,29 @@ impl UdpService {
     /// Answers a private announce (the connection id already checked): at
     /// once when it has no passkey or its torrent is this worker's, else
     /// once its torrent's owner has.
-    pub(crate) fn private_announce(
+    pub(crate) fn private_announce<P: Path>(
         self: &Rc<Self>,
         req: &AnnounceRequest<'_>,
         announce: Announce,
-        socket: &crate::server::Socket,
-        tx: &mut SendBatch,
-        reply: (SocketAddr, Option<LocalAddr>),
+        path: &Rc<P>,
+        tx: &mut P::Batch,
+        reply: P::Reply,
     ) {
+        let stats = P::stats(self);
         let txid = req.transaction_id;
         let family = IpFamily::of(announce.peer_addr.ip());
         let Some(passkey) = passkey(req) else {
-            self.count_announce_response(family);
-            self.stats.errors_sent.inc();
-            write_error_response(tx.push(reply.0, reply.1), txid, INVALID_PASSKEY);
+            Self::count_announce_response(stats, family);
+            stats.errors_sent.inc();
+            write_error_response(tx.push(reply), txid, INVALID_PASSKEY);
             return;
         };
         if let Err(refusal) = check_port(req.port, req.event) {
-            self.count_announce_response(family);
-            self.stats.refused.inc();
-            self.stats.errors_sent.inc();
+            Self::count_announce_response(stats, family);
+            stats.refused.inc();
+            stats.errors_sent.inc();
             let message = refusal.to_string();
-            write_error_response(tx.push(reply.0, reply.1), txid, message.as_bytes());
+            write_error_response(tx.push(reply), txid, message.as_bytes());
             return;
         }
         let account = PrivateAnnounce {
@@ -87,37 +85,36 @@ impl UdpService {
         // this receive batch's answers, with no task and no buffer of its
         // own.
         let here = self.shard.private_announce_here(&request, |counts, peers| {
-            self.write_private(tx.push(reply.0, reply.1), txid, family, counts, peers)
+            self.write_private(stats, tx.push(reply), txid, family, counts, peers)
         });
         if here.is_some() {
-            self.stats.announces_local.inc();
+            stats.announces_local.inc();
             return;
         }
-        self.stats.announces_forwarded.inc();
+        stats.announces_forwarded.inc();
         let this = self.clone();
-        let (socket, in_flight) = (socket.clone(), crate::server::InFlight::new(self));
+        let (path, in_flight) = (path.clone(), InFlight::new(self));
         glommio::spawn_local(async move {
             let _in_flight = in_flight;
-            let fd = socket.as_raw_fd();
+            let stats = P::stats(&this);
             let task = async {
                 let mut out = Vec::new();
                 let answered = this.shard.private_announce(request, |counts, peers| {
-                    this.write_private(&mut out, txid, family, counts, peers)
+                    this.write_private(stats, &mut out, txid, family, counts, peers)
                 });
                 if let Err(e) = answered.await {
-                    return this.route_failed(e);
+                    return this.route_failed(e, stats);
                 }
-                this.send_now(fd, &out, reply.0, reply.1);
+                path.send_now(&out, reply, stats);
             };
-            Contained::new(&this.stats.panics, task).await;
+            Contained::new(&stats.panics, task).await;
         })
         .detach();
     }
-}
 
-impl UdpService {
     fn write_private(
         &self,
+        stats: &UdpStats,
         out: &mut Vec<u8>,
         txid: TransactionId,
         family: IpFamily,
@@ -126,14 +123,17 @@ impl UdpService {
     ) {
         match counts {
             // BEP 15's answer has no room for snatches.
-            Ok(counts) => self.write_announce(out, txid, family, Ok(counts.swarm), peers.compact()),
+            Ok(counts) => {
+                let peers = peers.compact();
+                self.write_announce(stats, out, txid, family, Ok(counts.swarm), peers)
+            }
             Err(PrivateRefused::Store(refused)) => {
-                self.write_announce(out, txid, family, Err(refused), &[])
+                self.write_announce(stats, out, txid, family, Err(refused), &[])
             }
             Err(PrivateRefused::Site(refusal)) => {
-                self.count_announce_response(family);
-                self.stats.refused.inc();
-                self.stats.errors_sent.inc();
+                Self::count_announce_response(stats, family);
+                stats.refused.inc();
+                stats.errors_sent.inc();
                 write_error_response(out, txid, refusal.reason().as_bytes());
             }
         }

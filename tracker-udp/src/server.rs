@@ -8,7 +8,7 @@ use std::cell::{Cell, RefCell};
 use std::io;
 use std::mem;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 use tracing::{debug, warn};
@@ -88,7 +88,15 @@ const ERROR_HEADER_BYTES: usize = 8;
 
 impl MetricSource for UdpService {
     fn samples(&self, out: &mut Vec<Sample>) {
-        self.stats.samples(&[("protocol", "udp")], out);
+        self.stats
+            .samples(&[("protocol", "udp"), ("path", "socket")], out);
+        if self.xdp_serving.get() {
+            self.xdp_stats
+                .samples(&[("protocol", "udp"), ("path", "xdp")], out);
+            self.xdp_frames
+                .samples(&[("protocol", "udp"), ("path", "xdp")], out);
+            crate::xdp::kernel_drop_samples(&self.xdp_sockets.borrow(), out);
+        }
     }
 }
 
@@ -100,36 +108,41 @@ pub struct UdpService {
     swarm: SwarmConfig,
     max_scrape_hashes: usize,
     /// How long datagrams may gather at half load (`udp.coalesce_us`).
-    coalesce: Duration,
+    pub(crate) coalesce: Duration,
     /// Fired when the tracker stops: the sockets take no more datagrams.
-    stop: StopEvent,
+    pub(crate) stop: StopEvent,
     /// Tasks waiting on another worker's answer (see `InFlight`).
     in_flight: Cell<usize>,
     connect_limit: Option<RefCell<RateLimit>>,
     /// Clients the connect limit does not count (`runtime.exempt_networks`).
     exempt: ExemptNetworks,
-    /// Where the answers that other workers gave are batched to be sent.
-    forwarded_tx: RefCell<SendBatch>,
+    /// What came and went through the kernel's sockets.
     pub stats: UdpStats,
+    /// What came and went through AF_XDP sockets, when this worker has any.
+    pub xdp_stats: UdpStats,
+    /// What AF_XDP took that was not a datagram for us.
+    pub(crate) xdp_frames: crate::xdp::FrameStats,
+    pub(crate) xdp_serving: Cell<bool>,
+    /// This worker's AF_XDP sockets, for the kernel's counts of drops.
+    pub(crate) xdp_sockets: RefCell<Vec<Weak<crate::xdp::XdpPath>>>,
 }
 
 /// Where the answer to a forwarded announce goes.
-struct ReplyTo {
-    from: SocketAddr,
-    to: Option<LocalAddr>,
+pub(crate) struct ReplyTo<R> {
+    reply: R,
     txid: TransactionId,
 }
 
 /// The announces of one receive batch that other workers own, by owner: each
 /// owner's go to it in one request (see `Shard::announce_at`).
-struct Forwards(Vec<(Vec<Announce>, Vec<ReplyTo>)>);
+pub(crate) struct Forwards<R>(Vec<(Vec<Announce>, Vec<ReplyTo<R>>)>);
 
-impl Forwards {
-    fn new(workers: usize) -> Self {
-        Forwards((0..workers).map(|_| Default::default()).collect())
+impl<R> Forwards<R> {
+    pub(crate) fn new(workers: usize) -> Self {
+        Forwards((0..workers).map(|_| (Vec::new(), Vec::new())).collect())
     }
 
-    fn push(&mut self, owner: usize, announce: Announce, reply_to: ReplyTo) {
+    fn push(&mut self, owner: usize, announce: Announce, reply_to: ReplyTo<R>) {
         if let Some((batch, replies)) = self.0.get_mut(owner) {
             batch.push(announce);
             replies.push(reply_to);
@@ -154,10 +167,95 @@ impl Drop for InFlight {
     }
 }
 
-/// A socket shared by its receive loop and the tasks that answer forwarded
-/// requests, so that it stays open until the last answer is sent even after
-/// the loop has stopped.
-pub(crate) type Socket = Rc<glommio::net::UdpSocket>;
+/// Which way datagrams reach a worker and its answers leave: a kernel socket
+/// ([`SocketPath`]) or an AF_XDP socket (`crate::xdp`). The request handling
+/// is the same code for both, made once for each (no dynamic dispatch on the
+/// hot path).
+pub(crate) trait Path: 'static {
+    /// What an answer needs to reach its client.
+    type Reply: Copy + 'static;
+    /// Answers gathered to leave together.
+    type Batch: Answers<Self::Reply>;
+    /// The counters of this path (the `path` label).
+    fn stats(service: &UdpService) -> &UdpStats;
+    /// The client's address and port.
+    fn client(reply: &Self::Reply) -> SocketAddr;
+    /// Sends what `batch` holds, and empties it.
+    fn flush(&self, batch: &mut Self::Batch, stats: &UdpStats);
+    /// Sends one answer at once (a scrape or an announce another worker
+    /// answered, outside any batch).
+    fn send_now(&self, data: &[u8], reply: Self::Reply, stats: &UdpStats);
+    /// Where the answers other workers gave are gathered to be sent.
+    fn forwarded(&self) -> &RefCell<Self::Batch>;
+}
+
+/// A batch of answers, each a datagram's payload and where it goes.
+pub(crate) trait Answers<R> {
+    /// Room for one more answer to `reply`: the caller writes its payload.
+    /// Only when not [`is_full`](Self::is_full).
+    fn push(&mut self, reply: R) -> &mut Vec<u8>;
+    fn is_full(&self) -> bool;
+    fn len(&self) -> usize;
+    /// Takes back every answer after the first `len`.
+    fn truncate(&mut self, len: usize);
+}
+
+impl Answers<(SocketAddr, Option<LocalAddr>)> for SendBatch {
+    fn push(&mut self, (to, from): (SocketAddr, Option<LocalAddr>)) -> &mut Vec<u8> {
+        SendBatch::push(self, to, from)
+    }
+    fn is_full(&self) -> bool {
+        SendBatch::is_full(self)
+    }
+    fn len(&self) -> usize {
+        SendBatch::len(self)
+    }
+    fn truncate(&mut self, len: usize) {
+        SendBatch::truncate(self, len)
+    }
+}
+
+/// A kernel UDP socket, shared by its receive loop and the tasks that answer
+/// forwarded requests, so that it stays open until the last answer is sent
+/// even after the loop has stopped.
+pub(crate) struct SocketPath {
+    socket: glommio::net::UdpSocket,
+    forwarded: RefCell<SendBatch>,
+}
+
+impl Path for SocketPath {
+    /// The client, and the address it asked (answers leave from it).
+    type Reply = (SocketAddr, Option<LocalAddr>);
+    type Batch = SendBatch;
+
+    fn stats(service: &UdpService) -> &UdpStats {
+        &service.stats
+    }
+
+    fn client(reply: &Self::Reply) -> SocketAddr {
+        reply.0
+    }
+
+    fn flush(&self, batch: &mut SendBatch, stats: &UdpStats) {
+        if batch.is_empty() {
+            return;
+        }
+        let (_sent, bytes, failed) = batch.flush(self.socket.as_raw_fd());
+        stats.bytes_out.add(bytes as u64);
+        stats.send_errors.add(failed as u64);
+    }
+
+    fn send_now(&self, data: &[u8], (to, from): Self::Reply, stats: &UdpStats) {
+        match send_one(self.socket.as_raw_fd(), data, to, from) {
+            Ok(n) => stats.bytes_out.add(n as u64),
+            Err(_) => stats.send_errors.inc(),
+        }
+    }
+
+    fn forwarded(&self) -> &RefCell<SendBatch> {
+        &self.forwarded
+    }
+}
 
 impl UdpService {
     /// `exempt` clients are not held to `udp.max_connects_per_ip_per_sec`.
@@ -183,8 +281,11 @@ impl UdpService {
             )
             .map(RefCell::new),
             exempt,
-            forwarded_tx: RefCell::new(SendBatch::default()),
             stats: UdpStats::default(),
+            xdp_stats: UdpStats::default(),
+            xdp_frames: Default::default(),
+            xdp_serving: Cell::new(false),
+            xdp_sockets: RefCell::new(Vec::new()),
         });
         let source: Weak<dyn MetricSource> = Rc::downgrade(&service) as _;
         service.shard.add_metric_source(source);
@@ -211,9 +312,12 @@ impl UdpService {
         // glommio parks the executor on the socket (an io_uring poll) when the
         // queue is empty; the batches themselves are plain recvmmsg/sendmmsg.
         // SAFETY: the fd comes from a socket we own and hand over whole.
-        let parker: Socket =
-            Rc::new(unsafe { glommio::net::UdpSocket::from_raw_fd(socket.into_raw_fd()) });
-        let fd = parker.as_raw_fd();
+        let socket = unsafe { glommio::net::UdpSocket::from_raw_fd(socket.into_raw_fd()) };
+        let path = Rc::new(SocketPath {
+            socket,
+            forwarded: RefCell::new(SendBatch::default()),
+        });
+        let fd = path.socket.as_raw_fd();
         let mut rx = RecvBatch::default();
         let mut tx = SendBatch::default();
         let mut peek = [0u8; 1];
@@ -241,22 +345,15 @@ impl UdpService {
                     // Start loading the batch's torrents and peers first, so
                     // that their misses overlap rather than stall one announce
                     // each.
-                    self.shard.prefetch((0..n).filter_map(|i| {
-                        let peek = Request::peek_announce(rx.data(i)?)?;
-                        let peer = SocketAddr::new(canonical_ip(rx.from(i)?.ip()), peek.port);
-                        self.shard
-                            .is_local(&peek.info_hash)
-                            .then_some((peek.info_hash, peer))
-                    }));
+                    self.prefetch((0..n).filter_map(|i| Some((rx.data(i)?, rx.from(i)?))));
                     for i in 0..n {
                         if let Some(packet) = rx.get(i) {
                             self.stats.bytes_in.add(packet.data.len() as u64);
                             if !packet.truncated {
                                 self.handle_contained(
                                     packet.data,
-                                    packet.from,
-                                    packet.to,
-                                    &parker,
+                                    (packet.from, packet.to),
+                                    &path,
                                     &mut tx,
                                     &mut forwards,
                                 );
@@ -265,8 +362,8 @@ impl UdpService {
                             }
                         }
                     }
-                    self.flush(fd, &mut tx);
-                    self.forward(&mut forwards, &parker);
+                    path.flush(&mut tx, &self.stats);
+                    self.forward(&mut forwards, &path);
                     if drained && coalesce.worth_waiting(n, Instant::now()) {
                         // Let the next datagrams gather rather than wake for
                         // each (the worker's other tasks run meanwhile); a
@@ -286,7 +383,7 @@ impl UdpService {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let woken = futures_lite::future::or(
-                        async { Some(parker.peek_from(&mut peek).await) },
+                        async { Some(path.socket.peek_from(&mut peek).await) },
                         async {
                             self.stop.wait().await;
                             None
@@ -314,72 +411,86 @@ impl UdpService {
         }
     }
 
+    /// Starts loading the torrents and peers of the announces among
+    /// `datagrams` (payload, sender) that this worker owns, so that their
+    /// cache misses overlap rather than stall one announce each.
+    pub(crate) fn prefetch<'d>(&self, datagrams: impl Iterator<Item = (&'d [u8], SocketAddr)>) {
+        self.shard.prefetch(datagrams.filter_map(|(data, from)| {
+            let peek = Request::peek_announce(data)?;
+            let peer = SocketAddr::new(canonical_ip(from.ip()), peek.port);
+            self.shard
+                .is_local(&peek.info_hash)
+                .then_some((peek.info_hash, peer))
+        }));
+    }
+
     /// Hands each owner the announces of the batch it owns, all at once, and
     /// sends their answers when they come.
-    fn forward(self: &Rc<Self>, forwards: &mut Forwards, socket: &Socket) {
+    pub(crate) fn forward<P: Path>(
+        self: &Rc<Self>,
+        forwards: &mut Forwards<P::Reply>,
+        path: &Rc<P>,
+    ) {
         for (owner, (batch, replies)) in forwards.0.iter_mut().enumerate() {
             if batch.is_empty() {
                 continue;
             }
             let (batch, replies) = (mem::take(batch), mem::take(replies));
             let this = self.clone();
-            let (socket, in_flight) = (socket.clone(), InFlight::new(self));
+            let (path, in_flight) = (path.clone(), InFlight::new(self));
             glommio::spawn_local(async move {
                 let _in_flight = in_flight;
+                let stats = P::stats(&this);
                 let task = async {
                     match this.shard.announce_at(owner, batch).await {
-                        Ok(answers) => this.send_forwarded(socket.as_raw_fd(), &replies, answers),
-                        Err(e) => replies.iter().for_each(|_| this.route_failed(e)),
+                        Ok(answers) => this.send_forwarded(&*path, &replies, answers),
+                        Err(e) => replies.iter().for_each(|_| this.route_failed(e, stats)),
                     }
                 };
-                Contained::new(&this.stats.panics, task).await;
+                Contained::new(&stats.panics, task).await;
             })
             .detach();
         }
     }
 
     /// Sends the answers of announces another worker owns, batched.
-    fn send_forwarded(&self, fd: RawFd, replies: &[ReplyTo], answers: AnnounceAnswers) {
-        let mut tx = self.forwarded_tx.borrow_mut();
+    fn send_forwarded<P: Path>(
+        &self,
+        path: &P,
+        replies: &[ReplyTo<P::Reply>],
+        answers: AnnounceAnswers,
+    ) {
+        let stats = P::stats(self);
+        let mut tx = path.forwarded().borrow_mut();
         for (reply, (counts, peers)) in replies.iter().zip(answers.iter()) {
             if tx.is_full() {
-                self.flush(fd, &mut tx);
+                path.flush(&mut tx, stats);
             }
             // The peers' family is the sender's, as at the owner.
-            let family = IpFamily::of(canonical_ip(reply.from.ip()));
-            let out = tx.push(reply.from, reply.to);
-            self.write_announce(out, reply.txid, family, counts, peers);
+            let family = IpFamily::of(canonical_ip(P::client(&reply.reply).ip()));
+            let out = tx.push(reply.reply);
+            self.write_announce(stats, out, reply.txid, family, counts, peers);
         }
-        self.flush(fd, &mut tx);
-    }
-
-    fn flush(&self, fd: RawFd, tx: &mut SendBatch) {
-        if tx.is_empty() {
-            return;
-        }
-        let (_sent, bytes, failed) = tx.flush(fd);
-        self.stats.bytes_out.add(bytes as u64);
-        self.stats.send_errors.add(failed as u64);
+        path.flush(&mut tx, stats);
     }
 
     /// `handle`, with a panic contained: the datagram goes unanswered (whatever
     /// it had queued is taken back) and the panic is counted.
-    fn handle_contained(
+    pub(crate) fn handle_contained<P: Path>(
         self: &Rc<Self>,
         data: &[u8],
-        from: SocketAddr,
-        to: Option<LocalAddr>,
-        socket: &Socket,
-        tx: &mut SendBatch,
-        forwards: &mut Forwards,
+        reply: P::Reply,
+        path: &Rc<P>,
+        tx: &mut P::Batch,
+        forwards: &mut Forwards<P::Reply>,
     ) {
-        let fd = socket.as_raw_fd();
+        let stats = P::stats(self);
         if tx.is_full() {
-            self.flush(fd, tx);
+            path.flush(tx, stats);
         }
         let queued = tx.len();
-        if contain(&self.stats.panics, || {
-            self.handle(data, from, to, socket, tx, forwards)
+        if contain(&stats.panics, || {
+            self.handle(data, reply, path, tx, forwards)
         })
         .is_none()
         {
@@ -390,42 +501,42 @@ impl UdpService {
     /// Answers one datagram: into `tx` when this worker can answer now, or
     /// (an announce) through `forwards` once the owning worker has answered.
     /// `tx` has room for one.
-    fn handle(
+    fn handle<P: Path>(
         self: &Rc<Self>,
         data: &[u8],
-        from: SocketAddr,
-        to: Option<LocalAddr>,
-        socket: &Socket,
-        tx: &mut SendBatch,
-        forwards: &mut Forwards,
+        reply: P::Reply,
+        path: &Rc<P>,
+        tx: &mut P::Batch,
+        forwards: &mut Forwards<P::Reply>,
     ) {
-        let ip = canonical_ip(from.ip());
+        let stats = P::stats(self);
+        let ip = canonical_ip(P::client(&reply).ip());
         let now = clock::unix_secs();
         match Request::parse(data) {
             Ok(Request::Connect(req)) => {
-                self.stats.connects.inc(ip);
+                stats.connects.inc(ip);
                 if let Some(limit) = &self.connect_limit {
                     // An empty list (the default) costs a length check.
                     if !self.exempt.contains(ip) && !limit.borrow_mut().allow(ip, now as u32) {
-                        self.stats.connects_limited.inc();
+                        stats.connects_limited.inc();
                         return;
                     }
                 }
-                self.stats.connect_responses.inc(ip);
+                stats.connect_responses.inc(ip);
                 let id = self.cookies.issue(ip, now);
-                write_connect_response(tx.push(from, to), req.transaction_id, id);
+                write_connect_response(tx.push(reply), req.transaction_id, id);
             }
             Ok(Request::Announce(req)) => {
-                if !self.proves_address(req.connection_id, ip, now) {
+                if !self.proves_address(stats, req.connection_id, ip, now) {
                     return;
                 }
-                self.stats.announces.inc(ip);
+                stats.announces.inc(ip);
                 let txid = req.transaction_id;
                 if req.port == 0 {
-                    self.stats.malformed.inc();
-                    self.stats.errors_sent.inc();
-                    self.stats.announce_responses.inc(ip);
-                    write_error_response(tx.push(from, to), txid, b"invalid port");
+                    stats.malformed.inc();
+                    stats.errors_sent.inc();
+                    stats.announce_responses.inc(ip);
+                    write_error_response(tx.push(reply), txid, b"invalid port");
                     return;
                 }
                 let family = IpFamily::of(ip);
@@ -442,84 +553,85 @@ impl UdpService {
                     peer_ids: false,
                 };
                 if self.shard.private().is_some() {
-                    return self.private_announce(&req, announce, socket, tx, (from, to));
+                    return self.private_announce(&req, announce, path, tx, reply);
                 }
                 let written = self.shard.announce_here(&announce, |counts, peers| {
-                    self.write_announce(tx.push(from, to), txid, family, counts, peers.compact())
+                    let out = tx.push(reply);
+                    self.write_announce(stats, out, txid, family, counts, peers.compact())
                 });
                 if written.is_some() {
-                    self.stats.announces_local.inc();
+                    stats.announces_local.inc();
                 } else {
-                    self.stats.announces_forwarded.inc();
-                    let reply_to = ReplyTo { from, to, txid };
+                    stats.announces_forwarded.inc();
+                    let reply_to = ReplyTo { reply, txid };
                     forwards.push(self.shard.owner(&announce.info_hash), announce, reply_to);
                 }
             }
             Ok(Request::Scrape(req)) => {
-                if !self.proves_address(req.connection_id, ip, now) {
+                if !self.proves_address(stats, req.connection_id, ip, now) {
                     return;
                 }
-                self.stats.scrapes.inc(ip);
+                stats.scrapes.inc(ip);
                 let txid = req.transaction_id;
                 if self.shard.private().is_some() {
                     // As over HTTP: BEP 15 scrapes carry no passkey (BEP 41
                     // options come with announces only), and a private
                     // tracker tells no one its swarms' sizes.
-                    self.stats.scrape_responses.inc(ip);
-                    self.stats.refused.inc();
-                    self.stats.errors_sent.inc();
+                    stats.scrape_responses.inc(ip);
+                    stats.refused.inc();
+                    stats.errors_sent.inc();
                     let message = tracker_private::client::SCRAPES_NOT_SERVED;
-                    write_error_response(tx.push(from, to), txid, message.as_bytes());
+                    write_error_response(tx.push(reply), txid, message.as_bytes());
                     return;
                 }
                 if req.info_hashes.len() > self.max_scrape_hashes {
-                    self.stats.scrape_responses.inc(ip);
-                    self.stats.malformed.inc();
-                    self.stats.errors_sent.inc();
-                    write_error_response(tx.push(from, to), txid, b"too many info-hashes");
+                    stats.scrape_responses.inc(ip);
+                    stats.malformed.inc();
+                    stats.errors_sent.inc();
+                    write_error_response(tx.push(reply), txid, b"too many info-hashes");
                     return;
                 }
                 if req.info_hashes.iter().all(|h| self.shard.is_local(&h)) {
-                    let stats = req.info_hashes.iter().map(|h| self.shard.scrape_local(&h));
-                    self.stats.scrape_responses.inc(ip);
-                    write_scrape_response(tx.push(from, to), txid, stats);
+                    let scraped = req.info_hashes.iter().map(|h| self.shard.scrape_local(&h));
+                    stats.scrape_responses.inc(ip);
+                    write_scrape_response(tx.push(reply), txid, scraped);
                 } else {
                     let hashes: Vec<InfoHash> = req.info_hashes.iter().collect();
                     let this = self.clone();
-                    let (socket, in_flight) = (socket.clone(), InFlight::new(self));
+                    let (path, in_flight) = (path.clone(), InFlight::new(self));
                     glommio::spawn_local(async move {
                         let _in_flight = in_flight;
-                        let fd = socket.as_raw_fd();
+                        let stats = P::stats(&this);
                         let task = async {
-                            let mut stats: Vec<ScrapeStats> = Vec::new();
-                            if let Err(e) = this.shard.scrape(&hashes, &mut stats).await {
-                                return this.route_failed(e);
+                            let mut scraped: Vec<ScrapeStats> = Vec::new();
+                            if let Err(e) = this.shard.scrape(&hashes, &mut scraped).await {
+                                return this.route_failed(e, stats);
                             }
                             let mut out = Vec::new();
-                            this.stats.scrape_responses.inc(ip);
-                            write_scrape_response(&mut out, txid, stats.iter().copied());
-                            this.send_now(fd, &out, from, to);
+                            stats.scrape_responses.inc(ip);
+                            write_scrape_response(&mut out, txid, scraped.iter().copied());
+                            path.send_now(&out, reply, stats);
                         };
-                        Contained::new(&this.stats.panics, task).await;
+                        Contained::new(&stats.panics, task).await;
                     })
                     .detach();
                 }
             }
             Err(err) => {
-                self.stats.malformed.inc();
+                stats.malformed.inc();
                 // Only a client that proved its address (a valid connection id)
                 // gets an answer, so forged sources cannot aim us at anyone.
                 let (Some(id), Some(txid)) = (err.connection_id, err.transaction_id) else {
                     return;
                 };
                 if self.cookies.is_valid(id, ip, now) {
-                    self.stats.errors_sent.inc();
+                    stats.errors_sent.inc();
                     // Never answer with more than was asked: a short packet
                     // gets a shortened message.
                     let message = err.message().as_bytes();
                     let room = data.len().saturating_sub(ERROR_HEADER_BYTES);
                     let message = message.get(..room).unwrap_or(message);
-                    write_error_response(tx.push(from, to), txid, message);
+                    write_error_response(tx.push(reply), txid, message);
                 }
             }
         }
@@ -527,31 +639,32 @@ impl UdpService {
 
     /// Whether `id` is a connection id we issued to `ip` (and still honour);
     /// a request without one is dropped unanswered, and counted.
-    fn proves_address(&self, id: ConnectionId, ip: IpAddr, now: u64) -> bool {
+    fn proves_address(&self, stats: &UdpStats, id: ConnectionId, ip: IpAddr, now: u64) -> bool {
         let valid = self.cookies.is_valid(id, ip, now);
         if !valid {
-            self.stats.bad_connection_id.inc();
+            stats.bad_connection_id.inc();
         }
         valid
     }
 
     /// One more answer to an announce, of `family`, whatever it says.
-    pub(crate) fn count_announce_response(&self, family: IpFamily) {
+    pub(crate) fn count_announce_response(stats: &UdpStats, family: IpFamily) {
         match family {
-            IpFamily::V4 => self.stats.announce_responses.ipv4.inc(),
-            IpFamily::V6 => self.stats.announce_responses.ipv6.inc(),
+            IpFamily::V4 => stats.announce_responses.ipv4.inc(),
+            IpFamily::V6 => stats.announce_responses.ipv6.inc(),
         }
     }
 
     pub(crate) fn write_announce(
         &self,
+        stats: &UdpStats,
         out: &mut Vec<u8>,
         txid: TransactionId,
         family: IpFamily,
         counts: Result<SwarmCounts, AnnounceRefused>,
         peers: &[u8],
     ) {
-        self.count_announce_response(family);
+        Self::count_announce_response(stats, family);
         match counts {
             Ok(SwarmCounts { seeders, leechers }) => {
                 write_announce_response(
@@ -565,28 +678,21 @@ impl UdpService {
             }
             Err(refused) => {
                 match refused {
-                    AnnounceRefused::NotAllowed => self.stats.not_allowed.inc(),
+                    AnnounceRefused::NotAllowed => stats.not_allowed.inc(),
                     AnnounceRefused::TorrentLimit | AnnounceRefused::AddressBudget(_) => {
-                        self.stats.refused.inc()
+                        stats.refused.inc()
                     }
                 }
-                self.stats.errors_sent.inc();
+                stats.errors_sent.inc();
                 write_error_response(out, txid, refused.reason().as_bytes());
             }
         }
     }
 
-    pub(crate) fn route_failed(&self, e: RouteError) {
+    pub(crate) fn route_failed(&self, e: RouteError, stats: &UdpStats) {
         match e {
-            RouteError::Overloaded | RouteError::OwnerGone => self.stats.dropped_overloaded.inc(),
-            RouteError::Failed => self.stats.failed_at_owner.inc(),
-        }
-    }
-
-    pub(crate) fn send_now(&self, fd: RawFd, data: &[u8], to: SocketAddr, from: Option<LocalAddr>) {
-        match send_one(fd, data, to, from) {
-            Ok(n) => self.stats.bytes_out.add(n as u64),
-            Err(_) => self.stats.send_errors.inc(),
+            RouteError::Overloaded | RouteError::OwnerGone => stats.dropped_overloaded.inc(),
+            RouteError::Failed => stats.failed_at_owner.inc(),
         }
     }
 }
