@@ -145,7 +145,7 @@ pub fn run(
             &config.udp.xdp,
             &udp_addresses(&sockets),
             &mut sockets,
-            Duration::ZERO,
+            xdp::RELEASE_WAIT,
         )?
     } else {
         None

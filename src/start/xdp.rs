@@ -19,8 +19,13 @@ use crate::start::bind::WorkerSockets;
 
 /// Ethernet header and one VLAN tag: what a frame holds beyond the MTU.
 const LINK_HEADER: u32 = 18;
+/// How long a start waits for a queue that a process which just ended
+/// still holds: the kernel releases an AF_XDP socket's queue in deferred
+/// work after its close (milliseconds), so a restart right after a crash
+/// can find it busy.
+pub const RELEASE_WAIT: Duration = Duration::from_secs(1);
 /// How often a queue or an interface still held by a predecessor is tried
-/// again during a hand-over.
+/// again.
 const RETRY: Duration = Duration::from_millis(20);
 
 /// What keeps the programs attached: dropping it detaches them.
@@ -46,7 +51,7 @@ impl Attached {
 /// `listen` (bound, ports known), and gives each worker its queues'
 /// sockets. None when AF_XDP is off. `patience`: how long a queue or an
 /// interface that another process holds is waited for (a predecessor
-/// letting go in a hand-over); at a plain start, none.
+/// letting go in a hand-over, or the kernel releasing a crashed one's).
 pub fn attach(
     config: &XdpConfig,
     listen: &[SocketAddr],

@@ -12,6 +12,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, RawFd};
 use std::rc::{Rc, Weak};
+use std::time::Instant;
 
 use tracing::warn;
 use tracker_net::udp::{BATCH, MAX_DATAGRAM};
@@ -22,6 +23,7 @@ use tracker_runtime::metrics::{Label, Sample, UDP_ERRORS};
 use tracker_runtime::quantum::Quantum;
 use tracker_runtime::throttle::LogThrottle;
 
+use crate::coalesce::Coalesce;
 use crate::server::{Answers, Forwards, Path, UdpService, UdpStats};
 
 /// Wakeups of the kernel to transmit in one flush, at most: each sends up
@@ -231,6 +233,7 @@ impl UdpService {
         let mut tx = XdpBatch::default();
         let mut forwards = Forwards::new(self.shard.workers());
         let mut quantum = Quantum::default();
+        let mut coalesce = Coalesce::new(self.coalesce);
         // After the stop, what the RX ring already holds is answered (a
         // ring's worth at most) before the socket closes: the kernel's
         // sockets take what comes after.
@@ -306,9 +309,19 @@ impl UdpService {
             }
             path.flush(&mut tx, stats);
             self.forward(&mut forwards, &path);
-            // Under a flood this loop always has work: let the worker's
-            // other tasks have their turn.
-            quantum.yield_now().await;
+            if n < BATCH && coalesce.worth_waiting(n, Instant::now()) {
+                // As on the socket path (`udp.coalesce_us`): at half load,
+                // let frames gather rather than wake for each.
+                let gathered = futures_lite::future::or(
+                    glommio::timer::sleep(coalesce.window()),
+                    self.stop.wait(),
+                );
+                quantum.wait(gathered).await;
+            } else {
+                // Under a flood this loop always has work: let the
+                // worker's other tasks have their turn.
+                quantum.yield_now().await;
+            }
         }
     }
 }
