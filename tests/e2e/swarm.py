@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 """End-to-end swarm test: a real BitTorrent client (libtorrent) through our tracker.
 
-A seeder and a leecher, two libtorrent sessions on 127.0.0.1, share a freshly
-generated random file. They can only learn about each other from the tracker:
-DHT, local service discovery, UPnP, NAT-PMP and peer exchange are all off, and
-the script never hands a peer address to either session. Success means the
-leecher reaches the seeding state and its copy of the file has the original's
-bytes.
+A seeder and a leecher, two libtorrent sessions on 127.0.0.1 (or the address
+--listen-ip names), share a freshly generated random file. They can only learn
+about each other from the tracker: DHT, local service discovery, UPnP, NAT-PMP
+and peer exchange are all off, and the script never hands a peer address to
+either session. Success means the leecher reaches the seeding state and its copy
+of the file has the original's bytes.
 
 Needs Debian's python3-libtorrent, which installs for /usr/bin/python3 only:
 
@@ -138,6 +138,15 @@ def parse_args():
         help="the site's torrent id for --register (default 1)",
     )
     p.add_argument(
+        "--listen-ip",
+        default="127.0.0.1",
+        metavar="IP",
+        help="the address both sessions listen on, and so the one the "
+        "tracker sees them announce from when it is local (default "
+        "127.0.0.1; another host's tracker needs the address of the link "
+        "that reaches it)",
+    )
+    p.add_argument(
         "--seed-for",
         type=float,
         default=0.0,
@@ -251,9 +260,15 @@ def register(url, torrent_id, info_hash, deadline):
         return
 
 
-def make_session(label, insecure):
+def listen_interface(ip):
+    """libtorrent's listen_interfaces entry for `ip`, on a free port."""
+    return f"[{ip}]:0" if ":" in ip else f"{ip}:0"
+
+
+def make_session(label, insecure, listen_ip):
     settings = {
-        "listen_interfaces": "127.0.0.1:0",  # a free port, distinct per session
+        # A free port, distinct per session.
+        "listen_interfaces": listen_interface(listen_ip),
         "outgoing_interfaces": "",
         "listen_system_port_fallback": False,
         "enable_dht": False,
@@ -261,7 +276,7 @@ def make_session(label, insecure):
         "enable_upnp": False,
         "enable_natpmp": False,
         "enable_ip_notifier": False,
-        # Both peers are 127.0.0.1 (different ports).
+        # Both peers are on one address (different ports).
         "allow_multiple_connections_per_ip": True,
         "anonymous_mode": False,
         "announce_to_all_tiers": True,
@@ -298,7 +313,7 @@ def make_session(label, insecure):
 def wait_listening(ses, label, deadline):
     while time.monotonic() < deadline:
         if ses.is_listening() and ses.listen_port():
-            log(f"{label}: listening on 127.0.0.1:{ses.listen_port()}")
+            log(f"{label}: listening on port {ses.listen_port()}")
             return ses.listen_port()
         for a in ses.pop_alerts():
             if isinstance(a, lt.listen_failed_alert):
@@ -463,8 +478,8 @@ def run(args, tmp):
     log(f"seeder tracker: {seeder_url}")
     log(f"leecher tracker: {leecher_url}")
 
-    seeder_ses = make_session("seeder", args.insecure)
-    leecher_ses = make_session("leecher", args.insecure)
+    seeder_ses = make_session("seeder", args.insecure, args.listen_ip)
+    leecher_ses = make_session("leecher", args.insecure, args.listen_ip)
     sport = wait_listening(seeder_ses, "seeder", deadline)
     lport = wait_listening(leecher_ses, "leecher", deadline)
     if sport == lport:

@@ -1,6 +1,7 @@
 //! Starting the real `tracker` binary for integration tests.
 #![allow(dead_code)] // each test file uses its own part of this module
 
+pub mod netns;
 pub mod private;
 pub mod site_db;
 pub mod udp_client;

@@ -1,0 +1,1075 @@
+//! AF_XDP end to end (issue 36): the real binary in one network namespace
+//! with `[udp.xdp]` on the server's end of a veth pair (native XDP, copy
+//! mode), clients in another namespace at the other end
+//! (tests/support/netns.rs).
+//!
+//! Needs root (namespaces, veth, XDP, AF_PACKET and raw ICMP sockets) and
+//! `ip` (iproute2); the libtorrent test also needs Debian's
+//! python3-libtorrent (tests/e2e_libtorrent.rs). A machine without them
+//! fails these tests: none is skipped.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::netns::{frame, ping, Capture, Captured, RawLink, Side, TwoHosts, SRV_DEV};
+use support::wire::{hash_owned_by, http_announce_target, http_get, udp_announce_wanting};
+use support::Tracker;
+use tracker_proto::udp::{write_scrape_request, ConnectionId, IpFamily, Response, TransactionId};
+use tracker_proto::{AnnounceEvent, InfoHash, ScrapeStats};
+
+/// Both trackers of a test key their connection ids alike, so that the
+/// same client gets the same id from either.
+const SECRET: &str = "00112233445566778899aabbccddeeff";
+/// The UDP port of the tracker with AF_XDP on (both families).
+const XDP_PORT: u16 = 6969;
+/// The UDP port of the tracker with it off, for comparison.
+const SOCKET_PORT: u16 = 6970;
+const HTTP_PORT: u16 = 8080;
+/// A plain UDP socket's port on the server, beside the tracker's.
+const ECHO_PORT: u16 = 7777;
+
+/// The tracker's config: `[udp.xdp]` on the server's veth end, or the same
+/// section with no interface (AF_XDP off).
+fn config(xdp: bool) -> String {
+    let interfaces = if xdp {
+        format!("[\"{SRV_DEV}\"]")
+    } else {
+        "[]".to_string()
+    };
+    format!(
+        "[udp]\nconnection_secret = \"{SECRET}\"\n\n\
+         [udp.xdp]\ninterfaces = {interfaces}\nqueues = []\nzero_copy = false\n\
+         generic = false\nframes = 4096\nframe_size = 2048\n"
+    )
+}
+
+/// Starts the tracker in the server's namespace, serving UDP on `port` of
+/// both of the server's addresses (and HTTP with `http`), with metrics,
+/// and waits until it answers.
+fn start(hosts: &TwoHosts, port: u16, xdp: bool, http: bool) -> Tracker {
+    let mut builder = Tracker::builder()
+        .udp(Some(SocketAddr::new(hosts.srv_v4.into(), port)))
+        .udp(Some(SocketAddr::new(hosts.srv_v6.into(), port)))
+        .metrics()
+        .config(&config(xdp));
+    if http {
+        builder = builder.http(Some(SocketAddr::new(hosts.srv_v4.into(), HTTP_PORT)));
+    }
+    // Started from a thread in the server's namespace, the process runs
+    // there; its listeners are probed from there too (over loopback, which
+    // has no XDP program: the socket path).
+    hosts.srv(move || {
+        let mut tracker = builder.spawn();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !ready(&tracker) {
+            if !tracker.is_running() {
+                let (code, stderr) = tracker.wait_exit(Duration::from_secs(5));
+                panic!("the tracker exited during start-up ({code:?}); its stderr:\n{stderr}");
+            }
+            assert!(Instant::now() < deadline, "the tracker did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        tracker
+    })
+}
+
+/// Whether each of the tracker's UDP listeners answers a connect (from
+/// loopback), its HTTP listeners take a connection, and its metrics answer.
+fn ready(tracker: &Tracker) -> bool {
+    let udp = tracker.udp.iter().all(|addr| {
+        let from: SocketAddr = if addr.is_ipv4() {
+            "127.0.0.1:0".parse().unwrap()
+        } else {
+            "[::1]:0".parse().unwrap()
+        };
+        let sock = UdpSocket::bind(from).unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        sock.send_to(&connect_packet(7), addr).unwrap();
+        let mut buf = [0u8; 64];
+        matches!(sock.recv_from(&mut buf), Ok((16, _)))
+    });
+    let http = tracker
+        .http
+        .iter()
+        .all(|addr| std::net::TcpStream::connect_timeout(addr, Duration::from_millis(200)).is_ok());
+    let metrics = tracker.metrics.is_some_and(|addr| {
+        matches!(
+            http_get(addr, "/metrics", Duration::from_secs(1)),
+            Some((200, _))
+        )
+    });
+    udp && http && metrics
+}
+
+/// Starts the tracker with AF_XDP and checks that the program is attached
+/// in native mode.
+fn start_xdp(hosts: &TwoHosts, http: bool) -> Tracker {
+    let tracker = start(hosts, XDP_PORT, true, http);
+    let attached = hosts.xdp_attached(Side::Srv).unwrap_or_else(|| {
+        panic!("the tracker started with AF_XDP on but no XDP program is attached to {SRV_DEV}")
+    });
+    assert!(
+        !attached.contains("xdpgeneric"),
+        "udp.xdp.generic = false, yet the program is in generic mode:\n{attached}"
+    );
+    tracker
+}
+
+/// A UDP socket for a client, made in the client's namespace on its address
+/// of `to`'s family.
+fn client_socket(hosts: &TwoHosts, to: SocketAddr) -> UdpSocket {
+    let bind = SocketAddr::new(hosts.addr(Side::Cli, to.is_ipv6()), 0);
+    let sock = hosts
+        .cli(|| UdpSocket::bind(bind))
+        .expect("bind a client socket");
+    sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    sock
+}
+
+/// Sends `packet` to `to` and returns the answer.
+fn ask(sock: &UdpSocket, to: SocketAddr, packet: &[u8]) -> Vec<u8> {
+    sock.send_to(packet, to).unwrap();
+    let mut buf = [0u8; 2048];
+    let (n, from) = sock
+        .recv_from(&mut buf)
+        .unwrap_or_else(|e| panic!("no answer from {to}: {e}"));
+    assert_eq!(from, to, "an answer from another address");
+    buf[..n].to_vec()
+}
+
+fn connect_packet(txid: i32) -> Vec<u8> {
+    support::wire::udp_connect_packet(TransactionId(txid))
+}
+
+/// Connects `sock` to the tracker at `to`: the connection id.
+fn connect(sock: &UdpSocket, to: SocketAddr) -> ConnectionId {
+    let answer = ask(sock, to, &connect_packet(0x0c0c));
+    match Response::parse(&answer, IpFamily::of(to.ip())) {
+        Ok(Response::Connect {
+            transaction_id: TransactionId(0x0c0c),
+            connection_id,
+        }) => connection_id,
+        other => panic!("not a connect answer from {to}: {other:?} ({answer:02x?})"),
+    }
+}
+
+/// The tracker's count of `metric` (requests or responses) for UDP over
+/// `path`, of `action` (and of `family`, "ipv4" or "ipv6", if given).
+fn udp_count(
+    hosts: &TwoHosts,
+    tracker: &Tracker,
+    metric: &str,
+    path: &str,
+    action: &str,
+    family: Option<&str>,
+) -> u64 {
+    let mut labels = vec![("protocol", "udp"), ("path", path), ("action", action)];
+    if let Some(family) = family {
+        labels.push(("family", family));
+    }
+    hosts.metric(tracker, metric, &labels)
+}
+
+fn requests(hosts: &TwoHosts, tracker: &Tracker, path: &str, action: &str) -> u64 {
+    udp_count(hosts, tracker, "tracker_requests_total", path, action, None)
+}
+
+/// Frames the XDP program took that the tracker dropped as malformed.
+fn bad_frames(hosts: &TwoHosts, tracker: &Tracker) -> u64 {
+    let labels = [("protocol", "udp"), ("path", "xdp"), ("kind", "bad_frame")];
+    hosts.metric(tracker, "tracker_udp_errors_total", &labels)
+}
+
+/// Waits until `read` gives `expected`, then checks that it stays there a
+/// moment (nothing more was counted late); panics with `what` otherwise.
+fn settles_at(expected: u64, what: &str, read: impl Fn() -> u64) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut got = read();
+    while got < expected && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        got = read();
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(read(), expected, "{what}");
+}
+
+/// A torrent that worker `owner` of two owns, one per `seed`.
+fn hash(seed: u32, owner: usize) -> InfoHash {
+    hash_owned_by(owner, 2, seed)
+}
+
+/// What one client pair asks a tracker, and the raw answers: a connect,
+/// two announces for a torrent worker 0 owns (which, with one queue on the
+/// veth, is the worker that reads the AF_XDP socket) and two for one that
+/// worker 1 owns (forwarded over the mesh), a scrape of both and of one
+/// nobody announced, and an announce with port 0 (an error answer).
+fn probes(
+    first: &UdpSocket,
+    second: &UdpSocket,
+    to: SocketAddr,
+    seed: u32,
+) -> Vec<(&'static str, Vec<u8>)> {
+    let mut answers = vec![("connect", ask(first, to, &connect_packet(0x0101)))];
+    let id = match Response::parse(&answers[0].1, IpFamily::of(to.ip())) {
+        Ok(Response::Connect { connection_id, .. }) => connection_id,
+        other => panic!("not a connect answer from {to}: {other:?}"),
+    };
+    // Both clients are at one address: one id serves both.
+    let (local, remote) = (hash(seed, 0), hash(seed + 1, 1));
+    let announce = |sock: &UdpSocket, txid, hash, port, left| {
+        let packet = udp_announce_wanting(id, txid, hash, port, AnnounceEvent::Started, left, -1);
+        ask(sock, to, &packet)
+    };
+    answers.push((
+        "seeder's announce (worker 0)",
+        announce(first, 0x0201, local, 6881, 0),
+    ));
+    answers.push((
+        "leecher's announce (worker 0)",
+        announce(second, 0x0202, local, 6882, 1000),
+    ));
+    answers.push((
+        "seeder's announce (worker 1)",
+        announce(first, 0x0203, remote, 6881, 0),
+    ));
+    answers.push((
+        "leecher's announce (worker 1)",
+        announce(second, 0x0204, remote, 6882, 1000),
+    ));
+    let mut scrape = Vec::new();
+    let nobody = InfoHash([0xee; 20]);
+    write_scrape_request(
+        &mut scrape,
+        id,
+        TransactionId(0x0301),
+        &[local, remote, nobody],
+    );
+    answers.push(("scrape", ask(first, to, &scrape)));
+    answers.push((
+        "announce with port 0",
+        announce(first, 0x0401, local, 0, 1000),
+    ));
+    answers
+}
+
+/// Checks what `probes` got: the second client is told of the first, the
+/// scrape counts both, the port-0 announce is an "invalid port" error.
+fn check_probe_answers(answers: &[(&str, Vec<u8>)], first: SocketAddr, family: IpFamily) {
+    let parse = |i: usize| {
+        Response::parse(&answers[i].1, family)
+            .unwrap_or_else(|e| panic!("{}: unparsable answer {e:?}", answers[i].0))
+    };
+    let seeder = SocketAddr::new(first.ip(), 6881);
+    for (i, txid) in [(2, 0x0202), (4, 0x0204)] {
+        match parse(i) {
+            Response::Announce {
+                transaction_id,
+                interval,
+                leechers,
+                seeders,
+                peers,
+            } => {
+                assert_eq!(transaction_id, TransactionId(txid));
+                assert_eq!(interval, 1800);
+                assert_eq!((seeders, leechers), (1, 1), "{}", answers[i].0);
+                assert_eq!(
+                    peers.iter().collect::<Vec<_>>(),
+                    vec![seeder],
+                    "{}",
+                    answers[i].0
+                );
+            }
+            other => panic!("{}: {other:?}", answers[i].0),
+        }
+    }
+    match parse(5) {
+        Response::Scrape {
+            transaction_id,
+            stats,
+        } => {
+            assert_eq!(transaction_id, TransactionId(0x0301));
+            let one_each = ScrapeStats {
+                seeders: 1,
+                completed: 0,
+                leechers: 1,
+            };
+            let none = ScrapeStats {
+                seeders: 0,
+                completed: 0,
+                leechers: 0,
+            };
+            assert_eq!(
+                stats.iter().collect::<Vec<_>>(),
+                vec![one_each, one_each, none]
+            );
+        }
+        other => panic!("scrape: {other:?}"),
+    }
+    assert_eq!(
+        &answers[6].1[..4],
+        &3i32.to_be_bytes(),
+        "not an error answer (action 3)"
+    );
+    match parse(6) {
+        Response::Error {
+            transaction_id,
+            message,
+        } => {
+            assert_eq!(transaction_id, TransactionId(0x0401));
+            assert_eq!(message, b"invalid port");
+        }
+        other => panic!("port 0: {other:?}"),
+    }
+}
+
+/// The connection id's time window (tracker-udp's cookie.rs: 120 s).
+fn id_window() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 120
+}
+
+#[test]
+fn probes_get_the_same_answers_as_over_sockets() {
+    let hosts = TwoHosts::new();
+    let xdp = start_xdp(&hosts, false);
+    // The same binary and config with AF_XDP off, beside it on another
+    // port (the XDP program takes the first one's port only).
+    let sockets = start(&hosts, SOCKET_PORT, false, false);
+
+    for (v6, seed) in [(false, 100), (true, 200)] {
+        let family = if v6 { "IPv6" } else { "IPv4" };
+        let srv = hosts.addr(Side::Srv, v6);
+        let (over_xdp, over_sockets) = (
+            SocketAddr::new(srv, XDP_PORT),
+            SocketAddr::new(srv, SOCKET_PORT),
+        );
+        let first = client_socket(&hosts, over_xdp);
+        let second = client_socket(&hosts, over_xdp);
+        let window = id_window();
+        let from_xdp = probes(&first, &second, over_xdp, seed);
+        let from_sockets = probes(&first, &second, over_sockets, seed);
+        let same_window = id_window() == window;
+        check_probe_answers(&from_xdp, first.local_addr().unwrap(), IpFamily::of(srv));
+        check_probe_answers(
+            &from_sockets,
+            first.local_addr().unwrap(),
+            IpFamily::of(srv),
+        );
+        for ((what, a), (_, b)) in from_xdp.iter().zip(&from_sockets) {
+            if *what == "connect" && !same_window {
+                // The ids' window turned between the two: only the id
+                // (bytes 8 to 16) may differ.
+                assert_eq!(a[..8], b[..8], "{family} {what}");
+                continue;
+            }
+            assert_eq!(
+                a, b,
+                "{family} {what}: the answer over AF_XDP (left) differs from the answer over \
+                 sockets (right)"
+            );
+        }
+    }
+
+    // Every request to the XDP tracker's port came over AF_XDP; the other
+    // tracker counts them over its sockets.
+    for family in ["ipv4", "ipv6"] {
+        let count = |tracker, metric, path, action| {
+            udp_count(&hosts, tracker, metric, path, action, Some(family))
+        };
+        for metric in ["tracker_requests_total", "tracker_responses_total"] {
+            for (action, n) in [("connect", 1), ("announce", 5), ("scrape", 1)] {
+                let what = format!("{metric}{{path=xdp,action={action},family={family}}}");
+                assert_eq!(count(&xdp, metric, "xdp", action), n, "{what}");
+                // The other tracker's connects include its start's probes.
+                let over_sockets = count(&sockets, metric, "socket", action);
+                if action == "connect" {
+                    assert!(over_sockets >= n, "{what} on the socket tracker");
+                } else {
+                    assert_eq!(over_sockets, n, "{what} on the socket tracker");
+                }
+            }
+            for action in ["announce", "scrape"] {
+                assert_eq!(
+                    count(&xdp, metric, "socket", action),
+                    0,
+                    "{metric}{{path=socket,action={action},family={family}}}: the XDP \
+                     tracker answered a request over its sockets"
+                );
+                assert_eq!(count(&sockets, metric, "xdp", action), 0);
+            }
+        }
+    }
+    assert_eq!(bad_frames(&hosts, &xdp), 0);
+    assert_eq!(
+        hosts.metric(&xdp, "tracker_udp_errors_total", &[("kind", "malformed")]),
+        2,
+        "the two port-0 announces"
+    );
+}
+
+#[test]
+fn other_traffic_still_reaches_the_kernel() {
+    let hosts = TwoHosts::new();
+    let tracker = start_xdp(&hosts, true);
+    // ARP and neighbour discovery from scratch.
+    hosts.flush_neighbours(Side::Srv);
+    hosts.flush_neighbours(Side::Cli);
+
+    for v6 in [false, true] {
+        let srv = hosts.addr(Side::Srv, v6);
+        assert!(
+            hosts.cli(|| ping(srv, Duration::from_secs(3))),
+            "no echo reply from {srv} with XDP on {SRV_DEV}"
+        );
+    }
+    // Both sides learnt each other's link address (ARP, ND).
+    let srv_mac = mac_text(hosts.mac(Side::Srv));
+    let cli_mac = mac_text(hosts.mac(Side::Cli));
+    let cli_table = hosts.neighbours(Side::Cli);
+    let srv_table = hosts.neighbours(Side::Srv);
+    for (table, ip, mac) in [
+        (&cli_table, hosts.srv_v4.to_string(), &srv_mac),
+        (&cli_table, hosts.srv_v6.to_string(), &srv_mac),
+        (&srv_table, hosts.cli_v4.to_string(), &cli_mac),
+        (&srv_table, hosts.cli_v6.to_string(), &cli_mac),
+    ] {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with(&format!("{ip} ")) && l.contains(mac.as_str())),
+            "no neighbour entry for {ip} at {mac}:\n{table}"
+        );
+    }
+
+    // A plain UDP socket on another port of the same addresses.
+    for v6 in [false, true] {
+        let srv = SocketAddr::new(hosts.addr(Side::Srv, v6), ECHO_PORT);
+        let echo = hosts
+            .srv(|| UdpSocket::bind(srv))
+            .expect("bind the echo socket");
+        echo.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let server = std::thread::spawn(move || {
+            let mut buf = [0u8; 512];
+            let (n, from) = echo
+                .recv_from(&mut buf)
+                .expect("nothing reached the echo socket");
+            echo.send_to(&buf[..n], from).unwrap();
+            from
+        });
+        let client = client_socket(&hosts, srv);
+        let answer = ask(&client, srv, b"not for the tracker");
+        assert_eq!(answer, b"not for the tracker");
+        assert_eq!(server.join().unwrap(), client.local_addr().unwrap());
+    }
+
+    // TCP: an HTTP announce on the tracker's own address.
+    let http = SocketAddr::new(hosts.srv_v4.into(), HTTP_PORT);
+    let target = http_announce_target(InfoHash([0x42; 20]), 7001);
+    let answer = hosts.cli(|| http_get(http, &target, Duration::from_secs(5)));
+    match answer {
+        Some((200, body)) => assert!(
+            body.windows(10).any(|w| w == b"8:interval"),
+            "not an announce answer: {}",
+            String::from_utf8_lossy(&body)
+        ),
+        other => panic!("HTTP announce at {http}: {other:?}"),
+    }
+
+    // And the tracker's UDP went over AF_XDP all along.
+    for v6 in [false, true] {
+        let to = SocketAddr::new(hosts.addr(Side::Srv, v6), XDP_PORT);
+        connect(&client_socket(&hosts, to), to);
+    }
+    assert_eq!(requests(&hosts, &tracker, "xdp", "connect"), 2);
+    assert_eq!(bad_frames(&hosts, &tracker), 0);
+}
+
+fn mac_text(mac: [u8; 6]) -> String {
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The client's port that every hand-made frame comes from.
+const RAW_PORT: u16 = 40404;
+
+/// An edit that spoils an IP packet.
+type Spoil = fn(&mut Vec<u8>);
+
+#[test]
+fn malformed_frames_never_crash_or_answer_wrongly() {
+    use frame::{
+        ethernet, fix_ipv4_checksum, ipv4, ipv6, pseudo_v4, pseudo_v6, udp, udp_v4, udp_v6,
+        ETHERTYPE_IPV4, ETHERTYPE_IPV6, IPPROTO_UDP, IPV6_HOP_BY_HOP,
+    };
+    let hosts = TwoHosts::new();
+    let mut tracker = start_xdp(&hosts, false);
+    let (srv_mac, cli_mac) = (hosts.mac(Side::Srv), hosts.mac(Side::Cli));
+    let (src4, dst4, src6, dst6) = (hosts.cli_v4, hosts.srv_v4, hosts.cli_v6, hosts.srv_v6);
+    let cli_ifindex = hosts.ifindex(Side::Cli);
+    let (link, capture) = hosts.cli(|| (RawLink::new(cli_ifindex), Capture::new(cli_ifindex)));
+    // Where answers to the hand-made frames would arrive: a client's
+    // sockets, and the link itself (an answer the client's stack would
+    // drop, with a bad checksum say, is still a wrong answer).
+    let listeners: Vec<UdpSocket> = [IpAddr::from(src4), IpAddr::from(src6)]
+        .into_iter()
+        .map(|ip| {
+            hosts
+                .cli(|| UdpSocket::bind(SocketAddr::new(ip, RAW_PORT)))
+                .expect("bind the listener")
+        })
+        .collect();
+    let eth4 = |ip: &[u8]| ethernet(srv_mac, cli_mac, ETHERTYPE_IPV4, ip);
+    let eth6 = |ip: &[u8]| ethernet(srv_mac, cli_mac, ETHERTYPE_IPV6, ip);
+    let good4 = |txid| udp_v4(src4, dst4, RAW_PORT, XDP_PORT, &connect_packet(txid));
+    let good6 = |txid| udp_v6(src6, dst6, RAW_PORT, XDP_PORT, &connect_packet(txid));
+
+    let connects = |tracker: &Tracker, path, family| {
+        udp_count(
+            &hosts,
+            tracker,
+            "tracker_requests_total",
+            path,
+            "connect",
+            Some(family),
+        )
+    };
+    let before = [
+        connects(&tracker, "socket", "ipv4"),
+        connects(&tracker, "socket", "ipv6"),
+        connects(&tracker, "xdp", "ipv4"),
+        connects(&tracker, "xdp", "ipv6"),
+    ];
+    assert_eq!(before[2..], [0, 0]);
+    assert_eq!(bad_frames(&hosts, &tracker), 0);
+
+    // (transaction id, frame) of each frame sent; the ids of those that
+    // must be answered, and the count of those the XDP program takes and
+    // the tracker must drop as bad frames.
+    let mut frames: Vec<(i32, Vec<u8>)> = Vec::new();
+    let mut answered: BTreeSet<i32> = BTreeSet::new();
+    let mut bad = 0u64;
+
+    // A connect cut short at every length up to a minimal Ethernet frame's
+    // 60 bytes. The whole frame is 58 bytes (14 + 20 + 8 + 16); 59 and 60
+    // carry Ethernet padding past the IP packet, and are answered. The
+    // program takes frames that hold the IPv4 and UDP headers (42 bytes);
+    // from there to 57 the IP packet is cut, so the tracker drops them.
+    for len in 0..=60usize {
+        let txid = 1000 + len as i32;
+        let mut cut = eth4(&good4(txid));
+        assert_eq!(cut.len(), 58);
+        cut.resize(len, 0);
+        frames.push((txid, cut));
+        match len {
+            58.. => {
+                answered.insert(txid);
+            }
+            42.. => bad += 1,
+            _ => {}
+        }
+    }
+    // The same with IPv6: 78 bytes whole; the program takes 62 and more.
+    for len in 54..=80usize {
+        let txid = 5000 + len as i32;
+        let mut cut = eth6(&good6(txid));
+        assert_eq!(cut.len(), 78);
+        cut.resize(len, 0);
+        frames.push((txid, cut));
+        match len {
+            78.. => {
+                answered.insert(txid);
+            }
+            62.. => bad += 1,
+            _ => {}
+        }
+    }
+
+    // Taken by the program (IPv4 without options, not a fragment, to the
+    // tracker's address and port) but not a datagram the tracker answers.
+    let v4_bad: [(i32, Spoil); 5] = [
+        // The UDP length past the IP payload.
+        (2001, |ip| ip[24..26].copy_from_slice(&34u16.to_be_bytes())),
+        // The UDP length short of the IP payload.
+        (2002, |ip| ip[24..26].copy_from_slice(&20u16.to_be_bytes())),
+        // The IP total length past the frame.
+        (2003, |ip| {
+            ip[2..4].copy_from_slice(&64u16.to_be_bytes());
+            fix_ipv4_checksum(ip);
+        }),
+        // A bad IPv4 header checksum.
+        (2004, |ip| ip[10] ^= 0x5a),
+        // Source port 0.
+        (2005, |ip| ip[20..22].copy_from_slice(&[0, 0])),
+    ];
+    for (txid, spoil) in v4_bad {
+        let mut ip = good4(txid);
+        spoil(&mut ip);
+        frames.push((txid, eth4(&ip)));
+        bad += 1;
+    }
+    let v6_bad: [(i32, Spoil); 2] = [
+        // The payload length past the frame.
+        (4002, |ip| ip[4..6].copy_from_slice(&44u16.to_be_bytes())),
+        // The UDP length past the IP payload.
+        (4003, |ip| ip[44..46].copy_from_slice(&28u16.to_be_bytes())),
+    ];
+    for (txid, spoil) in v6_bad {
+        let mut ip = good6(txid);
+        spoil(&mut ip);
+        frames.push((txid, eth6(&ip)));
+        bad += 1;
+    }
+
+    // Passed to the kernel, which hands them to the tracker's UDP socket:
+    // answered over the socket path, never counted as bad frames.
+    // IPv4 with options (IHL 6: three no-ops and an end of list).
+    let segment = |txid| {
+        let payload = connect_packet(txid);
+        udp(
+            &pseudo_v4(src4, dst4, 8 + payload.len()),
+            RAW_PORT,
+            XDP_PORT,
+            &payload,
+        )
+    };
+    frames.push((
+        3001,
+        eth4(&ipv4(
+            src4,
+            dst4,
+            IPPROTO_UDP,
+            7,
+            0,
+            &[1, 1, 1, 0],
+            &segment(3001),
+        )),
+    ));
+    answered.insert(3001);
+    // A datagram in two fragments: MF on the first, an offset on the second.
+    let whole = segment(3002);
+    assert_eq!(whole.len(), 24);
+    frames.push((
+        3002,
+        eth4(&ipv4(
+            src4,
+            dst4,
+            IPPROTO_UDP,
+            0x4242,
+            0x2000,
+            &[],
+            &whole[..16],
+        )),
+    ));
+    frames.push((
+        3002,
+        eth4(&ipv4(src4, dst4, IPPROTO_UDP, 0x4242, 2, &[], &whole[16..])),
+    ));
+    answered.insert(3002);
+    // A first fragment whose rest never comes: the kernel keeps it, then
+    // drops it.
+    let lone = segment(3003);
+    frames.push((
+        3003,
+        eth4(&ipv4(
+            src4,
+            dst4,
+            IPPROTO_UDP,
+            0x4343,
+            0x2000,
+            &[],
+            &lone[..16],
+        )),
+    ));
+    // IPv6 with a hop-by-hop options header (a PadN option) before UDP.
+    let payload = connect_packet(4001);
+    let mut hop_by_hop = vec![IPPROTO_UDP, 0, 1, 4, 0, 0, 0, 0];
+    hop_by_hop.extend(udp(
+        &pseudo_v6(src6, dst6, 8 + payload.len()),
+        RAW_PORT,
+        XDP_PORT,
+        &payload,
+    ));
+    frames.push((4001, eth6(&ipv6(src6, dst6, IPV6_HOP_BY_HOP, &hop_by_hop))));
+    answered.insert(4001);
+
+    for (txid, frame) in &frames {
+        match link.send(frame) {
+            Ok(()) => {}
+            // Shorter than an Ethernet header: the kernel refuses it.
+            Err(e) if frame.len() < 14 && e.raw_os_error() == Some(libc::EINVAL) => {}
+            Err(e) => panic!("sending frame {txid} ({} bytes): {e}", frame.len()),
+        }
+    }
+
+    // Every answer on the link, until a while after the last expected one
+    // (late answers to frames that should get none would come then).
+    let mut on_link: Vec<(i32, SocketAddr, Vec<u8>)> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut quiet_until: Option<Instant> = None;
+    loop {
+        let until = quiet_until.unwrap_or(deadline).min(deadline);
+        let left = until.saturating_duration_since(Instant::now());
+        let to_us = |c: &Captured| udp_in_frame(c).is_some_and(|d| d.dst.port() == RAW_PORT);
+        let Some(captured) = capture.next(left, to_us) else {
+            break;
+        };
+        // udp_in_frame checks the answer's checksums and lengths.
+        let datagram = udp_in_frame(&captured).unwrap();
+        let txid = match datagram.payload.get(4..8) {
+            Some(txid) => i32::from_be_bytes(txid.try_into().unwrap()),
+            None => -1,
+        };
+        assert_eq!(
+            captured.vlan, None,
+            "{txid}: a tag on an answer to an untagged frame"
+        );
+        // The answers over AF_XDP (to the whole frames of the cut-short
+        // runs) leave with their UDP checksum whole, and it was checked.
+        if (1000..1100).contains(&txid) || (5000..5100).contains(&txid) {
+            assert!(
+                !captured.checksum_partial,
+                "{txid}: an AF_XDP answer with a partial checksum"
+            );
+        }
+        on_link.push((txid, datagram.src, datagram.payload.to_vec()));
+        let all_in = answered
+            .iter()
+            .all(|t| on_link.iter().any(|(txid, _, _)| txid == t));
+        if all_in && quiet_until.is_none() {
+            quiet_until = Some(Instant::now() + Duration::from_millis(700));
+        }
+    }
+    // And what reached the client's sockets.
+    let mut in_sockets: Vec<(i32, SocketAddr, Vec<u8>)> = Vec::new();
+    for sock in &listeners {
+        sock.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            let txid = match buf[..n].get(4..8) {
+                Some(txid) => i32::from_be_bytes(txid.try_into().unwrap()),
+                None => -1,
+            };
+            in_sockets.push((txid, from, buf[..n].to_vec()));
+        }
+    }
+    let expected: Vec<i32> = answered.iter().copied().collect();
+    for (place, got) in [
+        ("on the link", &on_link),
+        ("in the client's sockets", &in_sockets),
+    ] {
+        let mut ids: Vec<i32> = got.iter().map(|(txid, _, _)| *txid).collect();
+        ids.sort();
+        assert_eq!(
+            ids, expected,
+            "answers {place} (by transaction id) against those expected; every answer: {got:02x?}"
+        );
+        for (txid, from, answer) in got {
+            let v6 = *txid >= 4000;
+            assert_eq!(*from, SocketAddr::new(hosts.addr(Side::Srv, v6), XDP_PORT));
+            assert_eq!(answer.len(), 16, "{txid}: {answer:02x?}");
+            assert_eq!(answer[..4], [0; 4], "{txid}: not a connect answer");
+        }
+    }
+
+    assert!(tracker.is_running(), "the tracker died on the frames");
+    settles_at(bad, "tracker_udp_errors_total{kind=\"bad_frame\"}", || {
+        bad_frames(&hosts, &tracker)
+    });
+    // The whole frames (three of each family, two of them padded) went
+    // over AF_XDP; options, fragments and the hop-by-hop header over the
+    // sockets.
+    assert_eq!(connects(&tracker, "xdp", "ipv4"), before[2] + 3);
+    assert_eq!(connects(&tracker, "xdp", "ipv6"), before[3] + 3);
+    assert_eq!(
+        connects(&tracker, "socket", "ipv4"),
+        before[0] + 2,
+        "IPv4 options and fragments, through the kernel"
+    );
+    assert_eq!(
+        connects(&tracker, "socket", "ipv6"),
+        before[1] + 1,
+        "the hop-by-hop header, through the kernel"
+    );
+
+    // Still serving over AF_XDP.
+    for v6 in [false, true] {
+        let to = SocketAddr::new(hosts.addr(Side::Srv, v6), XDP_PORT);
+        connect(&client_socket(&hosts, to), to);
+    }
+    assert_eq!(connects(&tracker, "xdp", "ipv4"), before[2] + 4);
+    assert_eq!(connects(&tracker, "xdp", "ipv6"), before[3] + 4);
+    assert!(tracker.is_running());
+}
+
+#[test]
+fn one_vlan_tag_is_taken_and_answered_with_its_tag() {
+    use frame::{ethernet_tagged, udp_v4, udp_v6, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
+    let hosts = TwoHosts::new();
+    let tracker = start_xdp(&hosts, false);
+    let (srv_mac, cli_mac) = (hosts.mac(Side::Srv), hosts.mac(Side::Cli));
+    let cli_ifindex = hosts.ifindex(Side::Cli);
+    // The client's end has no VLAN device (and the kernel may have no
+    // 802.1Q at all): the answers are read off the link, with their tag.
+    let (link, capture) = hosts.cli(|| (RawLink::new(cli_ifindex), Capture::new(cli_ifindex)));
+    let answer_to = |txid: i32| {
+        move |c: &Captured| {
+            udp_in_frame(c).is_some_and(|d| {
+                d.dst.port() == RAW_PORT && d.payload.get(4..8) == Some(&txid.to_be_bytes()[..])
+            })
+        }
+    };
+    // Priority 5, VLAN 7: the answer carries the request's whole TCI.
+    let tci = (5 << 13) | 7;
+    let request = |txid: i32, v6: bool| {
+        let (src, dst) = (hosts.addr(Side::Cli, v6), hosts.addr(Side::Srv, v6));
+        match (src, dst) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => (
+                ETHERTYPE_IPV4,
+                udp_v4(src, dst, RAW_PORT, XDP_PORT, &connect_packet(txid)),
+            ),
+            (IpAddr::V6(src), IpAddr::V6(dst)) => (
+                ETHERTYPE_IPV6,
+                udp_v6(src, dst, RAW_PORT, XDP_PORT, &connect_packet(txid)),
+            ),
+            _ => unreachable!(),
+        }
+    };
+
+    for (txid, v6) in [(7001, false), (7002, true)] {
+        let (ethertype, ip) = request(txid, v6);
+        link.send(&ethernet_tagged(srv_mac, cli_mac, &[tci], ethertype, &ip))
+            .expect("send a tagged frame");
+        let answer = capture
+            .next(Duration::from_secs(3), answer_to(txid))
+            .unwrap_or_else(|| panic!("no answer to the tagged request {txid}"));
+        assert_eq!(answer.vlan, Some(tci), "{txid}: the answer's 802.1Q tag");
+        assert_eq!(answer.frame[..6], cli_mac, "{txid}: destination MAC");
+        assert_eq!(answer.frame[6..12], srv_mac, "{txid}: source MAC");
+        let datagram = udp_in_frame(&answer).unwrap();
+        assert_eq!(
+            datagram.src,
+            SocketAddr::new(hosts.addr(Side::Srv, v6), XDP_PORT)
+        );
+        assert_eq!(
+            datagram.dst,
+            SocketAddr::new(hosts.addr(Side::Cli, v6), RAW_PORT)
+        );
+        assert_eq!(datagram.payload.len(), 16);
+        assert_eq!(
+            datagram.payload[..4],
+            [0; 4],
+            "{txid}: not a connect answer"
+        );
+    }
+    assert_eq!(requests(&hosts, &tracker, "xdp", "connect"), 2);
+
+    // Two tags: the program passes it, and the server has no VLAN for it.
+    let (ethertype, ip) = request(7003, false);
+    link.send(&ethernet_tagged(
+        srv_mac,
+        cli_mac,
+        &[tci, tci],
+        ethertype,
+        &ip,
+    ))
+    .expect("send a double-tagged frame");
+    if let Some(answer) = capture.next(Duration::from_millis(700), answer_to(7003)) {
+        panic!("a frame with two tags was answered: {answer:02x?}");
+    }
+    assert_eq!(requests(&hosts, &tracker, "xdp", "connect"), 2);
+    assert_eq!(bad_frames(&hosts, &tracker), 0);
+}
+
+/// A UDP datagram read from a frame, its checksums verified.
+struct InFrame<'a> {
+    src: SocketAddr,
+    dst: SocketAddr,
+    payload: &'a [u8],
+}
+
+/// The UDP datagram in a captured frame (IPv4 without options, or IPv6
+/// with UDP next), if it is one; panics when its IPv4 header checksum or
+/// its UDP checksum is wrong, or its lengths disagree. The UDP checksum of
+/// a frame whose sender left it to the hardware (a host's stack over a
+/// veth: the kernel's answers) holds a partial sum, and is not checked.
+fn udp_in_frame(captured: &Captured) -> Option<InFrame<'_>> {
+    let frame = &captured.frame;
+    let ethertype = u16::from_be_bytes(frame.get(12..14)?.try_into().unwrap());
+    let ip = &frame[14..];
+    let (src, dst, udp, pseudo) = match ethertype {
+        frame::ETHERTYPE_IPV4 if ip.first() == Some(&0x45) && ip.get(9) == Some(&17) => {
+            assert_eq!(frame::checksum(&[&ip[..20]]), 0, "IPv4 header checksum");
+            let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+            let src = std::net::Ipv4Addr::from(<[u8; 4]>::try_from(&ip[12..16]).unwrap());
+            let dst = std::net::Ipv4Addr::from(<[u8; 4]>::try_from(&ip[16..20]).unwrap());
+            let udp = &ip[20..total];
+            (
+                src.into(),
+                dst.into(),
+                udp,
+                frame::pseudo_v4(src, dst, udp.len()),
+            )
+        }
+        frame::ETHERTYPE_IPV6
+            if ip.first().is_some_and(|b| b >> 4 == 6) && ip.get(6) == Some(&17) =>
+        {
+            let len = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+            let src = std::net::Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).unwrap());
+            let dst = std::net::Ipv6Addr::from(<[u8; 16]>::try_from(&ip[24..40]).unwrap());
+            let udp = &ip[40..40 + len];
+            assert_ne!(udp[6..8], [0, 0], "IPv6 requires a UDP checksum");
+            (
+                src.into(),
+                dst.into(),
+                udp,
+                frame::pseudo_v6(src, dst, udp.len()),
+            )
+        }
+        _ => return None,
+    };
+    let (src, dst): (IpAddr, IpAddr) = (src, dst);
+    assert_eq!(
+        usize::from(u16::from_be_bytes([udp[4], udp[5]])),
+        udp.len(),
+        "UDP length"
+    );
+    if udp[6..8] != [0, 0] && !captured.checksum_partial {
+        assert_eq!(frame::checksum(&[&pseudo, udp]), 0, "UDP checksum");
+    }
+    let port = |at: usize| u16::from_be_bytes([udp[at], udp[at + 1]]);
+    Some(InFrame {
+        src: SocketAddr::new(src, port(0)),
+        dst: SocketAddr::new(dst, port(2)),
+        payload: &udp[8..],
+    })
+}
+
+#[test]
+fn a_stop_and_a_kill_leave_no_program_attached() {
+    let hosts = TwoHosts::new();
+    assert_eq!(hosts.xdp_attached(Side::Srv), None);
+
+    let tracker = start_xdp(&hosts, false);
+    tracker.signal(libc::SIGTERM);
+    let (code, stderr) = tracker.wait_exit(Duration::from_secs(15));
+    assert_eq!(code, Some(0), "the stop's exit status; stderr:\n{stderr}");
+    hosts.wait_no_xdp(Side::Srv, Duration::from_secs(2), "after a stop (SIGTERM)");
+
+    let tracker = start_xdp(&hosts, false);
+    tracker.signal(libc::SIGKILL);
+    let (code, _) = tracker.wait_exit(Duration::from_secs(15));
+    assert_eq!(code, None, "killed by SIGKILL");
+    // The BPF link dies with the last descriptor to it: the process's.
+    hosts.wait_no_xdp(Side::Srv, Duration::from_secs(5), "after SIGKILL");
+
+    // Nothing left in the way of the next start, which serves over AF_XDP.
+    let tracker = start_xdp(&hosts, false);
+    let to = SocketAddr::new(hosts.srv_v4.into(), XDP_PORT);
+    connect(&client_socket(&hosts, to), to);
+    assert_eq!(requests(&hosts, &tracker, "xdp", "connect"), 1);
+    assert_eq!(hosts.xdp_attached(Side::Cli), None);
+}
+
+const PYTHON: &str = "/usr/bin/python3";
+
+#[test]
+fn libtorrent_downloads_through_xdp() {
+    require_libtorrent();
+    let hosts = TwoHosts::new();
+    let mut tracker = start_xdp(&hosts, false);
+    // Seeder and leecher both in the client's namespace, on its veth
+    // address: the tracker sees them there and hands each the other's.
+    let url = format!("udp://{}:{XDP_PORT}/announce", hosts.srv_v4);
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &hosts.cli_ns, PYTHON])
+        .arg(support::repo_root().join("tests/e2e/swarm.py"))
+        .args(["--tracker", &url, "--listen-ip", &hosts.cli_v4.to_string()])
+        // The leecher must get its peer from the tracker's answers to its
+        // own announces.
+        .args([
+            "--reannounce-after",
+            "0",
+            "--size",
+            "1048576",
+            "--timeout",
+            "40",
+        ])
+        .current_dir(support::repo_root());
+    let run = support::run_script(cmd, Duration::from_secs(50));
+    let still_running = tracker.is_running();
+    assert!(
+        run.succeeded(),
+        "the libtorrent swarm did not complete through {url} over AF_XDP (tracker {}):\n{}",
+        if still_running {
+            "still running"
+        } else {
+            "EXITED"
+        },
+        run.report("swarm.py")
+    );
+    assert!(still_running, "the tracker exited during the swarm");
+    let announces = requests(&hosts, &tracker, "xdp", "announce");
+    assert!(
+        announces >= 2,
+        "{announces} announces over AF_XDP, fewer than the seeder's and the leecher's:\n{}",
+        hosts.metrics_text(&tracker)
+    );
+    assert_eq!(
+        requests(&hosts, &tracker, "socket", "announce"),
+        0,
+        "announces over the sockets:\n{}",
+        hosts.metrics_text(&tracker)
+    );
+    // libtorrent keeps connection ids per tracker address for the process,
+    // so its two sessions may connect once between them.
+    let connects = requests(&hosts, &tracker, "xdp", "connect");
+    assert!(
+        connects >= 1,
+        "{connects} connects over AF_XDP:\n{}",
+        hosts.metrics_text(&tracker)
+    );
+    println!("{}", run.report("swarm.py"));
+}
+
+/// Fails the test unless /usr/bin/python3 can import libtorrent.
+fn require_libtorrent() {
+    let out = Command::new(PYTHON)
+        .args(["-c", "import libtorrent; print(libtorrent.__version__)"])
+        .stdin(Stdio::null())
+        .output();
+    match out {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => panic!(
+            "{PYTHON} cannot import libtorrent; run `apt-get install python3-libtorrent`\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => {
+            panic!("cannot run {PYTHON} ({e}); run `apt-get install python3 python3-libtorrent`")
+        }
+    }
+}
+
+/// The checks of `ip -d link show` output that the tests above rely on.
+#[test]
+fn xdp_is_found_in_link_show_output() {
+    use support::netns::xdp_in_link_show;
+    let none = "3: veth-t0@if2: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue \
+                state UP mode DEFAULT group default qlen 1000\n    link/ether \
+                52:30:23:c3:74:da brd ff:ff:ff:ff:ff:ff link-netns cli promiscuity 0";
+    assert_eq!(xdp_in_link_show(none), None);
+    let native = "3: veth-t0@if2: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 xdp qdisc \
+                  noqueue state UP\n    link/ether 52:30:23:c3:74:da brd ff:ff:ff:ff:ff:ff\n    \
+                  prog/xdp id 42 name tracker tag 0123456789abcdef jited";
+    assert!(xdp_in_link_show(native).unwrap().contains("prog/xdp id 42"));
+    let generic = "3: eth0: <UP> mtu 1500 xdpgeneric qdisc noqueue state UP";
+    assert!(xdp_in_link_show(generic).is_some());
+}
