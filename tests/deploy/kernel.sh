@@ -6,7 +6,9 @@
 # two CPUs: the UDP, HTTP, HTTPS, ws:// and wss:// probes, a USR2 hand-over
 # (before Linux 6.5 the control socket has no SO_PEERPIDFD: pidfd_open), and
 # a tracker that drops root to its user under RLIMIT_MEMLOCK at what
-# deploy/check-host plans for that kernel (so io_uring charges it).
+# deploy/check-host plans for that kernel (so io_uring charges it); and
+# UDP over AF_XDP on a veth pair to a client namespace (the XDP program
+# through that kernel's verifier, its BPF link, the AF_XDP sockets).
 #
 # KERNELS (default "bookworm bullseye") names Debian suites; each gives its
 # linux-image-amd64: Debian 12's 6.1, Debian 11's 5.10 (the floor the
@@ -40,22 +42,31 @@ kernel_of() { # suite
         die "apt-get update for $suite failed: $(tail -n 5 "$work/apt-$suite.log")"
     image=$(apt-cache "${apt[@]}" depends linux-image-amd64 | awk '$1 == "Depends:" && $2 ~ /^linux-image-/ { print $2; exit }')
     [ -n "$image" ] || die "no linux-image-amd64 in $suite"
-    if [ ! -e "$cache/kernels/$image.vmlinuz" ]; then
+    if [ ! -e "$cache/kernels/$image.vmlinuz" ] || [ ! -e "$cache/kernels/$image.veth.ko" ]; then
         (cd "$work" && apt-get -q "${apt[@]}" download "$image" >>"$work/apt-$suite.log" 2>&1) ||
             die "apt-get download $image failed: $(tail -n 5 "$work/apt-$suite.log")"
         deb=$(echo "$work/${image}"_*.deb)
-        dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$work" --wildcards './boot/vmlinuz-*'
+        # veth is a module in Debian's kernels: the guest loads it for the
+        # AF_XDP step.
+        dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$work" --wildcards './boot/vmlinuz-*' '*/drivers/net/veth.ko'
         mv "$work"/boot/vmlinuz-* "$cache/kernels/$image.vmlinuz"
-        rm -f "$deb"
+        find "$work" -name veth.ko -path '*/drivers/net/*' -exec mv {} "$cache/kernels/$image.veth.ko" \;
+        [ -e "$cache/kernels/$image.veth.ko" ] || die "no veth.ko in $image"
+        rm -rf "$deb" "${work:?}/lib" "${work:?}/usr"
     fi
     echo "$cache/kernels/$image.vmlinuz"
 }
 
 # The guest's root file system: an initramfs of the binaries, the libraries
 # they load (ldd) and the init script.
-make_initramfs() {
-    local root=$work/initramfs binary library
-    mkdir -p "$root"/{bin,usr/bin,etc,proc,sys,dev,tmp,var/lib/tracker}
+make_initramfs() { # vmlinuz...
+    local root=$work/initramfs binary library vmlinuz release
+    mkdir -p "$root"/{bin,usr/bin,etc,proc,sys,dev,tmp,var/lib/tracker,lib/veth}
+    # Each kernel's veth module, by its release (linux-image-RELEASE).
+    for vmlinuz in "$@"; do
+        release=$(basename "$vmlinuz" .vmlinuz)
+        cp "${vmlinuz%.vmlinuz}.veth.ko" "$root/lib/veth/${release#linux-image-}.ko"
+    done
     cp /bin/busybox "$root/bin/busybox"
     install -m 0755 "$repo/tests/deploy/guest-init" "$root/init"
     for binary in "$tracker_bin" "$load_test"; do
@@ -82,7 +93,11 @@ boot() { # vmlinuz console-file
         die "qemu failed or timed out ($(basename "$1")): $(tail -n 40 "$2")"
 }
 
-make_initramfs
+kernels=()
+for suite in ${KERNELS:-bookworm bullseye}; do
+    kernels+=("$(kernel_of "$suite")")
+done
+make_initramfs "${kernels[@]}"
 for suite in ${KERNELS:-bookworm bullseye}; do
     vmlinuz=$(kernel_of "$suite")
     name=$(basename "$vmlinuz" .vmlinuz)
@@ -101,7 +116,8 @@ $(grep '^GUEST LOG ' "$console.txt" | tail -n 40)"
         printf '%s\n' "$json" >"$work/$suite-$probe.json"
         results+=("$probe=$work/$suite-$probe.json")
     done < <(grep '^PROBE ' "$console.txt")
-    [ "${#results[@]}" -eq 8 ] || die "$name: ${#results[@]} probes of 8 reported: $(tail -n 40 "$console.txt")"
+    [ "${#results[@]}" -eq 9 ] || die "$name: ${#results[@]} probes of 9 reported: $(tail -n 40 "$console.txt")"
     "$repo/tests/deploy/probe-ok" "${results[@]}" || die "$name: a probe failed (above)"
     grep -o 'GUEST MEMLOCK .*' "$console.txt" | while read -r line; do say "$line"; done
+    grep -o 'GUEST XDP .*' "$console.txt" | while read -r line; do say "$line"; done
 done
