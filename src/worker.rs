@@ -192,12 +192,9 @@ impl Worker {
             .into_iter()
             .map(|socket| glommio::spawn_local(Rc::clone(&udp).serve(socket)))
             .collect();
-        servers.extend(
-            sockets
-                .xdp
-                .into_iter()
-                .map(|xsk| glommio::spawn_local(Rc::clone(&udp).serve_xdp(xsk))),
-        );
+        if !sockets.xdp.is_empty() {
+            servers.push(glommio::spawn_local(Rc::clone(&udp).serve_xdp(sockets.xdp)));
+        }
         for (listeners, tls) in [(sockets.http, false), (sockets.https, true)] {
             servers.extend(
                 listeners

@@ -50,7 +50,7 @@ impl UdpService {
         tx: &mut P::Batch,
         reply: P::Reply,
     ) {
-        let stats = P::stats(self);
+        let stats = path.stats(self);
         let txid = req.transaction_id;
         let family = IpFamily::of(announce.peer_addr.ip());
         let Some(passkey) = passkey(req) else {
@@ -96,7 +96,7 @@ impl UdpService {
         let (path, in_flight) = (path.clone(), InFlight::new(self));
         glommio::spawn_local(async move {
             let _in_flight = in_flight;
-            let stats = P::stats(&this);
+            let stats = path.stats(&this);
             let task = async {
                 let mut out = Vec::new();
                 let answered = this.shard.private_announce(request, |counts, peers| {

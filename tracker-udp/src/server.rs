@@ -90,13 +90,6 @@ impl MetricSource for UdpService {
     fn samples(&self, out: &mut Vec<Sample>) {
         self.stats
             .samples(&[("protocol", "udp"), ("path", "socket")], out);
-        if self.xdp_serving.get() {
-            self.xdp_stats
-                .samples(&[("protocol", "udp"), ("path", "xdp")], out);
-            self.xdp_frames
-                .samples(&[("protocol", "udp"), ("path", "xdp")], out);
-            crate::xdp::kernel_drop_samples(&self.xdp_sockets.borrow(), out);
-        }
     }
 }
 
@@ -116,15 +109,9 @@ pub struct UdpService {
     connect_limit: Option<RefCell<RateLimit>>,
     /// Clients the connect limit does not count (`runtime.exempt_networks`).
     exempt: ExemptNetworks,
-    /// What came and went through the kernel's sockets.
+    /// What came and went through the kernel's sockets (AF_XDP's are
+    /// `crate::xdp`'s).
     pub stats: UdpStats,
-    /// What came and went through AF_XDP sockets, when this worker has any.
-    pub xdp_stats: UdpStats,
-    /// What AF_XDP took that was not a datagram for us.
-    pub(crate) xdp_frames: crate::xdp::FrameStats,
-    pub(crate) xdp_serving: Cell<bool>,
-    /// This worker's AF_XDP sockets, for the kernel's counts of drops.
-    pub(crate) xdp_sockets: RefCell<Vec<Weak<crate::xdp::XdpPath>>>,
 }
 
 /// Where the answer to a forwarded announce goes.
@@ -177,7 +164,7 @@ pub(crate) trait Path: 'static {
     /// Answers gathered to leave together.
     type Batch: Answers<Self::Reply>;
     /// The counters of this path (the `path` label).
-    fn stats(service: &UdpService) -> &UdpStats;
+    fn stats<'a>(&'a self, service: &'a UdpService) -> &'a UdpStats;
     /// The client's address and port.
     fn client(reply: &Self::Reply) -> SocketAddr;
     /// Sends what `batch` holds, and empties it.
@@ -228,7 +215,7 @@ impl Path for SocketPath {
     type Reply = (SocketAddr, Option<LocalAddr>);
     type Batch = SendBatch;
 
-    fn stats(service: &UdpService) -> &UdpStats {
+    fn stats<'a>(&'a self, service: &'a UdpService) -> &'a UdpStats {
         &service.stats
     }
 
@@ -282,10 +269,6 @@ impl UdpService {
             .map(RefCell::new),
             exempt,
             stats: UdpStats::default(),
-            xdp_stats: UdpStats::default(),
-            xdp_frames: Default::default(),
-            xdp_serving: Cell::new(false),
-            xdp_sockets: RefCell::new(Vec::new()),
         });
         let source: Weak<dyn MetricSource> = Rc::downgrade(&service) as _;
         service.shard.add_metric_source(source);
@@ -440,7 +423,7 @@ impl UdpService {
             let (path, in_flight) = (path.clone(), InFlight::new(self));
             glommio::spawn_local(async move {
                 let _in_flight = in_flight;
-                let stats = P::stats(&this);
+                let stats = path.stats(&this);
                 let task = async {
                     match this.shard.announce_at(owner, batch).await {
                         Ok(answers) => this.send_forwarded(&*path, &replies, answers),
@@ -460,7 +443,7 @@ impl UdpService {
         replies: &[ReplyTo<P::Reply>],
         answers: AnnounceAnswers,
     ) {
-        let stats = P::stats(self);
+        let stats = path.stats(self);
         let mut tx = path.forwarded().borrow_mut();
         for (reply, (counts, peers)) in replies.iter().zip(answers.iter()) {
             if tx.is_full() {
@@ -484,7 +467,7 @@ impl UdpService {
         tx: &mut P::Batch,
         forwards: &mut Forwards<P::Reply>,
     ) {
-        let stats = P::stats(self);
+        let stats = path.stats(self);
         if tx.is_full() {
             path.flush(tx, stats);
         }
@@ -509,7 +492,7 @@ impl UdpService {
         tx: &mut P::Batch,
         forwards: &mut Forwards<P::Reply>,
     ) {
-        let stats = P::stats(self);
+        let stats = path.stats(self);
         let ip = canonical_ip(P::client(&reply).ip());
         let now = clock::unix_secs();
         match Request::parse(data) {
@@ -601,7 +584,7 @@ impl UdpService {
                     let (path, in_flight) = (path.clone(), InFlight::new(self));
                     glommio::spawn_local(async move {
                         let _in_flight = in_flight;
-                        let stats = P::stats(&this);
+                        let stats = path.stats(&this);
                         let task = async {
                             let mut scraped: Vec<ScrapeStats> = Vec::new();
                             if let Err(e) = this.shard.scrape(&hashes, &mut scraped).await {

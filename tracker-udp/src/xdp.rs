@@ -19,9 +19,10 @@ use tracker_net::udp::{BATCH, MAX_DATAGRAM};
 use tracker_net::xdp::frame::{answer_header_len, parse, write_answer, FrameHeaders};
 use tracker_net::xdp::xsk::{Descriptor, XdpStatistics, Xsk};
 use tracker_runtime::counters;
-use tracker_runtime::metrics::{Label, Sample, UDP_ERRORS};
+use tracker_runtime::metrics::{Label, MetricSource, Sample, UDP_ERRORS};
 use tracker_runtime::quantum::Quantum;
 use tracker_runtime::throttle::LogThrottle;
+use tracker_runtime::workers;
 
 use crate::coalesce::Coalesce;
 use crate::server::{Answers, Forwards, Path, UdpService, UdpStats};
@@ -104,11 +105,31 @@ impl Answers<FrameHeaders> for XdpBatch {
     }
 }
 
+/// A worker's AF_XDP counters, shared by its sockets: a metric source of
+/// their own, with `path="xdp"`.
+#[derive(Default)]
+struct XdpCounters {
+    stats: UdpStats,
+    frames: FrameStats,
+    /// The worker's sockets, for the kernel's counts of drops.
+    sockets: RefCell<Vec<Weak<XdpPath>>>,
+}
+
+impl MetricSource for XdpCounters {
+    fn samples(&self, out: &mut Vec<Sample>) {
+        const SCOPE: &[Label] = &[("protocol", "udp"), ("path", "xdp")];
+        self.stats.samples(SCOPE, out);
+        self.frames.samples(SCOPE, out);
+        kernel_drop_samples(&self.sockets.borrow(), out);
+    }
+}
+
 /// One AF_XDP socket, shared by its receive loop and the tasks that answer
 /// forwarded requests.
 pub(crate) struct XdpPath {
     xsk: RefCell<Xsk>,
     forwarded: RefCell<XdpBatch>,
+    counters: Rc<XdpCounters>,
 }
 
 impl XdpPath {
@@ -169,8 +190,8 @@ impl Path for XdpPath {
     type Reply = FrameHeaders;
     type Batch = XdpBatch;
 
-    fn stats(service: &UdpService) -> &UdpStats {
-        &service.xdp_stats
+    fn stats<'a>(&'a self, _: &'a UdpService) -> &'a UdpStats {
+        &self.counters.stats
     }
 
     fn client(reply: &FrameHeaders) -> SocketAddr {
@@ -219,16 +240,39 @@ impl Path for XdpPath {
 }
 
 impl UdpService {
+    /// Serves a worker's AF_XDP sockets (a queue each) until
+    /// [`stop`](Self::stop) is called (Ok).
+    pub async fn serve_xdp(self: Rc<Self>, sockets: Vec<Xsk>) -> Result<(), String> {
+        if sockets.is_empty() {
+            return Ok(());
+        }
+        let counters = Rc::new(XdpCounters::default());
+        let source: Weak<dyn MetricSource> = Rc::downgrade(&counters) as _;
+        self.shard.add_metric_source(source);
+        let loops = sockets
+            .into_iter()
+            .map(|xsk| glommio::spawn_local(self.clone().serve_socket(xsk, counters.clone())))
+            .collect();
+        workers::all_or_first_error(loops).await
+    }
+
     /// Serves one AF_XDP socket until [`stop`](Self::stop) is called (Ok).
-    pub async fn serve_xdp(self: Rc<Self>, xsk: Xsk) -> Result<(), String> {
-        self.xdp_serving.set(true);
+    async fn serve_socket(
+        self: Rc<Self>,
+        xsk: Xsk,
+        counters: Rc<XdpCounters>,
+    ) -> Result<(), String> {
         let fd = xsk.fd().as_raw_fd();
         let path = Rc::new(XdpPath {
             xsk: RefCell::new(xsk),
             forwarded: RefCell::new(XdpBatch::default()),
+            counters,
         });
-        self.xdp_sockets.borrow_mut().push(Rc::downgrade(&path));
-        let stats = &self.xdp_stats;
+        path.counters
+            .sockets
+            .borrow_mut()
+            .push(Rc::downgrade(&path));
+        let stats = &path.counters.stats;
         let mut received: Vec<Descriptor> = Vec::with_capacity(BATCH);
         let mut tx = XdpBatch::default();
         let mut forwards = Forwards::new(self.shard.workers());
@@ -290,7 +334,7 @@ impl UdpService {
                                 &mut forwards,
                             );
                         }
-                        Err(_) => self.xdp_frames.bad_frames.inc(),
+                        Err(_) => path.counters.frames.bad_frames.inc(),
                     }
                 }
             }
@@ -347,7 +391,7 @@ async fn readable(fd: RawFd) -> io::Result<()> {
 
 /// The kernel's drops on a worker's AF_XDP sockets, added up, as samples
 /// of `tracker_udp_errors_total` with `path="xdp"`.
-pub(crate) fn kernel_drop_samples(sockets: &[Weak<XdpPath>], out: &mut Vec<Sample>) {
+fn kernel_drop_samples(sockets: &[Weak<XdpPath>], out: &mut Vec<Sample>) {
     let mut sum = XdpStatistics::default();
     for socket in sockets.iter().filter_map(Weak::upgrade) {
         if let Some(s) = socket.kernel_drops() {
