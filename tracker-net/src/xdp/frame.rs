@@ -54,6 +54,20 @@ pub struct FrameHeaders {
     pub local: SocketAddr,
 }
 
+impl FrameHeaders {
+    /// The headers of an answer to these, as its receiver parses them:
+    /// each pair swapped, the VLAN tag kept.
+    pub fn reversed(&self) -> FrameHeaders {
+        FrameHeaders {
+            client_mac: self.local_mac,
+            local_mac: self.client_mac,
+            vlan: self.vlan,
+            client: self.local,
+            local: self.client,
+        }
+    }
+}
+
 /// A UDP datagram received in an Ethernet frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Datagram<'a> {
@@ -546,17 +560,6 @@ mod tests {
         ]
     }
 
-    /// The headers an answer to `asked` carries, as its receiver parses them.
-    fn swapped(asked: &FrameHeaders) -> FrameHeaders {
-        FrameHeaders {
-            client_mac: asked.local_mac,
-            local_mac: asked.client_mac,
-            vlan: asked.vlan,
-            client: asked.local,
-            local: asked.client,
-        }
-    }
-
     /// Where the IP header starts, and whether it is IPv4, read from the
     /// ethertype bytes.
     fn network_offset(frame: &[u8]) -> (usize, bool) {
@@ -958,7 +961,7 @@ mod tests {
             for payload in [&[][..], &[7][..], &[1, 2, 3][..], &[0xFF; 1400][..]] {
                 let frame = answer(&asked, payload);
                 let answered = parse(&frame).unwrap();
-                assert_eq!(answered.headers, swapped(&asked));
+                assert_eq!(answered.headers, asked.reversed());
                 assert_eq!(answered.payload, payload);
                 assert_eq!(reference_sums(&frame), (0xFFFF, 0xFFFF));
             }
@@ -1061,7 +1064,7 @@ mod tests {
         ) {
             let frame = answer(&asked, &payload);
             let answered = parse(&frame).unwrap();
-            prop_assert_eq!(answered.headers, swapped(&asked));
+            prop_assert_eq!(answered.headers, asked.reversed());
             prop_assert_eq!(answered.payload, &payload[..]);
             prop_assert_eq!(reference_sums(&frame), (0xFFFF, 0xFFFF));
             let udp_checksum = answer_header_len(&asked) - 2;
@@ -1108,7 +1111,7 @@ mod tests {
             if let Ok(request) = parse(frame) {
                 let reply = answer(&request.headers, request.payload);
                 let answered = parse(&reply).unwrap();
-                prop_assert_eq!(answered.headers, swapped(&request.headers));
+                prop_assert_eq!(answered.headers, request.headers.reversed());
                 prop_assert_eq!(answered.payload, request.payload);
             }
         }
