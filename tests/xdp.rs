@@ -12,11 +12,16 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use support::netns::{frame, ping, Capture, Captured, RawLink, Side, TwoHosts, SRV_DEV};
+use support::tempfile_path::TempPath;
+use support::udp_client::Client;
 use support::wire::{hash_owned_by, http_announce_target, http_get, udp_announce_wanting};
-use support::Tracker;
+use support::{Tracker, TrackerBuilder};
 use tracker_proto::udp::{write_scrape_request, ConnectionId, IpFamily, Response, TransactionId};
 use tracker_proto::{AnnounceEvent, InfoHash, ScrapeStats};
 
@@ -58,6 +63,12 @@ fn start(hosts: &TwoHosts, port: u16, xdp: bool, http: bool) -> Tracker {
     if http {
         builder = builder.http(Some(SocketAddr::new(hosts.srv_v4.into(), HTTP_PORT)));
     }
+    start_built(hosts, builder)
+}
+
+/// Starts the tracker `builder` describes in the server's namespace, and
+/// waits until it answers.
+fn start_built(hosts: &TwoHosts, builder: TrackerBuilder) -> Tracker {
     // Started from a thread in the server's namespace, the process runs
     // there; its listeners are probed from there too (over loopback, which
     // has no XDP program: the socket path).
@@ -979,6 +990,508 @@ fn a_stop_and_a_kill_leave_no_program_attached() {
     assert_eq!(hosts.xdp_attached(Side::Cli), None);
 }
 
+/// The config of a tracker with AF_XDP that hands over, or takes over,
+/// through the control socket at `control`.
+fn handover_config(control: &Path) -> String {
+    format!(
+        "{}\n[runtime]\ncontrol_socket = \"{}\"\n",
+        config(true),
+        control.display()
+    )
+}
+
+/// A tracker serving UDP on `XDP_PORT` of both of the server's addresses,
+/// with metrics, and `config`.
+fn xdp_builder(hosts: &TwoHosts, config: &str) -> TrackerBuilder {
+    Tracker::builder()
+        .udp(Some(SocketAddr::new(hosts.srv_v4.into(), XDP_PORT)))
+        .udp(Some(SocketAddr::new(hosts.srv_v6.into(), XDP_PORT)))
+        .metrics()
+        .config(config)
+}
+
+/// A tracker serving what `old` serves (its UDP addresses and its metrics
+/// listener, which it takes over) with `config`; the caller adds
+/// `--take-over`.
+fn successor(old: &Tracker, config: &str) -> TrackerBuilder {
+    let mut builder = Tracker::builder();
+    for &addr in &old.udp {
+        builder = builder.udp(Some(addr));
+    }
+    builder
+        .metrics_on(old.metrics.expect("a tracker started with metrics"))
+        .config(config)
+}
+
+/// The seeders' port, in the swarms made before a hand-over.
+const SEEDER_PORT: u16 = 6881;
+/// The port the paced client announces as a leecher.
+const PACED_PORT: u16 = 7100;
+/// The most requests the paced client sends, whatever happens.
+const PACED_MAX: usize = 20_000;
+
+/// What a client that sent requests at a steady pace saw.
+struct Paced {
+    /// When each request went; its index is its transaction id.
+    sent: Vec<Instant>,
+    /// Whether each was answered.
+    answered: Vec<bool>,
+    /// Answers that were not what any request of ours asks for (or came
+    /// twice).
+    wrong: Vec<String>,
+}
+
+/// Request `i` of the paced client: a connect when `i` is even, an
+/// announce with `id` (as the leecher at `PACED_PORT` of one of `hashes`,
+/// in turn) when it is odd; `i` is its transaction id.
+fn paced_request(i: usize, id: ConnectionId, hashes: &[InfoHash]) -> Vec<u8> {
+    let txid = i as i32;
+    if i.is_multiple_of(2) {
+        connect_packet(txid)
+    } else {
+        let hash = hashes[(i / 2) % hashes.len()];
+        udp_announce_wanting(id, txid, hash, PACED_PORT, AnnounceEvent::None, 1000, 10)
+    }
+}
+
+/// Sends `paced_request`s from `sock` to `to`, each at least `every` after
+/// the one before (one that is late is not made up for by a burst), until
+/// `stop` is set; and gathers the answers, until every request has one or
+/// `linger` after the last was sent.
+fn send_paced(
+    sock: UdpSocket,
+    to: SocketAddr,
+    id: ConnectionId,
+    hashes: &[InfoHash],
+    every: Duration,
+    stop: &AtomicBool,
+    linger: Duration,
+) -> Paced {
+    let reader = sock.try_clone().expect("clone the paced client's socket");
+    reader
+        .set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    // When the last request went, and how many went.
+    let done: Mutex<Option<(Instant, usize)>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        let receiver = scope.spawn(|| {
+            let mut answered = vec![false; PACED_MAX];
+            let mut count = 0;
+            let mut wrong = Vec::new();
+            let mut buf = [0u8; 2048];
+            loop {
+                match reader.recv_from(&mut buf) {
+                    Ok((n, from)) => {
+                        let txid = match Response::parse(&buf[..n], IpFamily::of(to.ip())) {
+                            Ok(Response::Connect {
+                                transaction_id: TransactionId(txid),
+                                ..
+                            }) if txid % 2 == 0 => Some(txid),
+                            Ok(Response::Announce {
+                                transaction_id: TransactionId(txid),
+                                ..
+                            }) if txid % 2 == 1 => Some(txid),
+                            other => {
+                                wrong.push(format!("{other:?}"));
+                                None
+                            }
+                        };
+                        match txid.and_then(|t| usize::try_from(t).ok()) {
+                            _ if from != to => wrong.push(format!("an answer from {from}")),
+                            Some(i) if i < PACED_MAX && !answered[i] => {
+                                answered[i] = true;
+                                count += 1;
+                            }
+                            Some(i) => wrong.push(format!("transaction {i} answered again")),
+                            None => {}
+                        }
+                    }
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) => {}
+                    Err(e) => panic!("the paced client's receive: {e}"),
+                }
+                if let Some((last, total)) = *done.lock().unwrap() {
+                    if count >= total || last.elapsed() >= linger {
+                        answered.truncate(total);
+                        break (answered, wrong);
+                    }
+                }
+            }
+        });
+        let mut sent: Vec<Instant> = Vec::new();
+        while !stop.load(Ordering::Relaxed) && sent.len() < PACED_MAX {
+            if let Some(&last) = sent.last() {
+                let wait = (last + every).saturating_duration_since(Instant::now());
+                if !wait.is_zero() {
+                    std::thread::sleep(wait);
+                }
+            }
+            sock.send_to(&paced_request(sent.len(), id, hashes), to)
+                .expect("the paced client's send");
+            sent.push(Instant::now());
+        }
+        *done.lock().unwrap() = Some((Instant::now(), sent.len()));
+        let (answered, wrong) = receiver.join().expect("the paced client's receiver");
+        Paced {
+            sent,
+            answered,
+            wrong,
+        }
+    })
+}
+
+/// Sets its flag when dropped: a paced client stops even when the test
+/// panics.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Gives `sock` a receive buffer that holds a burst of answers (the
+/// requests the sockets kept during a hand-over, answered at once), past
+/// `net.core.rmem_max` (as root).
+fn large_receive_buffer(sock: &UdpSocket) {
+    use std::os::fd::AsRawFd;
+    let bytes: libc::c_int = 8 << 20;
+    // SAFETY: an int option of the size given, on a socket we own.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            &bytes as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "SO_RCVBUFFORCE: {}", std::io::Error::last_os_error());
+}
+
+/// The kernel's UDP counter `name` (`RcvbufErrors`, `InErrors`...) in
+/// `side`'s namespace, from /proc/net/snmp.
+fn kernel_udp_counter(hosts: &TwoHosts, side: Side, name: &str) -> u64 {
+    let out = hosts.exec(side, "cat", &["/proc/net/snmp"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (udp.next().unwrap_or(""), udp.next().unwrap_or(""));
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or_else(|| panic!("no Udp {name} in /proc/net/snmp of {side:?}:\n{text}"))
+}
+
+/// The answers from `from` that a capture on the client's link sees until
+/// `stop` is set (and it has been quiet for a moment): their transaction
+/// ids in the order they came, each with whether it came over AF_XDP, whose
+/// answers leave with their UDP checksum whole, or from the kernel's
+/// sockets, which leave it to the veth's (absent) hardware.
+fn answer_paths(capture: &Capture, from: SocketAddr, stop: &AtomicBool) -> Vec<(i32, bool)> {
+    let mut seen = Vec::new();
+    loop {
+        let stopping = stop.load(Ordering::Relaxed);
+        let wait = Duration::from_millis(if stopping { 200 } else { 50 });
+        let answer = |c: &Captured| udp_in_frame(c).is_some_and(|d| d.src == from);
+        match capture.next(wait, answer) {
+            Some(captured) => {
+                let datagram = udp_in_frame(&captured).unwrap();
+                if let Some(txid) = datagram.payload.get(4..8) {
+                    let txid = i32::from_be_bytes(txid.try_into().unwrap());
+                    seen.push((txid, !captured.checksum_partial));
+                }
+            }
+            None if stopping => return seen,
+            None => {}
+        }
+    }
+}
+
+#[test]
+fn a_hand_over_keeps_serving_over_xdp() {
+    let hosts = TwoHosts::new();
+    let control = TempPath::new("tracker-test-xdp-control", "sock");
+    let state = TempPath::new("tracker-test-xdp-handover", "state");
+    let config = handover_config(&control.0);
+    let mut old = start_built(&hosts, xdp_builder(&hosts, &config).state_file(&state.0));
+    let old_prog = hosts
+        .xdp_prog_id(Side::Srv)
+        .expect("the old tracker's XDP program is attached");
+    let to = SocketAddr::new(hosts.srv_v4.into(), XDP_PORT);
+    let bind = format!("{}:0", hosts.cli_v4);
+
+    // A seeder on four torrents, two of each worker, over AF_XDP.
+    let hashes: Vec<InfoHash> = (0..4u32).map(|k| hash(300 + k, k as usize % 2)).collect();
+    let mut seeder = hosts.cli(|| Client::new(&bind, to));
+    let seeder_addr = SocketAddr::new(hosts.cli_v4.into(), SEEDER_PORT);
+    for &h in &hashes {
+        let announced = seeder.announce(h, SEEDER_PORT, AnnounceEvent::Started, 0, -1);
+        assert_eq!((announced.seeders, announced.leechers), (1, 0));
+    }
+    assert_eq!(requests(&hosts, &old, "xdp", "announce"), 4);
+    assert_eq!(requests(&hosts, &old, "socket", "announce"), 0);
+
+    // A client that sends a request every millisecond across the
+    // hand-over: connects, and announces (as a leecher of the first two
+    // torrents) with an id that both trackers take, as they share the key.
+    // And a capture of its answers on the link, which tells the paths.
+    let paced = client_socket(&hosts, to);
+    large_receive_buffer(&paced);
+    let id = connect(&paced, to);
+    let cli_ifindex = hosts.ifindex(Side::Cli);
+    let capture = hosts.cli(|| Capture::new(cli_ifindex));
+    let dropped_before = [
+        kernel_udp_counter(&hosts, Side::Cli, "RcvbufErrors"),
+        kernel_udp_counter(&hosts, Side::Srv, "RcvbufErrors"),
+    ];
+    let (stop, captured) = (AtomicBool::new(false), AtomicBool::new(false));
+    let (paced, paths, new, old_log, spawned, exited) = std::thread::scope(|scope| {
+        let _stop = (SetOnDrop(&stop), SetOnDrop(&captured));
+        let paths = scope.spawn(|| answer_paths(&capture, to, &captured));
+        let client = scope.spawn(|| {
+            send_paced(
+                paced,
+                to,
+                id,
+                &hashes[..2],
+                Duration::from_millis(1),
+                &stop,
+                Duration::from_secs(2),
+            )
+        });
+        std::thread::sleep(Duration::from_millis(1000));
+        let spawned = Instant::now();
+        let mut new = hosts.srv(|| {
+            successor(&old, &config)
+                .state_file(&state.0)
+                .arg("--take-over")
+                .spawn()
+        });
+        let deadline = spawned + Duration::from_secs(20);
+        while old.is_running() {
+            if !new.is_running() {
+                let (code, log) = new.wait_exit(Duration::from_secs(1));
+                panic!("the new tracker exited ({code:?}) before the old one:\n{log}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the old tracker did not exit within 20 s of the new one's start"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let exited = Instant::now();
+        let (code, old_log) = old.wait_exit(Duration::from_secs(1));
+        assert_eq!(code, Some(0), "the old tracker's exit; its log:\n{old_log}");
+        // A second of requests to the new tracker alone.
+        std::thread::sleep(Duration::from_millis(1000));
+        stop.store(true, Ordering::Relaxed);
+        let paced = client.join().expect("the paced client");
+        captured.store(true, Ordering::Relaxed);
+        let paths = paths.join().expect("the capture");
+        (paced, paths, new, old_log, spawned, exited)
+    });
+    let dropped = [
+        kernel_udp_counter(&hosts, Side::Cli, "RcvbufErrors") - dropped_before[0],
+        kernel_udp_counter(&hosts, Side::Srv, "RcvbufErrors") - dropped_before[1],
+    ];
+    assert!(old_log.contains("handed over"), "{old_log}");
+    assert!(old_log.contains("AF_XDP detached from"), "{old_log}");
+
+    // What the paced client saw, and the link.
+    let sent = paced.sent.len();
+    let lost: Vec<usize> = (0..sent).filter(|&i| !paced.answered[i]).collect();
+    let ms = |at: Instant| {
+        if at >= spawned {
+            format!("+{}", at.duration_since(spawned).as_millis())
+        } else {
+            format!("-{}", spawned.duration_since(at).as_millis())
+        }
+    };
+    let sent_after_exit = paced.sent.iter().filter(|&&at| at > exited).count();
+    // The runs of answers by path, in the order of their requests: over
+    // the old tracker's AF_XDP, then its sockets (which the new tracker
+    // took), then over the new tracker's AF_XDP.
+    let mut by_txid: Vec<Option<bool>> = vec![None; sent];
+    let mut twice = Vec::new();
+    for &(txid, over_xdp) in &paths {
+        match usize::try_from(txid).ok().and_then(|i| by_txid.get_mut(i)) {
+            Some(slot @ None) => *slot = Some(over_xdp),
+            Some(Some(_)) => twice.push(txid),
+            None => {}
+        }
+    }
+    let mut runs: Vec<(bool, usize, usize)> = Vec::new();
+    for (i, path) in by_txid.iter().enumerate() {
+        let Some(over_xdp) = *path else { continue };
+        match runs.last_mut() {
+            Some((xdp, _, last)) if *xdp == over_xdp => *last = i,
+            _ => runs.push((over_xdp, i, i)),
+        }
+    }
+    let new_counts = |path| {
+        (
+            requests(&hosts, &new, path, "connect"),
+            requests(&hosts, &new, path, "announce"),
+        )
+    };
+    let (over_xdp, over_sockets) = (new_counts("xdp"), new_counts("socket"));
+    let report = format!(
+        "{sent} requests sent, 1 ms apart, from {} ms to {} ms after the new tracker's start; \
+         the old one exited at {} ms; {} lost (transaction ids, each with when it was sent, in \
+         ms from the new tracker's start: {:?}); the answers on the link, by path and runs of \
+         transaction ids: {}; the new tracker counts {} connects and {} announces over \
+         AF_XDP, {} and {} over its sockets; {} requests were sent after the old one's exit; \
+         the kernel's UDP receive buffer drops: {} in the client's namespace, {} in the \
+         server's",
+        ms(paced.sent[0]),
+        ms(*paced.sent.last().unwrap()),
+        ms(exited),
+        lost.len(),
+        lost.iter()
+            .map(|&i| (i, ms(paced.sent[i])))
+            .collect::<Vec<_>>(),
+        runs.iter()
+            .map(|&(xdp, first, last)| format!(
+                "{} {first} to {last}",
+                if xdp { "AF_XDP" } else { "sockets" }
+            ))
+            .collect::<Vec<_>>()
+            .join(", "),
+        over_xdp.0,
+        over_xdp.1,
+        over_sockets.0,
+        over_sockets.1,
+        sent_after_exit,
+        dropped[0],
+        dropped[1],
+    );
+    println!("hand-over over AF_XDP: {report}");
+    assert!(paced.wrong.is_empty(), "{:?}; {report}", paced.wrong);
+    assert!(twice.is_empty(), "answered twice: {twice:?}; {report}");
+    assert!(
+        sent_after_exit >= 500,
+        "the paced client fell behind: {report}"
+    );
+    let paths_in_order: Vec<bool> = runs.iter().map(|&(xdp, _, _)| xdp).collect();
+    // The old tracker detaches as its stop begins, before its workers
+    // drain their rings: the sockets answer what comes until the new one
+    // attaches, and nothing is lost.
+    assert!(lost.is_empty(), "requests lost in the hand-over: {report}");
+    assert!(
+        matches!(paths_in_order[..], [true, false, true] | [true]),
+        "the answers' paths are not AF_XDP, the sockets, AF_XDP: {report}"
+    );
+    // Each request the new tracker counts is one of the paced client's;
+    // every one sent after the old tracker's exit went over AF_XDP (the
+    // new one attached before it told the old one to exit), and some came
+    // over the sockets during the switch.
+    let new_total = (over_xdp.0 + over_xdp.1 + over_sockets.0 + over_sockets.1) as usize;
+    assert!(new_total <= sent, "{report}");
+    assert!(
+        (over_xdp.0 + over_xdp.1) as usize >= sent_after_exit,
+        "requests sent after the old tracker's exit were not all counted over AF_XDP: {report}"
+    );
+    if let [true, false, true] = paths_in_order[..] {
+        // The old tracker may have answered the first few over its sockets
+        // before its workers stopped.
+        assert!(
+            (over_sockets.0 + over_sockets.1) as usize <= runs[1].2 - runs[1].1 + 1,
+            "the new tracker counts more over its sockets than the run of answers over the \
+             sockets on the link: {report}"
+        );
+    }
+
+    // The new tracker's program is on the interface, not the old one's.
+    let new_prog = hosts
+        .xdp_prog_id(Side::Srv)
+        .unwrap_or_else(|| panic!("no XDP program after the hand-over: {report}"));
+    assert_ne!(
+        new_prog, old_prog,
+        "the old tracker's XDP program is still attached"
+    );
+
+    // The swarms came along, and are served over AF_XDP: a new leecher of
+    // the third torrent is given the seeder, and a scrape counts the
+    // seeder everywhere and the paced client where it announced.
+    let mut verifier = hosts.cli(|| Client::new(&bind, to));
+    let announced = verifier.announce(hashes[2], 7200, AnnounceEvent::Started, 1000, -1);
+    assert_eq!(announced.seeders, 1, "{announced:?}");
+    assert_eq!(announced.peers, vec![seeder_addr], "{announced:?}");
+    let stats: Vec<(u32, u32)> = verifier
+        .scrape(&hashes)
+        .iter()
+        .map(|s| (s.seeders, s.leechers))
+        .collect();
+    assert_eq!(stats, [(1, 1), (1, 1), (1, 1), (1, 0)]);
+    assert_eq!(
+        new_counts("xdp"),
+        (over_xdp.0 + 1, over_xdp.1 + 1),
+        "the verifier's connect and announce, over AF_XDP"
+    );
+    assert_eq!(requests(&hosts, &new, "xdp", "scrape"), 1);
+    assert_eq!(new_counts("socket"), over_sockets);
+
+    let log = new.stop();
+    assert!(log.contains("took over"), "{log}");
+    assert!(log.contains(&format!("AF_XDP on {SRV_DEV}")), "{log}");
+    hosts.wait_no_xdp(
+        Side::Srv,
+        Duration::from_secs(2),
+        "after the new tracker's stop",
+    );
+}
+
+#[test]
+fn a_take_over_that_cannot_attach_refuses_before_the_stop() {
+    let hosts = TwoHosts::new();
+    let control = TempPath::new("tracker-test-xdp-control", "sock");
+    let config = handover_config(&control.0);
+    let mut old = start_built(&hosts, xdp_builder(&hosts, &config));
+    let prog = hosts
+        .xdp_prog_id(Side::Srv)
+        .expect("the tracker's XDP program is attached");
+    let to = SocketAddr::new(hosts.srv_v4.into(), XDP_PORT);
+    let bind = format!("{}:0", hosts.cli_v4);
+    let mut client = hosts.cli(|| Client::new(&bind, to));
+    let torrent = hash(400, 1);
+    client.announce(torrent, SEEDER_PORT, AnnounceEvent::Started, 0, -1);
+
+    // A successor that would give up root before it attaches: refused
+    // before it asks the running tracker for anything.
+    let (code, err) = hosts
+        .srv(|| {
+            successor(&old, &config)
+                .arg("--user")
+                .arg("nobody")
+                .arg("--take-over")
+                .spawn()
+        })
+        .wait_exit(Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("udp.xdp") && err.contains("privileges.user"),
+        "the refusal names neither udp.xdp nor privileges.user:\n{err}"
+    );
+
+    // The running tracker serves on over AF_XDP, its program attached.
+    assert!(old.is_running(), "the running tracker exited");
+    assert_eq!(hosts.xdp_prog_id(Side::Srv), Some(prog));
+    assert!(std::fs::symlink_metadata(&control.0).is_ok());
+    let connects = requests(&hosts, &old, "xdp", "connect");
+    client.connect();
+    assert_eq!(requests(&hosts, &old, "xdp", "connect"), connects + 1);
+    let stats = client.scrape(&[torrent]);
+    assert_eq!((stats[0].seeders, stats[0].leechers), (1, 0));
+    assert_eq!(requests(&hosts, &old, "socket", "announce"), 0);
+    let log = old.stop();
+    assert!(!log.contains("hand-over"), "{log}");
+}
+
 const PYTHON: &str = "/usr/bin/python3";
 
 #[test]
@@ -1061,7 +1574,7 @@ fn require_libtorrent() {
 /// The checks of `ip -d link show` output that the tests above rely on.
 #[test]
 fn xdp_is_found_in_link_show_output() {
-    use support::netns::xdp_in_link_show;
+    use support::netns::{xdp_in_link_show, xdp_prog_id_in_link_show};
     let none = "3: veth-t0@if2: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue \
                 state UP mode DEFAULT group default qlen 1000\n    link/ether \
                 52:30:23:c3:74:da brd ff:ff:ff:ff:ff:ff link-netns cli promiscuity 0";
@@ -1070,6 +1583,8 @@ fn xdp_is_found_in_link_show_output() {
                   noqueue state UP\n    link/ether 52:30:23:c3:74:da brd ff:ff:ff:ff:ff:ff\n    \
                   prog/xdp id 42 name tracker tag 0123456789abcdef jited";
     assert!(xdp_in_link_show(native).unwrap().contains("prog/xdp id 42"));
+    assert_eq!(xdp_prog_id_in_link_show(native), Some(42));
+    assert_eq!(xdp_prog_id_in_link_show(none), None);
     let generic = "3: eth0: <UP> mtu 1500 xdpgeneric qdisc noqueue state UP";
     assert!(xdp_in_link_show(generic).is_some());
 }

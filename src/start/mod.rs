@@ -277,6 +277,12 @@ pub fn run(
             Some(private) => private.start_flusher(&serving.owners)?,
             None => Vec::new(),
         };
+        // Detached as the stop begins: the kernel's sockets take the
+        // AF_XDP traffic while the workers drain their rings, for a
+        // successor or until the end.
+        if let Some(attached) = attached.take() {
+            shutdown.before_stop(move || attached.detach());
+        }
         let served = serving.serve(
             std::mem::take(&mut sockets),
             loaded.take(),
@@ -287,11 +293,6 @@ pub fn run(
         if let Some(private) = &private {
             let drain = Duration::from_secs(serving.config.state.drain_timeout_secs.into());
             private.stop_flusher(std::time::Instant::now() + drain)?;
-        }
-        // Stopped: the kernel's sockets take the AF_XDP traffic, for a
-        // successor or until the end.
-        if let Some(attached) = attached.take() {
-            attached.detach();
         }
         let sections = served?;
         drop(snapshot_writer);

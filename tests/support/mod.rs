@@ -338,6 +338,13 @@ impl TrackerBuilder {
         self
     }
 
+    /// Serve Prometheus metrics on `addr`: a successor started with
+    /// `--take-over` names its predecessor's (see [`Tracker::metric`]).
+    pub fn metrics_on(mut self, addr: SocketAddr) -> Self {
+        self.metrics = Some(addr);
+        self
+    }
+
     /// Leaves out `--allow-root`, which every tracker otherwise gets.
     pub fn without_allow_root(mut self) -> Self {
         self.allow_root = false;

@@ -187,6 +187,13 @@ impl TwoHosts {
         xdp_in_link_show(&out)
     }
 
+    /// The id of the XDP program attached to `side`'s veth end (`prog/xdp
+    /// id N` in `ip -d link show`), or None when none is attached.
+    pub fn xdp_prog_id(&self, side: Side) -> Option<u32> {
+        let out = self.ip(side, &["-d", "link", "show", "dev", Self::dev(side)]);
+        xdp_prog_id_in_link_show(&out)
+    }
+
     /// Waits up to `wait` for `side`'s veth end to have no XDP program (a
     /// BPF link goes when the last descriptor to it closes, which follows
     /// the process's exit closely but not at once); panics with what `ip`
@@ -298,6 +305,18 @@ pub fn xdp_in_link_show(out: &str) -> Option<String> {
         })
         .collect();
     (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// The N of `prog/xdp id N` in `ip -d link show` output, or None.
+pub fn xdp_prog_id_in_link_show(out: &str) -> Option<u32> {
+    let words: Vec<&str> = out.split_whitespace().collect();
+    words.windows(3).find_map(|w| {
+        if w[0].starts_with("prog/xdp") && w[1] == "id" {
+            w[2].parse().ok()
+        } else {
+            None
+        }
+    })
 }
 
 fn parse_mac(text: &str) -> Option<[u8; 6]> {

@@ -19,7 +19,7 @@ use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -40,6 +40,9 @@ pub struct Shutdown {
     /// The swarms go to a new tracker: the workers hand them in at the stop
     /// even without a state file.
     handing_over: AtomicBool,
+    /// Run by whoever asks for the stop, before the workers are told: what
+    /// must let go of traffic first (see [`Shutdown::before_stop`]).
+    before_stop: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl Shutdown {
@@ -49,11 +52,33 @@ impl Shutdown {
             workers,
             busy: AtomicUsize::new(workers),
             handing_over: AtomicBool::new(false),
+            before_stop: Mutex::new(None),
         })
+    }
+
+    /// `hook` runs once, at the next stop, before any worker is told of it:
+    /// AF_XDP's programs detach there, so that the kernel's sockets take
+    /// the traffic while the workers drain their rings (nothing arrives in
+    /// a ring that will not be read again). Replaces a hook not yet run.
+    pub fn before_stop(&self, hook: impl FnOnce() + Send + 'static) {
+        *self.hook() = Some(Box::new(hook));
+    }
+
+    fn hook(&self) -> std::sync::MutexGuard<'_, Option<Box<dyn FnOnce() + Send>>> {
+        self.before_stop.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Asks every worker to stop; true the first time.
     pub fn request(&self) -> bool {
+        // Held while the hook runs: a second request waits for it, so no
+        // worker is told before the hook is done.
+        let mut hook = self.hook();
+        if self.is_requested() {
+            return false;
+        }
+        if let Some(hook) = hook.take() {
+            hook();
+        }
         !self.requested.swap(true, Ordering::AcqRel)
     }
 
@@ -232,6 +257,25 @@ mod tests {
         assert!(shutdown.all_drained());
         shutdown.drained();
         assert!(shutdown.all_drained(), "never below zero");
+    }
+
+    #[test]
+    fn the_hook_runs_once_before_any_worker_can_see_the_stop() {
+        let shutdown = Shutdown::new(1);
+        let seen_requested = Arc::new(AtomicBool::new(true));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let (watched, seen, count) = (shutdown.clone(), seen_requested.clone(), runs.clone());
+        shutdown.before_stop(move || {
+            seen.store(watched.is_requested(), Ordering::SeqCst);
+            count.fetch_add(1, Ordering::SeqCst);
+        });
+        assert!(shutdown.request());
+        assert!(
+            !seen_requested.load(Ordering::SeqCst),
+            "the stop was visible first"
+        );
+        assert!(!shutdown.request());
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
     }
 
     #[test]
