@@ -11,38 +11,14 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 use support::site_db::{passkey, SiteDb};
-use support::{free_port, ScriptRun, Tracker};
+use support::{free_port, require_libtorrent, ScriptRun, Tracker, PYTHON};
 
-const PYTHON: &str = "/usr/bin/python3";
 /// The script's own limit; the process is killed a while after that.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(90);
 const KILL_AFTER: Duration = Duration::from_secs(120);
-
-/// Fails the test unless /usr/bin/python3 can import libtorrent.
-fn require_libtorrent() {
-    let out = Command::new(PYTHON)
-        .args(["-c", "import libtorrent; print(libtorrent.__version__)"])
-        .stdin(Stdio::null())
-        .output();
-    match out {
-        Ok(out) if out.status.success() => {
-            eprintln!(
-                "libtorrent {} ({PYTHON})",
-                String::from_utf8_lossy(&out.stdout).trim()
-            );
-        }
-        Ok(out) => panic!(
-            "{PYTHON} cannot import libtorrent; run `apt-get install python3-libtorrent`\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ),
-        Err(e) => {
-            panic!("cannot run {PYTHON} ({e}); run `apt-get install python3 python3-libtorrent`")
-        }
-    }
-}
 
 /// Runs tests/e2e/swarm.py with these arguments; returns (success, output).
 fn run_swarm(args: &[String]) -> (bool, String) {

@@ -13,7 +13,7 @@ mod support;
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -21,6 +21,7 @@ use support::netns::{frame, ping, Capture, Captured, RawLink, Side, TwoHosts, SR
 use support::tempfile_path::TempPath;
 use support::udp_client::Client;
 use support::wire::{hash_owned_by, http_announce_target, http_get, udp_announce_wanting};
+use support::{require_libtorrent, PYTHON};
 use support::{Tracker, TrackerBuilder};
 use tracker_proto::udp::{write_scrape_request, ConnectionId, IpFamily, Response, TransactionId};
 use tracker_proto::{AnnounceEvent, InfoHash, ScrapeStats};
@@ -1492,8 +1493,6 @@ fn a_take_over_that_cannot_attach_refuses_before_the_stop() {
     assert!(!log.contains("hand-over"), "{log}");
 }
 
-const PYTHON: &str = "/usr/bin/python3";
-
 #[test]
 fn libtorrent_downloads_through_xdp() {
     require_libtorrent();
@@ -1551,24 +1550,6 @@ fn libtorrent_downloads_through_xdp() {
         hosts.metrics_text(&tracker)
     );
     println!("{}", run.report("swarm.py"));
-}
-
-/// Fails the test unless /usr/bin/python3 can import libtorrent.
-fn require_libtorrent() {
-    let out = Command::new(PYTHON)
-        .args(["-c", "import libtorrent; print(libtorrent.__version__)"])
-        .stdin(Stdio::null())
-        .output();
-    match out {
-        Ok(out) if out.status.success() => {}
-        Ok(out) => panic!(
-            "{PYTHON} cannot import libtorrent; run `apt-get install python3-libtorrent`\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ),
-        Err(e) => {
-            panic!("cannot run {PYTHON} ({e}); run `apt-get install python3 python3-libtorrent`")
-        }
-    }
 }
 
 /// The checks of `ip -d link show` output that the tests above rely on.

@@ -723,3 +723,29 @@ pub fn run_script(mut cmd: Command, kill_after: Duration) -> ScriptRun {
         elapsed: start.elapsed(),
     }
 }
+
+/// The Python that has Debian's python3-libtorrent (the end-to-end tests' client).
+pub const PYTHON: &str = "/usr/bin/python3";
+
+/// Fails the test unless /usr/bin/python3 can import libtorrent.
+pub fn require_libtorrent() {
+    let out = Command::new(PYTHON)
+        .args(["-c", "import libtorrent; print(libtorrent.__version__)"])
+        .stdin(Stdio::null())
+        .output();
+    match out {
+        Ok(out) if out.status.success() => {
+            eprintln!(
+                "libtorrent {} ({PYTHON})",
+                String::from_utf8_lossy(&out.stdout).trim()
+            );
+        }
+        Ok(out) => panic!(
+            "{PYTHON} cannot import libtorrent; run `apt-get install python3-libtorrent`\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => {
+            panic!("cannot run {PYTHON} ({e}); run `apt-get install python3 python3-libtorrent`")
+        }
+    }
+}
