@@ -5,8 +5,11 @@
 //!
 //! Needs root (namespaces, veth, XDP, AF_PACKET and raw ICMP sockets) and
 //! `ip` (iproute2); the libtorrent test also needs Debian's
-//! python3-libtorrent (tests/e2e_libtorrent.rs). A machine without them
-//! fails these tests: none is skipped.
+//! python3-libtorrent (tests/e2e_libtorrent.rs), and the private mode test
+//! the MariaDB server of tests/mariadb.sh (`TRACKER_TEST_MYSQL_URL`, and
+//! `TRACKER_TEST_MARIADB_SOCKET`: the tracker in the server's namespace
+//! reaches it over its unix socket). A machine without them fails these
+//! tests: none is skipped.
 
 mod support;
 
@@ -18,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use support::netns::{frame, ping, Capture, Captured, RawLink, Side, TwoHosts, SRV_DEV};
+use support::site_db::SiteDb;
 use support::tempfile_path::TempPath;
 use support::udp_client::Client;
 use support::wire::{hash_owned_by, http_announce_target, http_get, udp_announce_wanting};
@@ -121,6 +125,13 @@ fn ready(tracker: &Tracker) -> bool {
 /// in native mode.
 fn start_xdp(hosts: &TwoHosts, http: bool) -> Tracker {
     let tracker = start(hosts, XDP_PORT, true, http);
+    assert_attached_natively(hosts);
+    tracker
+}
+
+/// Checks that an XDP program is attached to the server's veth end, in
+/// native mode.
+fn assert_attached_natively(hosts: &TwoHosts) {
     let attached = hosts.xdp_attached(Side::Srv).unwrap_or_else(|| {
         panic!("the tracker started with AF_XDP on but no XDP program is attached to {SRV_DEV}")
     });
@@ -128,7 +139,6 @@ fn start_xdp(hosts: &TwoHosts, http: bool) -> Tracker {
         !attached.contains("xdpgeneric"),
         "udp.xdp.generic = false, yet the program is in generic mode:\n{attached}"
     );
-    tracker
 }
 
 /// A UDP socket for a client, made in the client's namespace on its address
@@ -1550,6 +1560,427 @@ fn libtorrent_downloads_through_xdp() {
         hosts.metrics_text(&tracker)
     );
     println!("{}", run.report("swarm.py"));
+}
+
+/// Starts the two trackers of a comparison, each with `extra(xdp)` added
+/// to its config: the one with AF_XDP on `XDP_PORT` (its program checked
+/// attached in native mode), and the same with AF_XDP off on `SOCKET_PORT`.
+fn start_pair(hosts: &TwoHosts, extra: impl Fn(bool) -> String) -> (Tracker, Tracker) {
+    let builder = |port, xdp| {
+        Tracker::builder()
+            .udp(Some(SocketAddr::new(hosts.srv_v4.into(), port)))
+            .udp(Some(SocketAddr::new(hosts.srv_v6.into(), port)))
+            .metrics()
+            .config(&format!("{}\n{}", config(xdp), extra(xdp)))
+    };
+    let over_xdp = start_built(hosts, builder(XDP_PORT, true));
+    assert_attached_natively(hosts);
+    let over_sockets = start_built(hosts, builder(SOCKET_PORT, false));
+    (over_xdp, over_sockets)
+}
+
+/// A request of a comparison: what it is, and the request made with a
+/// connection id and a transaction id.
+type Ask<'a> = (&'static str, &'a dyn Fn(ConnectionId, i32) -> Vec<u8>);
+
+/// Connects `sock` to the server's tracker with AF_XDP and to the one
+/// without (on the server's address of `v6`'s family), then sends each of
+/// `asks` to the first and then to the second (each with its own
+/// connection id): the answers, each with what it answers (the one over
+/// AF_XDP: they are the same). Panics where the two differ, byte for byte.
+fn ask_both(
+    hosts: &TwoHosts,
+    sock: &UdpSocket,
+    v6: bool,
+    asks: &[Ask<'_>],
+) -> Vec<(&'static str, Vec<u8>)> {
+    let srv = hosts.addr(Side::Srv, v6);
+    let family = if v6 { "IPv6" } else { "IPv4" };
+    let (over_xdp, over_sockets) = (
+        SocketAddr::new(srv, XDP_PORT),
+        SocketAddr::new(srv, SOCKET_PORT),
+    );
+    let window = id_window();
+    let ids = (connect(sock, over_xdp), connect(sock, over_sockets));
+    if id_window() == window {
+        // One secret, one client address, one window: one id.
+        assert_eq!(ids.0, ids.1, "{family}: the connection ids differ");
+    }
+    let mut answers = Vec::new();
+    for (i, (what, request)) in asks.iter().enumerate() {
+        let txid = 0x0a00 + i as i32;
+        let from_xdp = ask(sock, over_xdp, &request(ids.0, txid));
+        let from_sockets = ask(sock, over_sockets, &request(ids.1, txid));
+        assert_eq!(
+            from_xdp, from_sockets,
+            "{family} {what}: the answer over AF_XDP (left) differs from the answer over \
+             sockets (right)"
+        );
+        answers.push((*what, from_xdp));
+    }
+    answers
+}
+
+/// The announce answer `answer` (to transaction `txid`): its (seeders,
+/// leechers) and peers; panics with `what` when it is anything else.
+fn announce_answer(
+    answer: &[u8],
+    family: IpFamily,
+    txid: i32,
+    what: &str,
+) -> ((u32, u32), Vec<SocketAddr>) {
+    match Response::parse(answer, family) {
+        Ok(Response::Announce {
+            transaction_id,
+            interval: _,
+            leechers,
+            seeders,
+            peers,
+        }) => {
+            assert_eq!(transaction_id, TransactionId(txid), "{what}");
+            ((seeders, leechers), peers.iter().collect())
+        }
+        other => panic!("{what}: not an announce answer: {other:?} ({answer:02x?})"),
+    }
+}
+
+/// The message of the error answer `answer` (to transaction `txid`);
+/// panics with `what` when it is anything else.
+fn error_answer(answer: &[u8], family: IpFamily, txid: i32, what: &str) -> String {
+    assert_eq!(
+        answer.get(..4),
+        Some(&3i32.to_be_bytes()[..]),
+        "{what}: not an error answer (action 3)"
+    );
+    match Response::parse(answer, family) {
+        Ok(Response::Error {
+            transaction_id,
+            message,
+        }) => {
+            assert_eq!(transaction_id, TransactionId(txid), "{what}");
+            String::from_utf8_lossy(message).into_owned()
+        }
+        other => panic!("{what}: not an error answer: {other:?} ({answer:02x?})"),
+    }
+}
+
+/// The sum of `tracker_udp_errors_total` of `kind` over `path`.
+fn udp_errors(hosts: &TwoHosts, tracker: &Tracker, path: &str, kind: &str) -> u64 {
+    let labels = [("protocol", "udp"), ("path", path), ("kind", kind)];
+    hosts.metric(tracker, "tracker_udp_errors_total", &labels)
+}
+
+#[test]
+fn an_access_list_refuses_the_same_over_xdp() {
+    let hosts = TwoHosts::new();
+    // Per family, a listed torrent and an unlisted one on each worker: those
+    // of worker 1 cross the mesh, where the owner decides.
+    let torrents = |seed: u32| {
+        [
+            ("listed torrent (worker 0)", hash(seed, 0), true),
+            ("listed torrent (worker 1)", hash(seed + 1, 1), true),
+            ("unlisted torrent (worker 0)", hash(seed + 2, 0), false),
+            ("unlisted torrent (worker 1)", hash(seed + 3, 1), false),
+        ]
+    };
+    let (v4, v6) = (torrents(500), torrents(600));
+    let list = TempPath::new("tracker-test-xdp-access", "list");
+    let listed: String = v4
+        .iter()
+        .chain(&v6)
+        .filter(|(_, _, listed)| *listed)
+        .map(|(_, h, _)| format!("{}\n", support::wire::hex(h)))
+        .collect();
+    std::fs::write(&list.0, listed).unwrap();
+    let access = format!(
+        "[access]\nmode = \"allow\"\nfile = \"{}\"\n",
+        list.0.display()
+    );
+    let (xdp, sockets) = start_pair(&hosts, |_| access.clone());
+
+    for (v6, torrents) in [(false, &v4), (true, &v6)] {
+        let family = IpFamily::of(hosts.addr(Side::Srv, v6));
+        let sock = client_socket(&hosts, SocketAddr::new(hosts.addr(Side::Srv, v6), XDP_PORT));
+        let announces: Vec<_> = torrents
+            .iter()
+            .map(|&(_, hash, _)| {
+                move |id, txid| {
+                    udp_announce_wanting(id, txid, hash, 6881, AnnounceEvent::Started, 1000, -1)
+                }
+            })
+            .collect();
+        let hashes: Vec<InfoHash> = torrents.iter().map(|&(_, h, _)| h).collect();
+        let scrape = |id, txid| {
+            let mut out = Vec::new();
+            write_scrape_request(&mut out, id, TransactionId(txid), &hashes);
+            out
+        };
+        let mut asks: Vec<Ask<'_>> = torrents
+            .iter()
+            .zip(&announces)
+            .map(|(&(what, _, _), announce)| (what, announce as &dyn Fn(_, _) -> _))
+            .collect();
+        asks.push(("scrape of all four", &scrape));
+        let answers = ask_both(&hosts, &sock, v6, &asks);
+
+        for (i, &(what, _, listed)) in torrents.iter().enumerate() {
+            let (answer, txid) = (&answers[i].1, 0x0a00 + i as i32);
+            if listed {
+                let (counts, peers) = announce_answer(answer, family, txid, what);
+                assert_eq!(counts, (0, 1), "{family:?} {what}: (seeders, leechers)");
+                assert_eq!(peers, [], "{family:?} {what}");
+            } else {
+                let message = error_answer(answer, family, txid, what);
+                assert_eq!(message, "torrent not allowed", "{family:?} {what}");
+            }
+        }
+        match Response::parse(&answers[4].1, family) {
+            Ok(Response::Scrape {
+                transaction_id,
+                stats,
+            }) => {
+                assert_eq!(transaction_id, TransactionId(0x0a04));
+                let leechers: Vec<_> = stats.iter().map(|s| s.leechers).collect();
+                assert_eq!(leechers, [1, 1, 0, 0], "{family:?}: the scrape");
+            }
+            other => panic!("{family:?} scrape: {other:?}"),
+        }
+    }
+
+    // The four refusals of each tracker, counted on its own path only.
+    let refusals = |tracker, path| udp_errors(&hosts, tracker, path, "not_allowed");
+    assert_eq!(refusals(&xdp, "xdp"), 4, "kind=not_allowed,path=xdp");
+    assert_eq!(refusals(&xdp, "socket"), 0, "the XDP tracker's sockets");
+    assert_eq!(refusals(&sockets, "socket"), 4, "the socket tracker's");
+    assert_eq!(refusals(&sockets, "xdp"), 0);
+    for family in ["ipv4", "ipv6"] {
+        for metric in ["tracker_requests_total", "tracker_responses_total"] {
+            let count =
+                |tracker, path| udp_count(&hosts, tracker, metric, path, "announce", Some(family));
+            assert_eq!(count(&xdp, "xdp"), 4, "{metric} {family} over AF_XDP");
+            assert_eq!(count(&xdp, "socket"), 0, "{metric} {family}");
+            assert_eq!(count(&sockets, "socket"), 4, "{metric} {family}");
+        }
+    }
+    assert_eq!(bad_frames(&hosts, &xdp), 0);
+}
+
+/// A login to `db` for a tracker in the server's namespace, which cannot
+/// reach the test server's loopback TCP port: over the server's unix
+/// socket (`TRACKER_TEST_MARIADB_SOCKET`, from tests/mariadb.sh), as a user
+/// of its own with every right on `db`. Its account and its URL.
+fn socket_login(db: &SiteDb) -> (String, String) {
+    let socket = std::env::var("TRACKER_TEST_MARIADB_SOCKET").unwrap_or_else(|_| {
+        panic!(
+            "TRACKER_TEST_MARIADB_SOCKET is not set: the private mode tests over AF_XDP reach \
+             the MariaDB server of tests/mariadb.sh through its unix socket (run tests/run.sh, \
+             or eval tests/mariadb.sh's setup in the shell that runs cargo test)"
+        )
+    });
+    assert!(
+        Path::new(&socket).exists(),
+        "TRACKER_TEST_MARIADB_SOCKET={socket}: no such socket"
+    );
+    let name = format!("xdp{}", std::process::id());
+    let account = format!("'{name}'@'localhost'");
+    db.exec(&format!("DROP USER IF EXISTS {account}"));
+    db.exec(&format!("CREATE USER {account} IDENTIFIED BY 'pw'"));
+    db.exec(&format!("GRANT ALL ON `{}`.* TO {account}", db.name));
+    let url = format!("mysql://{name}:pw@localhost/{}?socket={socket}", db.name);
+    (account, url)
+}
+
+/// A BEP 15 announce of the peer at `port` with these totals, and `url` as
+/// its URLData (BEP 41), if any.
+fn announce_with_url(
+    (id, txid): (ConnectionId, i32),
+    info_hash: InfoHash,
+    port: u16,
+    (uploaded, downloaded, left): (u64, u64, u64),
+    event: AnnounceEvent,
+    url: Option<&str>,
+) -> Vec<u8> {
+    use tracker_proto::udp::{AnnounceOptions, AnnounceRequest, Request};
+    let mut peer_id = [b'-'; 20];
+    peer_id[..2].copy_from_slice(&port.to_be_bytes());
+    let mut packet = Vec::new();
+    Request::Announce(AnnounceRequest {
+        connection_id: id,
+        transaction_id: TransactionId(txid),
+        info_hash,
+        peer_id: tracker_proto::PeerId(peer_id),
+        downloaded,
+        left,
+        uploaded,
+        event,
+        ip_address: 0,
+        key: 0,
+        num_want: -1,
+        port,
+        options: AnnounceOptions::EMPTY,
+    })
+    .write(&mut packet);
+    if let Some(url) = url {
+        AnnounceOptions::write_url_data(&mut packet, url.as_bytes());
+    }
+    packet
+}
+
+#[test]
+fn private_passkeys_over_udp_are_the_same_over_xdp() {
+    use support::site_db::{info_hash, passkey};
+    let hosts = TwoHosts::new();
+    let db = SiteDb::new();
+    // Users 1 and 4 of group user, 2 of vip; torrents 1 and 2.
+    for (user, group) in [(1, 1), (2, 2), (4, 1)] {
+        db.user(user, group);
+    }
+    db.torrent(1, 0, 1);
+    db.torrent(2, 0, 1);
+    let (account, url) = socket_login(&db);
+    // Two trackers on the site's database, each flushing its own.
+    let api_ports = (support::free_port(), support::free_port());
+    let (xdp, sockets) = start_pair(&hosts, |xdp| {
+        let (port, id) = if xdp {
+            (api_ports.0, "xdp")
+        } else {
+            (api_ports.1, "socket")
+        };
+        support::private::config_with(&url, port, id, 200, "")
+    });
+
+    let (key2, key1) = (passkey(2), passkey(1));
+    let valid = format!("/announce/{key2}");
+    // The other form of the path.
+    let other_form = format!("/{key1}/announce");
+    let unknown = format!("/announce/{}", "e".repeat(32));
+    let bare = "/announce".to_string();
+    const STARTED: AnnounceEvent = AnnounceEvent::Started;
+    for (v6, torrent) in [(false, 1), (true, 2)] {
+        let family = IpFamily::of(hosts.addr(Side::Srv, v6));
+        let sock = client_socket(&hosts, SocketAddr::new(hosts.addr(Side::Srv, v6), XDP_PORT));
+        let hash = info_hash(torrent);
+        let started = |port, url: Option<&String>| {
+            let url = url.cloned();
+            move |id, txid| {
+                let totals = (0, 0, 1000);
+                announce_with_url((id, txid), hash, port, totals, STARTED, url.as_deref())
+            }
+        };
+        let (first, unknown, without, none, second) = (
+            started(7101, Some(&valid)),
+            started(7102, Some(&unknown)),
+            started(7102, Some(&bare)),
+            started(7102, None),
+            started(7103, Some(&other_form)),
+        );
+        let answers = ask_both(
+            &hosts,
+            &sock,
+            v6,
+            &[
+                ("a valid passkey", &first),
+                ("an unknown passkey", &unknown),
+                ("URLData without a passkey", &without),
+                ("no URLData", &none),
+                ("another user's valid passkey", &second),
+            ],
+        );
+        let what = |i: usize| format!("{family:?} {}", answers[i].0);
+        let (counts, peers) = announce_answer(&answers[0].1, family, 0x0a00, &what(0));
+        assert_eq!((counts, peers), ((0, 1), vec![]), "{}", what(0));
+        assert_eq!(
+            error_answer(&answers[1].1, family, 0x0a01, &what(1)),
+            "Passkey does not exist. Please re-download the .torrent file.",
+            "{}",
+            what(1)
+        );
+        for i in [2, 3] {
+            let message = error_answer(&answers[i].1, family, 0x0a00 + i as i32, &what(i));
+            assert_eq!(message, "Invalid passkey.", "{}", what(i));
+        }
+        let (counts, peers) = announce_answer(&answers[4].1, family, 0x0a04, &what(4));
+        let first_peer = SocketAddr::new(hosts.addr(Side::Cli, v6), 7101);
+        assert_eq!((counts, peers), ((0, 2), vec![first_peer]), "{}", what(4));
+    }
+
+    // Counted on each tracker's own path, alike.
+    for family in ["ipv4", "ipv6"] {
+        for metric in ["tracker_requests_total", "tracker_responses_total"] {
+            let count =
+                |tracker, path| udp_count(&hosts, tracker, metric, path, "announce", Some(family));
+            assert_eq!(count(&xdp, "xdp"), 5, "{metric} {family} over AF_XDP");
+            assert_eq!(count(&xdp, "socket"), 0, "{metric} {family}");
+            assert_eq!(count(&sockets, "socket"), 5, "{metric} {family}");
+        }
+    }
+    // The unknown passkeys are refused by the site's rules; the three
+    // refusals of each family are error answers.
+    assert_eq!(udp_errors(&hosts, &xdp, "xdp", "refused"), 2);
+    assert_eq!(udp_errors(&hosts, &sockets, "socket", "refused"), 2);
+    for (tracker, path) in [(&xdp, "xdp"), (&sockets, "socket")] {
+        let labels = [("protocol", "udp"), ("path", path)];
+        let errors = hosts.metric(tracker, "tracker_udp_error_responses_total", &labels);
+        assert_eq!(
+            errors, 6,
+            "tracker_udp_error_responses_total{{path={path}}}"
+        );
+        for (outcome, n) in [("admitted", 4), ("unknown_user", 2)] {
+            let labels = [("outcome", outcome)];
+            let count = hosts.metric(tracker, "tracker_private_announces_total", &labels);
+            assert_eq!(
+                count, n,
+                "tracker_private_announces_total{{outcome={outcome}}}"
+            );
+        }
+    }
+    assert_eq!(udp_errors(&hosts, &xdp, "socket", "refused"), 0);
+
+    // One peer's bytes over AF_XDP only: credited once, by that tracker.
+    let to = SocketAddr::new(hosts.srv_v4.into(), XDP_PORT);
+    let sock = client_socket(&hosts, to);
+    let id = connect(&sock, to);
+    let url = format!("/announce/{}", passkey(4));
+    for (txid, totals, event) in [
+        (0x0b01, (0, 0, 1000), STARTED),
+        (0x0b02, (300, 200, 800), AnnounceEvent::None),
+    ] {
+        let packet = announce_with_url((id, txid), info_hash(1), 7201, totals, event, Some(&url));
+        announce_answer(&ask(&sock, to, &packet), IpFamily::V4, txid, "user 4");
+    }
+    let credited = "SELECT uploaded, downloaded FROM users WHERE id = 4";
+    db.wait_for(credited, (300u64, 200u64));
+    let history = "SELECT actual_uploaded, actual_downloaded FROM history WHERE user_id = 4";
+    db.wait_for(history, (300u64, 200u64));
+    // A few flushes later, still once.
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(db.one::<(u64, u64)>(credited), (300, 200), "credited again");
+    assert_eq!(db.one::<(u64, u64)>(history), (300, 200), "credited again");
+    let bytes = |tracker, direction| {
+        let labels = [("direction", direction)];
+        hosts.metric(tracker, "tracker_private_bytes_total", &labels)
+    };
+    // Counted once the flush is applied, which may come just after the
+    // rows are seen.
+    settles_at(
+        300,
+        "tracker_private_bytes_total{direction=actual_uploaded}",
+        || bytes(&xdp, "actual_uploaded"),
+    );
+    settles_at(
+        200,
+        "tracker_private_bytes_total{direction=actual_downloaded}",
+        || bytes(&xdp, "actual_downloaded"),
+    );
+    assert_eq!(bytes(&sockets, "actual_uploaded"), 0);
+    // Nobody else was credited anything.
+    let others: Vec<(u32, u64, u64)> =
+        db.rows("SELECT id, uploaded, downloaded FROM users WHERE id <> 4 ORDER BY id");
+    assert_eq!(others, [(1, 0, 0), (2, 0, 0)]);
+
+    xdp.stop();
+    sockets.stop();
+    db.exec(&format!("DROP USER {account}"));
 }
 
 /// The checks of `ip -d link show` output that the tests above rely on.
