@@ -1796,34 +1796,18 @@ fn announce_with_url(
     (id, txid): (ConnectionId, i32),
     info_hash: InfoHash,
     port: u16,
-    (uploaded, downloaded, left): (u64, u64, u64),
+    totals: (u64, u64, u64),
     event: AnnounceEvent,
     url: Option<&str>,
 ) -> Vec<u8> {
-    use tracker_proto::udp::{AnnounceOptions, AnnounceRequest, Request};
-    let mut peer_id = [b'-'; 20];
-    peer_id[..2].copy_from_slice(&port.to_be_bytes());
-    let mut packet = Vec::new();
-    Request::Announce(AnnounceRequest {
-        connection_id: id,
-        transaction_id: TransactionId(txid),
+    support::udp_client::announce_packet(
+        (id, TransactionId(txid)),
         info_hash,
-        peer_id: tracker_proto::PeerId(peer_id),
-        downloaded,
-        left,
-        uploaded,
-        event,
-        ip_address: 0,
-        key: 0,
-        num_want: -1,
         port,
-        options: AnnounceOptions::EMPTY,
-    })
-    .write(&mut packet);
-    if let Some(url) = url {
-        AnnounceOptions::write_url_data(&mut packet, url.as_bytes());
-    }
-    packet
+        totals,
+        event,
+        url,
+    )
 }
 
 #[test]

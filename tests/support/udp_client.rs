@@ -133,28 +133,15 @@ impl Client {
         event: AnnounceEvent,
         url: &str,
     ) -> Result<(), String> {
-        use tracker_proto::udp::{AnnounceOptions, AnnounceRequest, Request};
         let txid = self.txid();
-        let mut peer_id = [b'-'; 20];
-        peer_id[..2].copy_from_slice(&port.to_be_bytes());
-        let mut packet = Vec::new();
-        Request::Announce(AnnounceRequest {
-            connection_id: self.connection_id,
-            transaction_id: txid,
+        let packet = announce_packet(
+            (self.connection_id, txid),
             info_hash,
-            peer_id: tracker_proto::PeerId(peer_id),
-            downloaded,
-            left,
-            uploaded,
-            event,
-            ip_address: 0,
-            key: 0,
-            num_want: -1,
             port,
-            options: AnnounceOptions::EMPTY,
-        })
-        .write(&mut packet);
-        AnnounceOptions::write_url_data(&mut packet, url.as_bytes());
+            (uploaded, downloaded, left),
+            event,
+            Some(url),
+        );
         let answer = self.exchange(&packet);
         match Response::parse(&answer, self.family()).unwrap() {
             Response::Announce { transaction_id, .. } if transaction_id == txid => Ok(()),
@@ -198,4 +185,41 @@ impl Client {
             .unwrap();
         got
     }
+}
+
+/// A BEP 15 announce of the peer at `port` (its peer id made of the port)
+/// with these totals (uploaded, downloaded, left), and `url` as its URLData
+/// (BEP 41), if any.
+pub fn announce_packet(
+    (connection_id, transaction_id): (tracker_proto::udp::ConnectionId, TransactionId),
+    info_hash: InfoHash,
+    port: u16,
+    (uploaded, downloaded, left): (u64, u64, u64),
+    event: AnnounceEvent,
+    url: Option<&str>,
+) -> Vec<u8> {
+    use tracker_proto::udp::{AnnounceOptions, AnnounceRequest, Request};
+    let mut peer_id = [b'-'; 20];
+    peer_id[..2].copy_from_slice(&port.to_be_bytes());
+    let mut packet = Vec::new();
+    Request::Announce(AnnounceRequest {
+        connection_id,
+        transaction_id,
+        info_hash,
+        peer_id: tracker_proto::PeerId(peer_id),
+        downloaded,
+        left,
+        uploaded,
+        event,
+        ip_address: 0,
+        key: 0,
+        num_want: -1,
+        port,
+        options: AnnounceOptions::EMPTY,
+    })
+    .write(&mut packet);
+    if let Some(url) = url {
+        AnnounceOptions::write_url_data(&mut packet, url.as_bytes());
+    }
+    packet
 }
