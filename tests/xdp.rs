@@ -1505,16 +1505,32 @@ fn a_take_over_that_cannot_attach_refuses_before_the_stop() {
 
 #[test]
 fn libtorrent_downloads_through_xdp() {
+    libtorrent_swarm_through_xdp(false);
+}
+
+#[test]
+fn libtorrent_downloads_through_xdp_over_ipv6() {
+    libtorrent_swarm_through_xdp(true);
+}
+
+/// A libtorrent seeder and leecher that find each other through the
+/// tracker over AF_XDP, on the veth's IPv4 or IPv6 addresses.
+fn libtorrent_swarm_through_xdp(ipv6: bool) {
     require_libtorrent();
     let hosts = TwoHosts::new();
     let mut tracker = start_xdp(&hosts, false);
     // Seeder and leecher both in the client's namespace, on its veth
     // address: the tracker sees them there and hands each the other's.
-    let url = format!("udp://{}:{XDP_PORT}/announce", hosts.srv_v4);
+    let (tracker_ip, client_ip): (IpAddr, IpAddr) = if ipv6 {
+        (hosts.srv_v6.into(), hosts.cli_v6.into())
+    } else {
+        (hosts.srv_v4.into(), hosts.cli_v4.into())
+    };
+    let url = format!("udp://{}/announce", SocketAddr::new(tracker_ip, XDP_PORT));
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &hosts.cli_ns, PYTHON])
         .arg(support::repo_root().join("tests/e2e/swarm.py"))
-        .args(["--tracker", &url, "--listen-ip", &hosts.cli_v4.to_string()])
+        .args(["--tracker", &url, "--listen-ip", &client_ip.to_string()])
         // The leecher must get its peer from the tracker's answers to its
         // own announces.
         .args([
