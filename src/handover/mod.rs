@@ -37,7 +37,7 @@ mod give;
 mod take;
 
 pub use control::{bind_control, ControlFile};
-pub use give::{copies, serve_control, start_successor, Pending, Successors};
+pub use give::{copies, serve_control, start_successor, Handing, Pending, Successors};
 pub use take::TakeOver;
 
 use std::io::{self, BufRead, Read};
