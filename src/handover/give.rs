@@ -73,21 +73,17 @@ fn dup(fd: &impl AsFd) -> io::Result<OwnedFd> {
 #[derive(Default)]
 pub struct Successors(Mutex<Vec<u32>>);
 impl Successors {
-    fn edit(&self, f: impl FnOnce(&mut Vec<u32>)) {
-        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()));
+    fn edit<R>(&self, f: impl FnOnce(&mut Vec<u32>) -> R) -> R {
+        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     fn contains(&self, pid: u32) -> bool {
-        let mut found = false;
-        self.edit(|pids| found = pids.contains(&pid));
-        found
+        self.edit(|pids| pids.contains(&pid))
     }
 
     /// The one under way, if any.
     pub fn under_way(&self) -> Option<u32> {
-        let mut first = None;
-        self.edit(|pids| first = pids.first().copied());
-        first
+        self.edit(|pids| pids.first().copied())
     }
 }
 
@@ -106,13 +102,20 @@ pub fn start_successor(successors: &Arc<Successors>) -> io::Result<u32> {
         Some(path) if path.is_absolute() => path,
         _ => std::env::current_exe()?,
     };
-    let mut child = std::process::Command::new(&binary)
+    let mut command = std::process::Command::new(&binary);
+    command
         .args(args.filter(|a| a != "--take-over"))
         .arg("--take-over")
-        .stdin(std::process::Stdio::null())
-        .spawn()?;
+        .stdin(std::process::Stdio::null());
+    // Listed under the lock it is spawned under: the child can reach the
+    // control socket before `spawn` returns here, and `admit` waits on
+    // the same lock, so it never finds the list without it.
+    let mut child = successors.edit(|pids| {
+        let child = command.spawn()?;
+        pids.push(child.id());
+        io::Result::Ok(child)
+    })?;
     let pid = child.id();
-    successors.edit(|pids| pids.push(pid));
     let successors = successors.clone();
     std::thread::Builder::new()
         .name("successor".into())
