@@ -4,12 +4,11 @@
 //! are reset (see `crate::linger`).
 
 use std::future::Future;
-use std::os::fd::{FromRawFd, IntoRawFd};
 use std::rc::Rc;
 use std::time::Duration;
 
 use futures_lite::AsyncReadExt;
-use glommio::net::{TcpListener, TcpStream};
+use glommio::net::TcpStream;
 use glommio::GlommioError;
 use tracing::debug;
 use tracker_proto::canonical_ip;
@@ -104,10 +103,8 @@ pub(crate) async fn serve<E: SmallEndpoint>(
 ) -> Result<(), String> {
     let name = E::NAME;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
-    // SAFETY: the fd comes from a listening socket we own and hand over whole.
-    let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
     loop {
-        let stream = match listener.accept().await {
+        let stream = match crate::accept::accept(&listener).await {
             Ok(stream) => stream,
             Err(e) => {
                 crate::accept::accept_failed(name, local, e).await?;

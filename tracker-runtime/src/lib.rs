@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod owner;
 pub mod private_config;
 pub mod quantum;
+pub mod ready;
 pub mod reloadable;
 pub mod shard;
 pub mod shutdown;

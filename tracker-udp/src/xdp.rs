@@ -8,9 +8,8 @@
 //! without steering (`announces_routed{route="forwarded"}` says how many).
 
 use std::cell::RefCell;
-use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::rc::{Rc, Weak};
 use std::time::Instant;
 
@@ -21,6 +20,7 @@ use tracker_net::xdp::xsk::{Descriptor, XdpStatistics, Xsk};
 use tracker_runtime::counters;
 use tracker_runtime::metrics::{Label, MetricSource, Sample, UDP_ERRORS};
 use tracker_runtime::quantum::Quantum;
+use tracker_runtime::ready::readable;
 use tracker_runtime::throttle::LogThrottle;
 use tracker_runtime::workers;
 
@@ -263,6 +263,8 @@ impl UdpService {
         counters: Rc<XdpCounters>,
     ) -> Result<(), String> {
         let fd = xsk.fd().as_raw_fd();
+        // SAFETY: the socket is in `path`, which this loop holds to its end.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
         let path = Rc::new(XdpPath {
             xsk: RefCell::new(xsk),
             forwarded: RefCell::new(XdpBatch::default()),
@@ -368,25 +370,6 @@ impl UdpService {
             }
         }
     }
-}
-
-/// Waits until an AF_XDP socket has frames to read (POLLIN).
-///
-/// glommio offers no wait for readiness on a descriptor it did not make;
-/// a stream made over a duplicate of it arms exactly that wait (an
-/// io_uring poll) as it is made, and its first read returns once the poll
-/// does: recv on an AF_XDP socket returns 0 at once. The duplicate closes
-/// when the stream drops. One dup and one close a wait, only when idle.
-async fn readable(fd: RawFd) -> io::Result<()> {
-    // SAFETY: the socket stays open for the whole receive loop, which is
-    // what awaits this.
-    let duplicate = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
-    // SAFETY: `duplicate` is a new descriptor, handed over whole.
-    let mut stream = unsafe { glommio::net::UnixStream::from_raw_fd(duplicate.into_raw_fd()) };
-    let mut byte = [0u8; 1];
-    futures_lite::AsyncReadExt::read(&mut stream, &mut byte)
-        .await
-        .map(drop)
 }
 
 /// The kernel's drops on a worker's AF_XDP sockets, added up, as samples

@@ -23,16 +23,16 @@
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{FromRawFd, IntoRawFd};
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
+use crate::accept::{accept, accept_failed};
 use crate::config::HttpConfig;
 use crate::connections::{AdmissionCounters, ConnectionTable, Slot};
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use futures_rustls::server::TlsStream;
 use futures_rustls::TlsAcceptor;
-use glommio::net::{TcpListener, TcpStream};
+use glommio::net::TcpStream;
 use rustls::ServerConfig;
 use tracing::debug;
 use tracker_proto::{canonical_ip, Announce, AnswerPeers, InfoHash, IpNetwork, ScrapeStats};
@@ -317,12 +317,10 @@ impl HttpService {
         if tls && self.tls.is_none() {
             return Err(format!("https {local}: no TLS configuration"));
         }
-        // SAFETY: the fd comes from a listening socket we own and hand over whole.
-        let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
         let mut quantum = Quantum::default();
         loop {
             let accepted =
-                futures_lite::future::or(async { Some(listener.accept().await) }, async {
+                futures_lite::future::or(async { Some(accept(&listener).await) }, async {
                     self.stop.wait().await;
                     None
                 });
@@ -331,7 +329,7 @@ impl HttpService {
                 Some(Ok(stream)) => stream,
                 Some(Err(e)) => {
                     self.stats.accept_errors.inc();
-                    crate::accept::accept_failed("http", local, e).await?;
+                    accept_failed("http", local, e).await?;
                     continue;
                 }
             };
