@@ -289,6 +289,18 @@ impl Tracker {
     pub fn is_running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
     }
+
+    /// Panics, with what the tracker wrote to stderr, if it has exited.
+    fn assert_running_at_start(&mut self) {
+        if let Some(status) = self.child.try_wait().unwrap() {
+            let mut err = String::new();
+            if let Some(mut s) = self.child.stderr.take() {
+                use std::io::Read;
+                let _ = s.read_to_string(&mut err);
+            }
+            panic!("tracker exited during start-up ({status}):\n{err}");
+        }
+    }
 }
 
 impl TrackerBuilder {
@@ -475,7 +487,7 @@ impl TrackerBuilder {
             connect[..8].copy_from_slice(&0x41727101980i64.to_be_bytes());
             connect[12..].copy_from_slice(&7i32.to_be_bytes());
             loop {
-                assert!(tracker.is_running(), "tracker exited during start-up");
+                tracker.assert_running_at_start();
                 assert!(
                     Instant::now() < deadline,
                     "tracker did not answer on {addr}"
@@ -506,7 +518,7 @@ impl TrackerBuilder {
             .map(|a| (*a, &b"HEAD /metrics HTTP/1.1\r\n\r\n"[..]));
         for (addr, probe) in tcp.chain(tls).chain(metrics).collect::<Vec<_>>() {
             loop {
-                assert!(tracker.is_running(), "tracker exited during start-up");
+                tracker.assert_running_at_start();
                 assert!(
                     Instant::now() < deadline,
                     "tracker did not answer on {addr}"
