@@ -230,12 +230,7 @@ impl Tracker {
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                let mut err = String::new();
-                use std::io::Read;
-                if let Some(mut s) = self.child.stderr.take() {
-                    let _ = s.read_to_string(&mut err);
-                }
-                return (status.code(), err);
+                return (status.code(), self.exited_stderr());
             }
             assert!(start.elapsed() < timeout, "tracker did not exit");
             std::thread::sleep(Duration::from_millis(20));
@@ -290,14 +285,20 @@ impl Tracker {
         self.child.try_wait().unwrap().is_none()
     }
 
+    /// What an exited tracker wrote to stderr (once: the pipe is taken).
+    fn exited_stderr(&mut self) -> String {
+        let mut err = String::new();
+        if let Some(mut s) = self.child.stderr.take() {
+            use std::io::Read;
+            let _ = s.read_to_string(&mut err);
+        }
+        err
+    }
+
     /// Panics, with what the tracker wrote to stderr, if it has exited.
     fn assert_running_at_start(&mut self) {
         if let Some(status) = self.child.try_wait().unwrap() {
-            let mut err = String::new();
-            if let Some(mut s) = self.child.stderr.take() {
-                use std::io::Read;
-                let _ = s.read_to_string(&mut err);
-            }
+            let err = self.exited_stderr();
             panic!("tracker exited during start-up ({status}):\n{err}");
         }
     }
