@@ -3,6 +3,7 @@
 
 pub mod netns;
 pub mod private;
+pub mod private_peer;
 pub mod site_db;
 pub mod udp_client;
 pub mod wire;
