@@ -3,6 +3,10 @@
 -- them at start (every statement it will make, tried on no rows) and
 -- refuses to start, naming the one missing. tracker-db's tests create a
 -- user with exactly these lines and flush every kind of row as it.
+-- The site's other tables need nothing, though many reference users and
+-- torrents: MariaDB would ask for SELECT on each for a prepared
+-- multi-table UPDATE of users or torrents, so the tracker sends those
+-- UPDATEs as text, which asks for none.
 --
 -- Replace `unit3d` with the site's database and 'tracker'@'localhost' with
 -- the tracker's user (CREATE USER 'tracker'@'localhost' IDENTIFIED BY ...).
@@ -24,9 +28,8 @@ GRANT SELECT, UPDATE (`seeders`, `leechers`, `times_completed`, `balance`, `upda
   ON `unit3d`.`torrents` TO 'tracker'@'localhost';
 
 -- The tracker's rows: each flush reads them (locked) to credit from them,
--- then writes them. (The server asks for SELECT on unregistered_info_hashes
--- when users rows change, through its foreign key, even with
--- private.max_unregistered_per_flush = 0.)
+-- then writes them. unregistered_info_hashes only with
+-- private.max_unregistered_per_flush above 0 (the default).
 GRANT SELECT, INSERT, UPDATE ON `unit3d`.`peers` TO 'tracker'@'localhost';
 GRANT SELECT, INSERT, UPDATE ON `unit3d`.`history` TO 'tracker'@'localhost';
 GRANT SELECT, INSERT, UPDATE ON `unit3d`.`unregistered_info_hashes` TO 'tracker'@'localhost';

@@ -3,7 +3,8 @@
 -- from UNIT3D's database/schema/mysql-schema.sql (the dump after migration
 -- 2025_11_18): the same columns, types, defaults, primary and unique keys
 -- and indexes; foreign keys only among these tables (the ones to
--- categories, types and resolutions are left out).
+-- categories, types and resolutions are left out), and two stand-ins at
+-- the end for the site's tables that reference users and torrents.
 -- Load it into an empty database: `mariadb DB < deploy/unit3d/schema.sql`,
 -- then deploy/unit3d/tracker.sql for the tracker's own table.
 
@@ -327,4 +328,28 @@ CREATE TABLE `unregistered_info_hashes` (
   KEY `unregistered_info_hashes_user_id_foreign` (`user_id`),
   CONSTRAINT `unregistered_info_hashes_user_id_foreign` FOREIGN KEY (`user_id`)
     REFERENCES `users` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+-- Two stand-ins, keys only, for the site's many tables whose foreign keys
+-- reference users and torrents (UNIT3D has 88 and 17, most ON UPDATE
+-- CASCADE). grants.sql grants nothing on them, as on a site: a statement
+-- that makes the server ask for them (MariaDB does, for a prepared
+-- multi-table UPDATE of users or torrents) fails tracker-db's grants test
+-- here as it would fail a site's start.
+CREATE TABLE `apikeys` (
+  `id` int unsigned NOT NULL AUTO_INCREMENT,
+  `user_id` int unsigned NOT NULL,
+  PRIMARY KEY (`id`),
+  KEY `apikeys_user_id_foreign` (`user_id`),
+  CONSTRAINT `apikeys_user_id_foreign` FOREIGN KEY (`user_id`)
+    REFERENCES `users` (`id`) ON UPDATE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+CREATE TABLE `files` (
+  `id` bigint unsigned NOT NULL AUTO_INCREMENT,
+  `torrent_id` int unsigned NOT NULL,
+  PRIMARY KEY (`id`),
+  KEY `files_torrent_id_foreign` (`torrent_id`),
+  CONSTRAINT `files_torrent_id_foreign` FOREIGN KEY (`torrent_id`)
+    REFERENCES `torrents` (`id`) ON DELETE CASCADE ON UPDATE CASCADE
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;

@@ -122,7 +122,11 @@ pub fn check_privileges(
     let mut tx = conn
         .start_transaction(TxOpts::default())
         .map_err(|e| DbError::from_mysql("starting the check of the grants", e))?;
-    let probes: [(&str, String, usize); 8] = [
+    // Each as the flushes send it: what goes as text (integers only) is
+    // tried as text, what is prepared is tried prepared. The protocol
+    // matters: MariaDB asks a prepared multi-table UPDATE for more
+    // privileges than the same text.
+    let prepared: [(&str, String, usize); 4] = [
         (
             "lock this tracker's row of tracker_flushes",
             "SELECT sequence FROM tracker_flushes WHERE tracker_id = ? AND FALSE FOR UPDATE".into(),
@@ -140,45 +144,48 @@ pub fn check_privileges(
             2,
         ),
         (
-            "lock the users rows a flush changes",
-            "SELECT id FROM users WHERE FALSE ORDER BY id FOR UPDATE".into(),
-            0,
-        ),
-        (
-            "lock the torrents rows a flush changes",
-            "SELECT id FROM torrents WHERE FALSE ORDER BY id FOR UPDATE".into(),
-            0,
-        ),
-        (
-            "read the peers a flush credits",
-            "SELECT user_id, torrent_id, peer_id, uploaded, downloaded, \
-             UNIX_TIMESTAMP(updated_at), active, seeder, visible FROM peers \
-             WHERE FALSE ORDER BY user_id, torrent_id, peer_id FOR UPDATE"
-                .into(),
-            0,
-        ),
-        (
-            "read the history rows a flush credits",
-            "SELECT user_id, torrent_id, completed_at IS NOT NULL, UNIX_TIMESTAMP(updated_at) \
-             FROM history WHERE FALSE ORDER BY user_id, torrent_id FOR UPDATE"
-                .into(),
-            0,
-        ),
-        (
             "read the active peers at start",
             format!("{} AND FALSE", crate::peers::ACTIVE_PEERS),
             0,
         ),
     ];
-    let statements = [&USERS, &TORRENTS, &PEERS, &HISTORY];
+    let text: [(String, String); 6] = [
+        (
+            "lock the users rows a flush changes".into(),
+            "SELECT id FROM users WHERE FALSE ORDER BY id FOR UPDATE".into(),
+        ),
+        (
+            "lock the torrents rows a flush changes".into(),
+            "SELECT id FROM torrents WHERE FALSE ORDER BY id FOR UPDATE".into(),
+        ),
+        (
+            "read the peers a flush credits".into(),
+            "SELECT user_id, torrent_id, peer_id, uploaded, downloaded, \
+             UNIX_TIMESTAMP(updated_at), active, seeder, visible FROM peers \
+             WHERE FALSE ORDER BY user_id, torrent_id, peer_id FOR UPDATE"
+                .into(),
+        ),
+        (
+            "read the history rows a flush credits".into(),
+            "SELECT user_id, torrent_id, completed_at IS NOT NULL, UNIX_TIMESTAMP(updated_at) \
+             FROM history WHERE FALSE ORDER BY user_id, torrent_id FOR UPDATE"
+                .into(),
+        ),
+        (USERS.doing(), USERS.probe()),
+        (TORRENTS.doing(), TORRENTS.probe()),
+    ];
     let run = |tx: &mut Transaction<'_>, doing: &str, sql: &str, params: usize| {
         tx.exec_drop(sql, vec![Value::NULL; params])
             .map_err(|e| DbError::from_mysql(format!("checking that this user may {doing}"), e))
     };
-    for (doing, sql, params) in &probes {
+    for (doing, sql, params) in &prepared {
         run(&mut tx, doing, sql, *params)?;
     }
-    for statement in statements {
+    for (doing, sql) in &text {
+        tx.query_drop(sql)
+            .map_err(|e| DbError::from_mysql(format!("checking that this user may {doing}"), e))?;
+    }
+    for statement in [&PEERS, &HISTORY] {
         run(
             &mut tx,
             &statement.doing(),
@@ -324,16 +331,12 @@ pub fn flush(
         .filter(|((_, u), _)| keep(users.contains(u)))
         .collect();
 
-    write(&mut tx, &USERS, &user_rows, max_rows, |(id, row), out| {
-        user_values(*id, row, out)
+    write_joined(&mut tx, &USERS, &user_rows, max_rows, |(id, row)| {
+        user_values(*id, row)
     })?;
-    write(
-        &mut tx,
-        &TORRENTS,
-        &torrent_rows,
-        max_rows,
-        |(id, row), out| torrent_values(*id, row, out),
-    )?;
+    write_joined(&mut tx, &TORRENTS, &torrent_rows, max_rows, |(id, row)| {
+        torrent_values(*id, row)
+    })?;
     write(&mut tx, &PEERS, &peer_rows, max_rows, |(key, row), out| {
         peer_values(key, row, out)
     })?;
@@ -584,54 +587,102 @@ macro_rules! add_unsigned {
     };
 }
 
+/// An UPDATE of a site's table joined to a derived table of the rows'
+/// values, all integers, written into the text and sent as text:
+/// `head (SELECT 1 AS id, ... UNION ALL SELECT 2, ...) join set`. Not
+/// prepared: a prepared multi-table UPDATE of `users` or `torrents` makes
+/// MariaDB ask for SELECT on every table whose foreign key references
+/// them, and on theirs in turn (UNIT3D has 88 to `users`, `apikeys`
+/// first); the same statement as text asks for none of them.
+struct JoinedUpdate<const N: usize> {
+    table: &'static str,
+    head: &'static str,
+    /// The derived table's columns, named in its first row.
+    columns: [&'static str; N],
+    /// The join's condition, after the derived table.
+    join: &'static str,
+    set: &'static str,
+}
+
+impl<const N: usize> JoinedUpdate<N> {
+    /// The statement for these rows (at least one).
+    fn sql(&self, rows: impl ExactSizeIterator<Item = [i128; N]>) -> String {
+        let mut sql = String::with_capacity(
+            self.head.len() + self.join.len() + self.set.len() + rows.len() * (N * 12 + 20),
+        );
+        sql.push_str(self.head);
+        for (i, row) in rows.enumerate() {
+            if i == 0 {
+                sql.push_str("SELECT ");
+                for (j, (value, column)) in row.iter().zip(self.columns).enumerate() {
+                    let comma = if j == 0 { "" } else { ", " };
+                    let _ = write!(sql, "{comma}{value} AS {column}");
+                }
+            } else {
+                sql.push_str(" UNION ALL SELECT ");
+                for (j, value) in row.iter().enumerate() {
+                    let comma = if j == 0 { "" } else { ", " };
+                    let _ = write!(sql, "{comma}{value}");
+                }
+            }
+        }
+        sql.push_str(self.join);
+        sql.push_str(self.set);
+        sql
+    }
+
+    /// The same statement on one row of zeros that joins nothing: what
+    /// the start tries (see [`check_privileges`]).
+    fn probe(&self) -> String {
+        let mut sql = self.sql(std::iter::once([0; N]));
+        let set_at = sql.len() - self.set.len();
+        sql.insert_str(set_at, " AND FALSE");
+        sql
+    }
+
+    fn doing(&self) -> String {
+        format!("write {} rows", self.table)
+    }
+}
+
 /// `users`: credited bytes added, to rows that exist (locked above). An
 /// UPDATE joined to the rows, not an upsert: the site's users are never
 /// inserted, and the tracker's user needs no privilege on any other column
 /// (an upsert needs INSERT and UPDATE on every column it names, passkey
-/// and group included).
-const USERS: Statement = Statement {
+/// and group included). Sums saturate, as in `history`.
+const USERS: JoinedUpdate<3> = JoinedUpdate {
     table: "users",
     head: "UPDATE users u JOIN (",
-    first: "SELECT ? AS id, ? AS up, ? AS down",
-    next: " UNION ALL SELECT ?, ?, ?",
-    placeholders: 3,
-    tail: ") d ON u.id = d.id SET \
-           u.uploaded = u.uploaded + LEAST(d.up, 18446744073709551615 - u.uploaded), \
-           u.downloaded = u.downloaded + LEAST(d.down, 18446744073709551615 - u.downloaded)",
-    probe: "UPDATE users u JOIN (SELECT ? AS id, ? AS up, ? AS down) d \
-            ON u.id = d.id AND FALSE SET \
-            u.uploaded = u.uploaded + LEAST(d.up, 18446744073709551615 - u.uploaded), \
-            u.downloaded = u.downloaded + LEAST(d.down, 18446744073709551615 - u.downloaded)",
+    columns: ["id", "up", "down"],
+    join: ") d ON u.id = d.id",
+    set: " SET \
+          u.uploaded = u.uploaded + LEAST(d.up, 18446744073709551615 - u.uploaded), \
+          u.downloaded = u.downloaded + LEAST(d.down, 18446744073709551615 - u.downloaded)",
 };
 
 /// `torrents`: peer counts, completions and balance added; `updated_at`
-/// assigned. An UPDATE joined to the rows, as for `users`. The counts move
-/// with the peer rows a flush changes, so they stay those of the active
-/// visible rows; never below zero, whatever a site switched over from
-/// left in them (deploy/unit3d/recount.sql makes them right once).
-const TORRENTS: Statement = Statement {
+/// assigned. The counts move with the peer rows a flush changes, so they
+/// stay those of the active visible rows; never below zero, whatever a
+/// site switched over from left in them (deploy/unit3d/recount.sql makes
+/// them right once). The balance saturates within BIGINT; a NULL one (the
+/// column's default in UNIT3D's dump) counts as 0, or every sum would stay
+/// NULL.
+const TORRENTS: JoinedUpdate<6> = JoinedUpdate {
     table: "torrents",
     head: "UPDATE torrents t JOIN (",
-    first: "SELECT ? AS id, ? AS seeders, ? AS leechers, ? AS completed, ? AS balance, \
-            ? AS at",
-    next: " UNION ALL SELECT ?, ?, ?, ?, ?, ?",
-    placeholders: 6,
-    tail: ") d ON t.id = d.id SET \
-           t.seeders = GREATEST(0, t.seeders + d.seeders), \
-           t.leechers = GREATEST(0, t.leechers + d.leechers), \
-           t.times_completed = t.times_completed + d.completed, \
-           t.balance = CASE \
-             WHEN d.balance > 0 AND t.balance > 0 \
-               THEN t.balance + LEAST(d.balance, 9223372036854775807 - t.balance) \
-             WHEN d.balance < 0 AND t.balance < 0 \
-               THEN t.balance + GREATEST(d.balance, -9223372036854775807 - 1 - t.balance) \
-             ELSE t.balance + d.balance END, \
-           t.updated_at = FROM_UNIXTIME(d.at)",
-    probe: "UPDATE torrents t JOIN (SELECT ? AS id, ? AS seeders, ? AS leechers, \
-            ? AS completed, ? AS balance, ? AS at) d ON t.id = d.id AND FALSE SET \
-            t.seeders = t.seeders + d.seeders, t.leechers = t.leechers + d.leechers, \
-            t.times_completed = t.times_completed + d.completed, \
-            t.balance = t.balance + d.balance, t.updated_at = FROM_UNIXTIME(d.at)",
+    columns: ["id", "seeders", "leechers", "completed", "balance", "at"],
+    join: ") d ON t.id = d.id",
+    set: " SET \
+          t.seeders = GREATEST(0, t.seeders + d.seeders), \
+          t.leechers = GREATEST(0, t.leechers + d.leechers), \
+          t.times_completed = t.times_completed + d.completed, \
+          t.balance = CASE \
+            WHEN d.balance > 0 AND COALESCE(t.balance, 0) > 0 \
+              THEN t.balance + LEAST(d.balance, 9223372036854775807 - t.balance) \
+            WHEN d.balance < 0 AND COALESCE(t.balance, 0) < 0 \
+              THEN t.balance + GREATEST(d.balance, -9223372036854775807 - 1 - t.balance) \
+            ELSE COALESCE(t.balance, 0) + d.balance END, \
+          t.updated_at = FROM_UNIXTIME(d.at)",
 };
 
 /// `peers`' upsert tail: everything assigned but `created_at`, kept from
@@ -740,6 +791,22 @@ const UNREGISTERED: Statement = Statement {
             ON DUPLICATE KEY UPDATE updated_at = VALUES(updated_at)",
 };
 
+/// Writes `rows` with a joined update sent as text, at most `max_rows` a
+/// statement.
+fn write_joined<R, const N: usize>(
+    tx: &mut Transaction<'_>,
+    statement: &JoinedUpdate<N>,
+    rows: &[R],
+    max_rows: usize,
+    values: impl Fn(&R) -> [i128; N],
+) -> Result<(), DbError> {
+    for chunk in rows.chunks(max_rows.max(1)) {
+        tx.query_drop(statement.sql(chunk.iter().map(&values)))
+            .map_err(|e| DbError::from_mysql(format!("writing {} rows", statement.table), e))?;
+    }
+    Ok(())
+}
+
 /// Writes `rows` with `statement`, as few statements as the limits allow.
 fn write<R>(
     tx: &mut Transaction<'_>,
@@ -788,23 +855,19 @@ fn agent(agent: &Agent) -> Value {
     )
 }
 
-fn user_values(id: u32, row: &UserRow, out: &mut Vec<Value>) {
-    out.extend([
-        Value::UInt(u64::from(id)),
-        Value::UInt(row.uploaded),
-        Value::UInt(row.downloaded),
-    ]);
+fn user_values(id: u32, row: &UserRow) -> [i128; 3] {
+    [id.into(), row.uploaded.into(), row.downloaded.into()]
 }
 
-fn torrent_values(id: u32, row: &TorrentRow, out: &mut Vec<Value>) {
-    out.extend([
-        Value::UInt(u64::from(id)),
-        Value::Int(row.seeders),
-        Value::Int(row.leechers),
-        Value::UInt(row.times_completed),
-        Value::Int(row.balance),
-        time(row.updated_at),
-    ]);
+fn torrent_values(id: u32, row: &TorrentRow) -> [i128; 6] {
+    [
+        id.into(),
+        row.seeders.into(),
+        row.leechers.into(),
+        row.times_completed.into(),
+        row.balance.into(),
+        row.updated_at.into(),
+    ]
 }
 
 fn peer_values(key: &PeerKey, row: &PeerRow, out: &mut Vec<Value>) {
@@ -867,7 +930,7 @@ mod tests {
 
     #[test]
     fn placeholders_match_the_tuples() {
-        for statement in [&USERS, &TORRENTS, &PEERS, &HISTORY, &UNREGISTERED] {
+        for statement in [&PEERS, &HISTORY, &UNREGISTERED] {
             for tuple in [statement.first, statement.next, statement.probe] {
                 assert_eq!(
                     tuple.matches('?').count(),
@@ -877,12 +940,26 @@ mod tests {
                 );
             }
         }
-        let mut out = Vec::new();
-        user_values(1, &UserRow::default(), &mut out);
-        assert_eq!(out.len(), USERS.placeholders);
-        out.clear();
-        torrent_values(1, &TorrentRow::default(), &mut out);
-        assert_eq!(out.len(), TORRENTS.placeholders);
+    }
+
+    #[test]
+    fn joined_updates_name_the_columns_once_and_probe_on_no_rows() {
+        let sql = USERS.sql([[1, 700, 100], [2, 0, u64::MAX.into()]].into_iter());
+        assert!(
+            sql.starts_with(
+                "UPDATE users u JOIN (SELECT 1 AS id, 700 AS up, 100 AS down \
+                 UNION ALL SELECT 2, 0, 18446744073709551615) d ON u.id = d.id SET "
+            ),
+            "{sql}"
+        );
+        let probe = USERS.probe();
+        assert!(
+            probe.contains("(SELECT 0 AS id, 0 AS up, 0 AS down) d ON u.id = d.id AND FALSE SET"),
+            "{probe}"
+        );
+        assert!(TORRENTS
+            .sql(std::iter::once([1, -1, 0, 0, i64::MIN.into(), 5]))
+            .contains("-9223372036854775808 AS balance, 5 AS at)"));
     }
 
     #[test]
