@@ -8,8 +8,17 @@
 # deploy/ (shellcheck, systemd-analyze verify), the deploy paths run for
 # real (tests/deploy/: podman, systemd, qemu), and every fuzz target for
 # FUZZ_SECONDS each (default 30; 0 skips them; fuzz/run.sh runs them longer).
+# UNIT3D_CE_SRC, when it names a checkout of UNIT3D-Community-Edition, runs
+# tracker-db's test on UNIT3D's real schema (its database/schema/ and
+# database/migrations/, with deploy/unit3d/later-migrations.sql and exactly
+# deploy/unit3d/grants.sql); unset, that test says it was skipped.
 # Arguments are passed to `cargo test`.
 set -euo pipefail
+# Made absolute before the cd: the tests run in their crate's directory.
+if [ -n "${UNIT3D_CE_SRC:-}" ]; then
+  UNIT3D_CE_SRC=$(cd "$UNIT3D_CE_SRC" && pwd)
+  export UNIT3D_CE_SRC
+fi
 cd "$(dirname "$0")/.."
 
 need=()

@@ -712,84 +712,6 @@ fn sums_past_a_columns_range_saturate_instead_of_failing_the_flush() {
     assert_eq!(balance, i64::MIN);
 }
 
-/// A database user of its own, with exactly the grants of
-/// deploy/unit3d/grants.sql on `db`, dropped at the end.
-struct GrantedUser {
-    name: String,
-    url: String,
-}
-
-impl GrantedUser {
-    fn new(db: &TestDb) -> GrantedUser {
-        let name = format!("g{}", &db.name[db.name.len().saturating_sub(12)..]);
-        let opts = mysql::Opts::from_url(&server_url()).unwrap();
-        let host = opts.get_ip_or_hostname().to_string();
-        let account = format!("'{name}'@'{host}'");
-        db.exec(&format!("DROP USER IF EXISTS {account}"));
-        db.exec(&format!("CREATE USER {account} IDENTIFIED BY 'pw'"));
-        let grants = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../deploy/unit3d/grants.sql"
-        ))
-        .unwrap();
-        let grants = grants
-            .replace("`unit3d`", &format!("`{}`", db.name))
-            .replace("'tracker'@'localhost'", &account);
-        db.exec(&grants);
-        let url = format!(
-            "mysql://{name}:pw@{host}:{}/{}",
-            opts.get_tcp_port(),
-            db.name
-        );
-        GrantedUser { name: account, url }
-    }
-}
-
-/// A batch of every kind of row, made by a ledger from real announces: a
-/// new peer, its credited announce, a completion, a stop, and a torrent
-/// the site does not serve.
-fn every_kind_of_row(db: &TestDb) -> Batch {
-    use tracker_private::{Agent, Ledger, LedgerConfig, Passkey, PrivateAnnounce, Site};
-    use tracker_proto::AnnounceEvent;
-    db.exec(
-        "INSERT INTO `groups` (id, name, slug, position, color, icon, can_chat, can_comment, \
-         can_invite, can_request) VALUES (1, 'user', 'user', 1, '#fff', 'i', 1, 1, 1, 1)",
-    );
-    let records = tracker_db::load(&mut db.conn()).unwrap();
-    let site = Site::from_records(records, tracker_private::GlobalFactors::default());
-    let mut ledger = Ledger::new(LedgerConfig {
-        max_unregistered_per_batch: 10,
-        ..LedgerConfig::default()
-    });
-    let mut a = PrivateAnnounce {
-        info_hash: InfoHash(info_hash(1)),
-        peer_id: peer_id(1),
-        passkey: Passkey::parse(passkey(1).as_bytes()).unwrap(),
-        ip: "192.0.2.1".parse().unwrap(),
-        port: 51413,
-        event: AnnounceEvent::Started,
-        uploaded: 0,
-        downloaded: 0,
-        left: 100,
-        agent: Agent::new(b"qBittorrent/4.5.0"),
-    };
-    let at = |secs: u64| secs * 1_000_000;
-    ledger.announce(&site, &a, at(T0)).unwrap();
-    (a.event, a.uploaded, a.downloaded) = (AnnounceEvent::None, 700, 100);
-    ledger.announce(&site, &a, at(T0 + 60)).unwrap();
-    (a.event, a.left) = (AnnounceEvent::Completed, 0);
-    ledger.announce(&site, &a, at(T0 + 120)).unwrap();
-    a.event = AnnounceEvent::Stopped;
-    ledger.announce(&site, &a, at(T0 + 180)).unwrap();
-    let mut unknown = a;
-    unknown.info_hash = InfoHash([0x77; 20]);
-    assert!(ledger.announce(&site, &unknown, at(T0 + 200)).is_err());
-    let batch = ledger.take_batch();
-    assert!(!batch.peers.is_empty() && !batch.history.is_empty());
-    assert!(!batch.unregistered.is_empty());
-    batch
-}
-
 /// The grants deploy/unit3d/grants.sql lists are exactly enough: the
 /// start's check passes and every kind of row is written; one missing is
 /// named by the check, where the flush would fail later on every try. The
@@ -879,7 +801,6 @@ fn the_documented_grants_allow_every_flush_and_a_missing_one_is_named() {
     );
     // Nothing was written or left locked by the checks.
     assert_eq!(last_sequence(&mut db.conn(), "granted").unwrap(), 2);
-    db.exec(&format!("DROP USER {}", user.name));
 }
 
 /// deploy/unit3d/recount.sql, run once at a switch from UNIT3D-Announce

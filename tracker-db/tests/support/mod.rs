@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tracker_db::DbConfig;
 use tracker_private::{Agent, Batch, HistoryRow, PeerKey, PeerRow, TorrentRow, UserRow};
-use tracker_proto::PeerId;
+use tracker_proto::{InfoHash, PeerId};
 
 /// The server's URL without a database, from tests/mariadb.sh.
 pub fn server_url() -> String {
@@ -44,7 +44,19 @@ pub struct TestDb {
 }
 
 impl TestDb {
+    /// UNIT3D's tables as deploy/unit3d/schema.sql has them, and
+    /// tracker_flushes.
     pub fn new() -> TestDb {
+        let db = TestDb::empty();
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/unit3d/");
+        for file in ["schema.sql", "tracker.sql"] {
+            db.exec(&std::fs::read_to_string(format!("{root}{file}")).unwrap());
+        }
+        db
+    }
+
+    /// A database with no tables.
+    pub fn empty() -> TestDb {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let server = server_url();
         let nanos = SystemTime::now()
@@ -62,12 +74,6 @@ impl TestDb {
             .unwrap();
         admin.query_drop(format!("CREATE DATABASE {name}")).unwrap();
         let url = format!("{server}/{name}");
-        let mut conn = plain_conn(&url);
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/unit3d/");
-        for file in ["schema.sql", "tracker.sql"] {
-            let sql = std::fs::read_to_string(format!("{root}{file}")).unwrap();
-            conn.query_drop(sql).unwrap();
-        }
         TestDb { name, url }
     }
 
@@ -137,6 +143,95 @@ impl Drop for TestDb {
             let _ = admin.query_drop(format!("DROP DATABASE IF EXISTS {}", self.name));
         }
     }
+}
+
+/// A database user of its own, with exactly the grants of
+/// deploy/unit3d/grants.sql on `db`, dropped with this value.
+pub struct GrantedUser {
+    /// The account, `'name'@'host'`.
+    pub name: String,
+    pub url: String,
+}
+
+impl GrantedUser {
+    pub fn new(db: &TestDb) -> GrantedUser {
+        let name = format!("g{}", &db.name[db.name.len().saturating_sub(12)..]);
+        let opts = Opts::from_url(&server_url()).unwrap();
+        let host = opts.get_ip_or_hostname().to_string();
+        let account = format!("'{name}'@'{host}'");
+        db.exec(&format!("DROP USER IF EXISTS {account}"));
+        db.exec(&format!("CREATE USER {account} IDENTIFIED BY 'pw'"));
+        let grants = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/unit3d/grants.sql"
+        ))
+        .unwrap();
+        let grants = grants
+            .replace("`unit3d`", &format!("`{}`", db.name))
+            .replace("'tracker'@'localhost'", &account);
+        db.exec(&grants);
+        let url = format!(
+            "mysql://{name}:pw@{host}:{}/{}",
+            opts.get_tcp_port(),
+            db.name
+        );
+        GrantedUser { name: account, url }
+    }
+}
+
+impl Drop for GrantedUser {
+    fn drop(&mut self) {
+        if let Ok(opts) = Opts::from_url(&server_url()) {
+            if let Ok(mut admin) = Conn::new(OptsBuilder::from_opts(opts).prefer_socket(false)) {
+                let _ = admin.query_drop(format!("DROP USER IF EXISTS {}", self.name));
+            }
+        }
+    }
+}
+
+/// A batch of every kind of row, made by a ledger from real announces: a
+/// new peer, its credited announce, a completion, a stop, and a torrent
+/// the site does not serve.
+pub fn every_kind_of_row(db: &TestDb) -> Batch {
+    use tracker_private::{Ledger, LedgerConfig, Passkey, PrivateAnnounce, Site};
+    use tracker_proto::AnnounceEvent;
+    db.exec(
+        "INSERT INTO `groups` (id, name, slug, position, color, icon, can_chat, can_comment, \
+         can_invite, can_request) VALUES (1, 'user', 'user', 1, '#fff', 'i', 1, 1, 1, 1)",
+    );
+    let records = tracker_db::load(&mut db.conn()).unwrap();
+    let site = Site::from_records(records, tracker_private::GlobalFactors::default());
+    let mut ledger = Ledger::new(LedgerConfig {
+        max_unregistered_per_batch: 10,
+        ..LedgerConfig::default()
+    });
+    let mut a = PrivateAnnounce {
+        info_hash: InfoHash(info_hash(1)),
+        peer_id: peer_id(1),
+        passkey: Passkey::parse(passkey(1).as_bytes()).unwrap(),
+        ip: "192.0.2.1".parse().unwrap(),
+        port: 51413,
+        event: AnnounceEvent::Started,
+        uploaded: 0,
+        downloaded: 0,
+        left: 100,
+        agent: Agent::new(b"qBittorrent/4.5.0"),
+    };
+    let at = |secs: u64| secs * 1_000_000;
+    ledger.announce(&site, &a, at(T0)).unwrap();
+    (a.event, a.uploaded, a.downloaded) = (AnnounceEvent::None, 700, 100);
+    ledger.announce(&site, &a, at(T0 + 60)).unwrap();
+    (a.event, a.left) = (AnnounceEvent::Completed, 0);
+    ledger.announce(&site, &a, at(T0 + 120)).unwrap();
+    a.event = AnnounceEvent::Stopped;
+    ledger.announce(&site, &a, at(T0 + 180)).unwrap();
+    let mut unknown = a;
+    unknown.info_hash = InfoHash([0x77; 20]);
+    assert!(ledger.announce(&site, &unknown, at(T0 + 200)).is_err());
+    let batch = ledger.take_batch();
+    assert!(!batch.peers.is_empty() && !batch.history.is_empty());
+    assert!(!batch.unregistered.is_empty());
+    batch
 }
 
 /// User `id`'s passkey: 32 lowercase hex digits.
