@@ -777,7 +777,7 @@ fn a_leecher_past_its_groups_download_slots_is_told_and_kept_out() {
     assert_eq!(announce(http2, 1, 1, 7001, (0, 0, 1000), STARTED), None);
     assert_eq!(
         announce(http2, 1, 4, 7002, (0, 0, 1000), STARTED).as_deref(),
-        Some("warning: Download slot limit reached")
+        Some("warning: Download slot limit reached.")
     );
     // Seeders need no slot; and once the first leecher is done, the slot
     // is free.

@@ -138,6 +138,7 @@ fn write_and_check(body: &Body, out: &mut Vec<u8>) {
                 peers: &answer,
                 compact: *compact,
                 no_peer_id: *no_peer_id,
+                warning: None,
             };
             write_announce(out, &announce);
             let value = decode(out).expect("announce answer does not decode");

@@ -185,6 +185,8 @@ impl PrivateMode {
                     .max_peers_per_torrent_per_user
                     .try_into()
                     .unwrap_or(u16::MAX),
+                max_peers_per_torrent: config.swarm.max_peers_per_torrent,
+                max_peers: config.swarm.max_peers_per_worker,
                 active_peer_ttl: private.active_peer_ttl_secs.into(),
                 inactive_peer_ttl: private.inactive_peer_ttl_secs.into(),
                 max_upload_rate: private.max_upload_rate,

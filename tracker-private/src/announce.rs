@@ -12,6 +12,13 @@ pub struct LedgerConfig {
     /// `MAX_PEERS_PER_TORRENT_PER_USER`, default 3); a new peer beyond it
     /// is refused.
     pub max_peers_per_torrent_per_user: u16,
+    /// Peers one torrent may have here (`swarm.max_peers_per_torrent`),
+    /// and peers this ledger may hold in all (`swarm.max_peers_per_worker`):
+    /// a new peer past either is refused, so that the memory the accounts
+    /// take is bounded (the site's users and torrents bound it too, but
+    /// only by their product).
+    pub max_peers_per_torrent: usize,
+    pub max_peers: usize,
     /// Seconds after which a silent peer is forgotten (`ACTIVE_PEER_TTL`,
     /// default 7200); also the most one announce interval adds to
     /// seedtime.
@@ -41,6 +48,8 @@ impl Default for LedgerConfig {
     fn default() -> LedgerConfig {
         LedgerConfig {
             max_peers_per_torrent_per_user: 3,
+            max_peers_per_torrent: 100_000,
+            max_peers: 20_000_000,
             active_peer_ttl: 7200,
             inactive_peer_ttl: 1_814_400,
             max_upload_rate: 0,
@@ -76,4 +85,7 @@ pub struct PrivateAnnounce {
     pub downloaded: u64,
     pub left: u64,
     pub agent: Agent,
+    /// Peers the answer may carry at most (the front end's `numwant`,
+    /// capped by its limits).
+    pub numwant: u32,
 }

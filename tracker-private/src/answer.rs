@@ -261,7 +261,12 @@ mod tests {
         let mut ledger = Ledger::default();
         // The ledger's clock is in microseconds; rows keep seconds.
         ledger
-            .announce(&site, &announce(1, 1, 0xab), 1_234_000_000)
+            .announce(
+                &site,
+                &announce(1, 1, 0xab),
+                1_234_000_000,
+                &mut tracker_proto::AnswerPeers::default(),
+            )
             .unwrap();
         let counts = TorrentCounts {
             seeders: 0,

@@ -103,28 +103,44 @@ pub struct Point {
     /// start).
     pub at_us: u64,
     pub seeder: bool,
-    /// False after a stop or expiry: no seedtime runs from such a point.
-    pub active: bool,
+    pub state: PointState,
+}
+
+/// Whether the peer was still there after a point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointState {
+    /// It announced and stays.
+    Active,
+    /// It went silent past the active TTL: forgotten in memory, its row
+    /// inactive. Its session may go on (UNIT3D-Announce keeps such a peer,
+    /// inactive, and continues it): its next announce is credited from
+    /// here, but no seedtime runs across the silence.
+    Expired,
+    /// It sent `stopped`: its session ended. An announce after it is a new
+    /// session's (UNIT3D-Announce forgets a stopped peer): its upload is
+    /// not credited from here.
+    Stopped,
 }
 
 impl Point {
     pub fn at_secs(&self) -> u64 {
         self.at_us / MICROS
     }
+
+    pub fn is_active(&self) -> bool {
+        self.state == PointState::Active
+    }
 }
 
 /// What an announce was, for crediting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StepKind {
-    /// An announce without `started` or `stopped` (`completed` included).
+    /// An announce without `stopped`: none, `started`, `completed` or
+    /// `paused`. No event but `stopped` changes what is credited
+    /// (UNIT3D-Announce's rule): a `started` that is not a new session's
+    /// first announce reports bytes like any other.
     Announce,
-    /// `started`: a client session begins, its totals from zero: nothing
-    /// before it is credited, whatever the tracker or the database holds of
-    /// that peer id (UNIT3D-Announce credits a known peer's `started` from
-    /// its old totals, which a new session's are below: nothing either).
-    Started,
-    /// `stopped`: each counter is credited on its own (UNIT3D-Announce's
-    /// rule), and the peer leaves.
+    /// `stopped`: the peer leaves.
     Stopped,
     /// Not an announce: the tracker forgot a peer silent for the active
     /// TTL. Credits nothing; makes the row inactive unless a newer one is
@@ -197,18 +213,18 @@ impl Default for CreditRules {
     }
 }
 
-/// What `step` credits after `prev`, by UNIT3D-Announce's rules: totals
-/// that went back (a restarted client) credit nothing but on a stop, which
-/// credits each counter on its own; seedtime between two seeding
-/// announces, at most `max_seedtime_step` (whole seconds, as the database
-/// counts them); a completion when a leecher announces as a seeder.
+/// What `step` credits after `prev`: each counter judged on its own, in
+/// the site's favour where a client's totals disagree (see [`reported`]);
+/// seedtime between two seeding announces of an active peer, at most
+/// `max_seedtime_step` (whole seconds, as the database counts them); a
+/// completion when a leecher of the same session announces as a seeder.
 pub fn step_credit(prev: &Point, step: &Step, rules: &CreditRules) -> Credit {
     if step.kind == StepKind::Expired {
         return Credit::default();
     }
     let p = &step.point;
-    let (up, down) = reported(prev, p, step.kind);
-    let seedtime = if prev.active && prev.seeder && p.seeder {
+    let (up, down) = reported(prev, p);
+    let seedtime = if prev.is_active() && prev.seeder && p.seeder {
         p.at_secs()
             .saturating_sub(prev.at_secs())
             .min(rules.max_seedtime_step)
@@ -225,26 +241,49 @@ pub fn step_credit(prev: &Point, step: &Step, rules: &CreditRules) -> Credit {
         actual_uploaded: up,
         actual_downloaded: down,
         seedtime,
-        completed: step.kind != StepKind::Stopped && p.seeder && !prev.seeder,
+        completed: step.kind != StepKind::Stopped
+            && prev.state != PointState::Stopped
+            && p.seeder
+            && !prev.seeder,
     }
 }
 
-/// The bytes a peer reports moving between `prev` and `point`: totals that
-/// went back (a restarted client) report nothing but on a stop, which
-/// reports each counter on its own.
-pub fn reported(prev: &Point, point: &Point, kind: StepKind) -> (u64, u64) {
-    if kind == StepKind::Stopped {
-        (
-            point.uploaded.saturating_sub(prev.uploaded),
-            point.downloaded.saturating_sub(prev.downloaded),
-        )
-    } else if point.uploaded < prev.uploaded || point.downloaded < prev.downloaded {
-        (0, 0)
+/// The bytes a peer reports moving between `prev` and `point`, each
+/// counter on its own and in the site's favour where they disagree: a
+/// download total that went back is a restarted session's, all of it
+/// downloaded since the restart; an upload total that went back credits
+/// nothing (whatever went up since a restart is unproven), and nothing is
+/// credited of an upload reported after a stop (a new session, as
+/// UNIT3D-Announce forgets a stopped peer).
+pub fn reported(prev: &Point, point: &Point) -> (u64, u64) {
+    let up = if prev.state == PointState::Stopped {
+        0
     } else {
-        (
-            point.uploaded - prev.uploaded,
-            point.downloaded - prev.downloaded,
-        )
+        point.uploaded.saturating_sub(prev.uploaded)
+    };
+    let down = match point.downloaded.checked_sub(prev.downloaded) {
+        Some(grown) => grown,
+        None => point.downloaded,
+    };
+    (up, down)
+}
+
+/// What the first announce of a session nobody recorded credits: no upload
+/// (UNIT3D-Announce credits a new peer nothing), and the download it
+/// reports past `last_reported`, the user's client's last reported
+/// download total on the torrent (`history.client_downloaded`), so that no
+/// new peer id, port or address, nor a `stopped` or `started`, lets a
+/// client report a download and not be charged it: every total a client
+/// reports is at most what its user was charged on the torrent.
+pub fn first_credit(step: &Step, last_reported: u64) -> Credit {
+    if step.kind == StepKind::Expired {
+        return Credit::default();
+    }
+    let down = step.point.downloaded.saturating_sub(last_reported);
+    Credit {
+        downloaded: crate::rules::credit(down, u16::from(step.factors.download)),
+        actual_downloaded: down,
+        ..Credit::default()
     }
 }
 
@@ -254,17 +293,10 @@ pub struct Claim {
     /// Where the tracker's account stood before `first`: the peer's
     /// previous announce to it, or its row read at start. None: the peer
     /// was new to it (then the flush credits `first` from the peer's row,
-    /// if the database has one). A `started` first step is credited from
-    /// nothing either way.
+    /// if the database has one, or as a session's first announce).
     pub base: Option<Point>,
     pub first: Step,
-    /// When `first` is a stop of a peer the ledger did not know: what the
-    /// steps after it credit up to and including the first that is not a
-    /// stop. Counted only if the database has the peer's row (the stops
-    /// then continued it); otherwise they recorded nothing to measure from,
-    /// and that step was a new peer's.
-    pub lead: Credit,
-    /// What the other steps after `first` credit, each from the one before.
+    /// What the steps after `first` credit, each from the one before.
     pub rest: Credit,
     /// The latest step (`first` itself when there is one).
     pub last: Step,
@@ -278,39 +310,28 @@ impl Claim {
         Claim {
             base,
             first: step,
-            lead: Credit::default(),
             rest: Credit::default(),
             last: step,
             stops_only: step.kind == StepKind::Stopped,
         }
     }
 
-    /// A stop of a peer the ledger did not know, alone: it credits only
-    /// if the database has the peer's row.
-    pub fn opens_with_unknown_stop(&self) -> bool {
-        self.base.is_none() && self.first.kind == StepKind::Stopped
+    /// Stops only, of a peer the ledger did not know: if the database has
+    /// no row of it and they report nothing to charge, nothing is written.
+    pub fn is_unknown_stop(&self) -> bool {
+        self.base.is_none() && self.stops_only
     }
 
     /// Appends the later claim of the same peer, from the same tracker.
     fn merge(&mut self, later: &Claim, rules: &CreditRules) {
         // Its first step follows this claim's last, whatever base its
-        // ledger gave it, unless it starts a session: nothing before a
-        // `started` is credited.
-        let mut between = Credit::default();
-        if later.first.kind != StepKind::Started {
-            between = step_credit(&self.last.point, &later.first, rules);
-            // A step from a peer the ledger knew, it bounded itself.
-            if later.base.is_none() {
-                between = bounded(&self.last.point, &later.first, between, rules);
-            }
+        // ledger gave it (none, after a stop or an expiry).
+        let mut between = step_credit(&self.last.point, &later.first, rules);
+        // A step from a peer the ledger knew, it bounded itself.
+        if later.base.is_none() {
+            between = bounded(&self.last.point, &later.first, between, rules);
         }
-        let leading = if self.opens_with_unknown_stop() && self.stops_only {
-            &mut self.lead
-        } else {
-            &mut self.rest
-        };
-        leading.add(&between);
-        leading.add(&later.lead);
+        self.rest.add(&between);
         self.rest.add(&later.rest);
         self.last = later.last;
         self.stops_only &= later.stops_only;
@@ -814,13 +835,18 @@ mod tests {
             downloaded,
             at_us: secs * MICROS,
             seeder,
-            active: true,
+            state: PointState::Active,
         }
     }
 
     fn step(kind: StepKind, p: Point) -> Step {
+        let state = match kind {
+            StepKind::Announce => PointState::Active,
+            StepKind::Stopped => PointState::Stopped,
+            StepKind::Expired => PointState::Expired,
+        };
         Step {
-            point: p,
+            point: Point { state, ..p },
             kind,
             factors: Factors {
                 upload: 100,
@@ -831,7 +857,7 @@ mod tests {
     }
 
     #[test]
-    fn a_step_credits_by_unit3d_announces_rules() {
+    fn each_counter_is_judged_on_its_own_in_the_sites_favour() {
         let rules = CreditRules::default();
         let prev = point(100, 50, 10, false);
         let c = step_credit(
@@ -840,20 +866,61 @@ mod tests {
             &rules,
         );
         assert_eq!((c.actual_uploaded, c.actual_downloaded), (50, 20));
-        // Either counter back: a restarted client, nothing credited...
+        // The download back: a restart, its new total charged; the upload
+        // still credited (a counter back hides nothing of the other).
         let c = step_credit(
             &prev,
             &step(StepKind::Announce, point(200, 10, 20, false)),
             &rules,
         );
-        assert!(c.is_zero());
-        // ...but a stop credits each on its own.
+        assert_eq!((c.actual_uploaded, c.actual_downloaded), (100, 10));
+        // The upload back: nothing credited of it, the download charged.
+        let c = step_credit(
+            &prev,
+            &step(StepKind::Announce, point(99, 900, 20, false)),
+            &rules,
+        );
+        assert_eq!((c.actual_uploaded, c.actual_downloaded), (0, 850));
+        // A stop alike.
         let c = step_credit(
             &prev,
             &step(StepKind::Stopped, point(200, 10, 20, false)),
             &rules,
         );
-        assert_eq!((c.actual_uploaded, c.actual_downloaded), (100, 0));
+        assert_eq!((c.actual_uploaded, c.actual_downloaded), (100, 10));
+    }
+
+    #[test]
+    fn after_a_stop_only_the_download_goes_on() {
+        let rules = CreditRules::default();
+        let stopped = step(StepKind::Stopped, point(100, 50, 10, false)).point;
+        let c = step_credit(
+            &stopped,
+            &step(StepKind::Announce, point(300, 80, 20, false)),
+            &rules,
+        );
+        assert_eq!((c.actual_uploaded, c.actual_downloaded), (0, 30));
+        // A second stop likewise.
+        let c = step_credit(
+            &stopped,
+            &step(StepKind::Stopped, point(300, 80, 20, false)),
+            &rules,
+        );
+        assert_eq!((c.actual_uploaded, c.actual_downloaded), (0, 30));
+        // After an expiry the session goes on: both counters.
+        let expired = step(StepKind::Expired, point(100, 50, 10, false)).point;
+        let c = step_credit(
+            &expired,
+            &step(StepKind::Announce, point(300, 80, 20, false)),
+            &rules,
+        );
+        assert_eq!((c.actual_uploaded, c.actual_downloaded), (200, 30));
+    }
+
+    #[test]
+    fn completions_and_seedtime() {
+        let rules = CreditRules::default();
+        let prev = point(100, 50, 10, false);
         // A leecher announcing as a seeder completed; seedtime runs only
         // between two seeding points of an active peer, capped.
         let c = step_credit(
@@ -865,11 +932,14 @@ mod tests {
         let seeding = point(100, 50, 10, true);
         let later = step(StepKind::Announce, point(100, 50, 10 + 9000, true));
         assert_eq!(step_credit(&seeding, &later, &rules).seedtime, 7200);
-        let stopped = Point {
-            active: false,
-            ..seeding
-        };
-        assert_eq!(step_credit(&stopped, &later, &rules).seedtime, 0);
+        for state in [PointState::Stopped, PointState::Expired] {
+            let gone = Point { state, ..seeding };
+            assert_eq!(step_credit(&gone, &later, &rules).seedtime, 0);
+        }
+        // A leecher that stopped and comes back seeding is a new session's
+        // seeder, not a completion.
+        let stopped = step(StepKind::Stopped, prev).point;
+        assert!(!step_credit(&stopped, &later, &rules).completed);
         assert!(step_credit(
             &prev,
             &step(StepKind::Expired, point(999, 999, 99, true)),
@@ -879,25 +949,49 @@ mod tests {
     }
 
     #[test]
-    fn a_claim_merged_after_a_stop_continues_unless_a_session_starts() {
+    fn a_sessions_first_announce_is_charged_past_the_last_report() {
+        let first = step(StepKind::Announce, point(500, 900, 10, false));
+        let c = first_credit(&first, 0);
+        assert_eq!((c.actual_uploaded, c.actual_downloaded), (0, 900));
+        assert_eq!(first_credit(&first, 300).actual_downloaded, 600);
+        assert!(first_credit(&first, 1000).is_zero());
+        let free = Step {
+            factors: Factors {
+                upload: 200,
+                download: 0,
+            },
+            ..first
+        };
+        let c = first_credit(&free, 0);
+        assert_eq!((c.downloaded, c.actual_downloaded), (0, 900));
+    }
+
+    #[test]
+    fn a_claim_merged_after_a_stop_goes_on_with_the_download_alone() {
         let rules = CreditRules::default();
         let mut claim = Claim::of(
             Some(point(0, 0, 0, false)),
-            step(StepKind::Stopped, point(10, 0, 5, false)),
+            step(StepKind::Stopped, point(10, 5, 5, false)),
         );
-        // Back as a peer new to the ledger, mid-session: credited from the
-        // stop, as it would be from the stop's row.
+        // Back as a peer new to the ledger: a new session for the upload,
+        // the download charged from the stop.
         claim.merge(
-            &Claim::of(None, step(StepKind::Announce, point(25, 0, 9, false))),
+            &Claim::of(None, step(StepKind::Announce, point(25, 9, 9, false))),
             &rules,
         );
-        assert_eq!(claim.rest.actual_uploaded, 15);
-        // A new session: nothing from before.
+        assert_eq!(
+            (claim.rest.actual_uploaded, claim.rest.actual_downloaded),
+            (0, 4)
+        );
         claim.merge(
-            &Claim::of(None, step(StepKind::Started, point(40, 0, 12, false))),
+            &Claim::of(None, step(StepKind::Announce, point(40, 12, 12, false))),
             &rules,
         );
-        assert_eq!(claim.rest.actual_uploaded, 15);
+        assert_eq!(
+            (claim.rest.actual_uploaded, claim.rest.actual_downloaded),
+            (15, 7)
+        );
         assert_eq!(claim.last.point.uploaded, 40);
+        assert!(!claim.stops_only);
     }
 }

@@ -8,9 +8,14 @@
 //! (0 when not numbered), then its counts and rows, all fields
 //! little-endian and fixed width (an IP is a tag 4 or 6 and its octets; an
 //! agent a length byte and at most 64 bytes).
-//! - Version 3 (written): seven u32 counts (peer claims, history marks,
+//! - Version 4 (written): seven u32 counts (peer claims, history marks,
 //!   unregistered info-hashes, then the settled rows: peers, history,
-//!   users, torrents), then those rows in that order.
+//!   users, torrents), then those rows in that order. A point's flags are
+//!   seeder, active and stopped (neither: expired).
+//! - Version 3 (read): the same, but a claim also carries the credit of
+//!   its steps after a stop nobody recorded (now counted like the rest),
+//!   a point only seeder and active (a step's kind tells a stop), and a
+//!   step kind 1 for `started` (now an announce like any other).
 //! - Versions 1 and 2 (read): the rows of a version before claims, already
 //!   settled: four counts (peers, history, users, torrents) and in version
 //!   2 a fifth (unregistered info-hashes). They are written as that version
@@ -22,8 +27,8 @@
 //! input could hold.
 
 use crate::batch::{
-    Agent, Batch, Claim, Credit, HistoryMark, HistoryRow, PeerEntry, PeerKey, PeerRow, Point, Rows,
-    Step, StepKind, TorrentRow, UnregisteredRow, UserRow,
+    Agent, Batch, Claim, Credit, HistoryMark, HistoryRow, PeerEntry, PeerKey, PeerRow, Point,
+    PointState, Rows, Step, StepKind, TorrentRow, UnregisteredRow, UserRow,
 };
 use crate::rules::Factors;
 use ahash::AHashMap;
@@ -37,8 +42,11 @@ const MAGIC: &[u8; 8] = b"TPRVBTCH";
 const VERSION_1: u16 = 1;
 /// Five: `unregistered_info_hashes` too.
 const VERSION_2: u16 = 2;
+/// Claims, as crediting was until `started` was an announce like any
+/// other.
+const VERSION_3: u16 = 3;
 /// Claims.
-const VERSION: u16 = 3;
+const VERSION: u16 = 4;
 
 /// The fewest bytes each thing can take, to bound what a count reserves.
 const MIN_ENTRY: usize = 1 + 8 + 4 * 4;
@@ -46,7 +54,7 @@ const MIN_PEER: usize = 4 + 4 + 20 + 1 + 4 + 2 + 1 + 3 * 8 + 1 + 2 * 8;
 const POINT_LEN: usize = 3 * 8 + 1;
 const STEP_LEN: usize = POINT_LEN + 1 + 2 + 1 + 1;
 const CREDIT_LEN: usize = 5 * 8 + 1;
-const MIN_CLAIM: usize = MIN_PEER + 1 + 2 * STEP_LEN + 2 * CREDIT_LEN + 1;
+const MIN_CLAIM: usize = MIN_PEER + 1 + 2 * STEP_LEN + CREDIT_LEN + 1;
 const MIN_MARK: usize = 4 + 4 + 1 + 2 * 8 + 1 + 3 * 8;
 const MIN_HISTORY: usize = 4 + 4 + 1 + 7 * 8 + 1 + 3 * 8;
 const USER_LEN: usize = 4 + 2 * 8;
@@ -151,14 +159,17 @@ fn put_point(out: &mut Vec<u8>, point: &Point) {
     out.extend_from_slice(&point.uploaded.to_le_bytes());
     out.extend_from_slice(&point.downloaded.to_le_bytes());
     out.extend_from_slice(&point.at_us.to_le_bytes());
-    out.push(flags(&[point.seeder, point.active]));
+    out.push(flags(&[
+        point.seeder,
+        point.state == PointState::Active,
+        point.state == PointState::Stopped,
+    ]));
 }
 
 fn put_step(out: &mut Vec<u8>, step: &Step) {
     put_point(out, &step.point);
     out.push(match step.kind {
         StepKind::Announce => 0,
-        StepKind::Started => 1,
         StepKind::Stopped => 2,
         StepKind::Expired => 3,
     });
@@ -176,7 +187,6 @@ fn put_claim(out: &mut Vec<u8>, claim: &Claim) {
         None => out.push(0),
     }
     put_step(out, &claim.first);
-    put_credit(out, &claim.lead);
     put_credit(out, &claim.rest);
     put_step(out, &claim.last);
     out.push(u8::from(claim.stops_only));
@@ -364,7 +374,7 @@ pub fn decode_pending(bytes: &[u8]) -> Result<Vec<(Option<u64>, Batch)>, CodecEr
         return Err(CodecError::BadMagic);
     }
     let version = r.u16()?;
-    if !matches!(version, VERSION_1 | VERSION_2 | VERSION) {
+    if !matches!(version, VERSION_1 | VERSION_2 | VERSION_3 | VERSION) {
         return Err(CodecError::UnsupportedVersion(version));
     }
     let (entries, room) = r.count(MIN_ENTRY)?;
@@ -398,7 +408,7 @@ fn insert_new<K: Hash + Eq, V>(
 }
 
 fn read_batch(r: &mut Reader<'_>, version: u16) -> Result<Batch, CodecError> {
-    if version != VERSION {
+    if version < VERSION_3 {
         return read_settled_batch(r, version);
     }
     let (peers, peers_room) = r.count(MIN_CLAIM)?;
@@ -418,7 +428,7 @@ fn read_batch(r: &mut Reader<'_>, version: u16) -> Result<Batch, CodecError> {
     };
     for _ in 0..peers {
         let (key, row) = read_peer(r)?;
-        let claim = read_claim(r)?;
+        let claim = read_claim(r, version)?;
         insert_new(&mut batch.peers, key, PeerEntry { row, claim }, "peer")?;
     }
     for _ in 0..history {
@@ -539,27 +549,44 @@ fn read_peer(r: &mut Reader<'_>) -> Result<(PeerKey, PeerRow), CodecError> {
     Ok((key, row))
 }
 
-fn read_point(r: &mut Reader<'_>) -> Result<Point, CodecError> {
+fn read_point(r: &mut Reader<'_>, version: u16) -> Result<Point, CodecError> {
     let (uploaded, downloaded, at_us) = (r.u64()?, r.u64()?, r.u64()?);
-    let [seeder, active] = r.flags("point flags")?;
+    let state = if version == VERSION_3 {
+        // A stop's point is told by its step's kind (see `read_step`).
+        match r.flags("point flags")? {
+            [seeder, true] => (seeder, PointState::Active),
+            [seeder, false] => (seeder, PointState::Expired),
+        }
+    } else {
+        match r.flags("point flags")? {
+            [seeder, true, false] => (seeder, PointState::Active),
+            [seeder, false, false] => (seeder, PointState::Expired),
+            [seeder, false, true] => (seeder, PointState::Stopped),
+            [_, true, true] => return Err(CodecError::Invalid("point flags")),
+        }
+    };
     Ok(Point {
         uploaded,
         downloaded,
         at_us,
-        seeder,
-        active,
+        seeder: state.0,
+        state: state.1,
     })
 }
 
-fn read_step(r: &mut Reader<'_>) -> Result<Step, CodecError> {
-    let point = read_point(r)?;
-    let kind = match r.u8()? {
-        0 => StepKind::Announce,
-        1 => StepKind::Started,
-        2 => StepKind::Stopped,
-        3 => StepKind::Expired,
+fn read_step(r: &mut Reader<'_>, version: u16) -> Result<Step, CodecError> {
+    let mut point = read_point(r, version)?;
+    let kind = match (r.u8()?, version) {
+        (0, _) => StepKind::Announce,
+        // Version 3's `started`.
+        (1, VERSION_3) => StepKind::Announce,
+        (2, _) => StepKind::Stopped,
+        (3, _) => StepKind::Expired,
         _ => return Err(CodecError::Invalid("step kind")),
     };
+    if version == VERSION_3 && kind == StepKind::Stopped {
+        point.state = PointState::Stopped;
+    }
     let factors = Factors {
         upload: r.u16()?,
         download: r.u8()?,
@@ -573,18 +600,25 @@ fn read_step(r: &mut Reader<'_>) -> Result<Step, CodecError> {
     })
 }
 
-fn read_claim(r: &mut Reader<'_>) -> Result<Claim, CodecError> {
+fn read_claim(r: &mut Reader<'_>, version: u16) -> Result<Claim, CodecError> {
     let base = match r.u8()? {
         0 => None,
-        1 => Some(read_point(r)?),
+        1 => Some(read_point(r, version)?),
         _ => return Err(CodecError::Invalid("claim base flag")),
     };
+    let first = read_step(r, version)?;
+    let mut rest = read_credit(r)?;
+    if version == VERSION_3 {
+        // What followed a stop nobody recorded: credited like the rest now.
+        let lead = rest;
+        rest = read_credit(r)?;
+        rest.add(&lead);
+    }
     Ok(Claim {
         base,
-        first: read_step(r)?,
-        lead: read_credit(r)?,
-        rest: read_credit(r)?,
-        last: read_step(r)?,
+        first,
+        rest,
+        last: read_step(r, version)?,
         stops_only: r.flags::<1>("claim flags")?[0],
     })
 }
@@ -767,10 +801,66 @@ mod tests {
         v1.extend_from_slice(&6u64.to_le_bytes());
         batch.unregistered.clear();
         assert_eq!(decode_pending(&v1).unwrap(), vec![(None, batch.clone())]);
-        // Written again, they are version 3.
+        // Written again, they are the current version.
         let new = encoded(&[(Some(4), batch.clone())]);
         assert_eq!(u16::from_le_bytes([new[8], new[9]]), VERSION);
         assert_eq!(decode_pending(&new).unwrap(), vec![(Some(4), batch)]);
+    }
+
+    /// A version 3 file (claims, as crediting was while `started` was
+    /// special): its `started` steps are announces, a stop's point is
+    /// stopped, and what followed a stop nobody recorded is credited with
+    /// the rest.
+    #[test]
+    fn version_3_claims_are_read_as_this_version_credits() {
+        let point = |out: &mut Vec<u8>, up: u64, at: u64, active: bool| {
+            out.extend_from_slice(&up.to_le_bytes());
+            out.extend_from_slice(&0u64.to_le_bytes());
+            out.extend_from_slice(&at.to_le_bytes());
+            out.push(u8::from(active) << 1);
+        };
+        let step = |out: &mut Vec<u8>, up: u64, at: u64, kind: u8| {
+            point(out, up, at, kind != 2);
+            out.push(kind);
+            out.extend_from_slice(&100u16.to_le_bytes());
+            out.push(100);
+            out.push(0);
+        };
+        let credit = |out: &mut Vec<u8>, up: u64| {
+            for n in [up, 0, up, 0, 0] {
+                out.extend_from_slice(&n.to_le_bytes());
+            }
+            out.push(0);
+        };
+        let key = PeerKey {
+            user_id: 1,
+            torrent_id: 2,
+            peer_id: PeerId([3; 20]),
+        };
+        let row = crate::testing::any_peer_row();
+        let mut v3 = MAGIC.to_vec();
+        v3.extend_from_slice(&VERSION_3.to_le_bytes());
+        v3.extend_from_slice(&1u32.to_le_bytes());
+        v3.push(0);
+        v3.extend_from_slice(&0u64.to_le_bytes());
+        for count in [1u32, 0, 0, 0, 0, 0, 0] {
+            v3.extend_from_slice(&count.to_le_bytes());
+        }
+        put_peer(&mut v3, &key, &row);
+        v3.push(0);
+        step(&mut v3, 0, 10, 2);
+        credit(&mut v3, 7);
+        credit(&mut v3, 5);
+        step(&mut v3, 40, 30, 1);
+        v3.push(0);
+        let decoded = decode_pending(&v3).unwrap();
+        let claim = decoded[0].1.peers[&key].claim;
+        assert_eq!(claim.first.kind, StepKind::Stopped);
+        assert_eq!(claim.first.point.state, PointState::Stopped);
+        assert_eq!(claim.last.kind, StepKind::Announce);
+        assert_eq!(claim.last.point.state, PointState::Active);
+        assert_eq!(claim.rest.actual_uploaded, 12);
+        assert!(!claim.stops_only);
     }
 
     #[test]
@@ -792,10 +882,10 @@ mod tests {
         assert_eq!(decode_pending(&good).unwrap().len(), 2);
         assert_eq!(decode_pending(b"nope"), Err(CodecError::BadMagic));
         let mut bad_version = good.clone();
-        bad_version[8] = 4;
+        bad_version[8] = 5;
         assert_eq!(
             decode_pending(&bad_version),
-            Err(CodecError::UnsupportedVersion(4))
+            Err(CodecError::UnsupportedVersion(5))
         );
         let mut trailing = good.clone();
         trailing.push(0);

@@ -14,6 +14,10 @@
 //!   counted as having seeded all that time).
 //! - A peer not seen for the active TTL is forgotten here and its row made
 //!   inactive (unless a newer one is stored).
+//! - A user's own peers are never in its peer lists, and one peer id is one
+//!   peer whatever ports and addresses it announces from (its latest):
+//!   the swarm is the ledger's accounts (see [`crate::account`]), as
+//!   UNIT3D-Announce's is its peers by user and peer id.
 //! - Download slots and peer-list limits count each user across every
 //!   worker, in tables the ledgers share ([`crate::slots`],
 //!   [`crate::lists`]); a slot is taken atomically, so no number of
@@ -28,11 +32,11 @@
 //! it admits (its swarm store's limits); an account is dropped on
 //! `stopped` and by [`Ledger::expire_some`].
 
-use crate::account::{Account, Swarm};
+use crate::account::{Account, Pick, Swarm};
 pub use crate::announce::{LedgerConfig, PrivateAnnounce};
 use crate::batch::{
     reported, within_upload_bound, Batch, Claim, HistoryMark, PeerEntry, PeerKey, PeerRow, Point,
-    Step, StepKind, UnregisteredRow, MICROS,
+    PointState, Step, StepKind, UnregisteredRow, MICROS,
 };
 use crate::lists::{ListKind, ListRates};
 use crate::quota::UnregisteredQuota;
@@ -43,19 +47,21 @@ use crate::slots::LeechingCounts;
 use ahash::AHashMap;
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use tracker_proto::AnnounceEvent;
+use tracker_proto::{AnnounceEvent, AnswerPeers, IpFamily};
 
 /// An admitted announce: what the caller needs to answer it and count it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Admitted {
     pub user_id: UserId,
     pub torrent_id: TorrentId,
-    /// The peer is in the torrent's swarm after this announce: the caller
-    /// puts it in (or keeps it in) its swarm store and hands out peers.
-    /// False after `stopped`: the caller removes it.
-    pub in_swarm: bool,
+    /// The torrent's visible seeders and leechers after this announce,
+    /// the user's own included (UNIT3D-Announce's `complete` and
+    /// `incomplete`).
+    pub seeders: u32,
+    pub leechers: u32,
     /// A leecher past its user's download slots (its group's): accounted,
-    /// not in the swarm; the caller answers UNIT3D-Announce's warning.
+    /// not listed nor counted, handed no peers; the caller answers
+    /// UNIT3D-Announce's warning.
     pub hidden: bool,
     /// The first announce of this peer here (its credit, if any, is
     /// measured at the flush from its row in the database).
@@ -112,9 +118,12 @@ pub struct Ledger {
     /// Every user's unregistered info-hashes noted this hour, shared
     /// likewise; None: no limit per user.
     quota: Option<Arc<UnregisteredQuota>>,
+    /// Where peer lists are read from next (xorshift64*).
+    rng: u64,
 }
 
 /// What an announce does to a user's leeching count.
+#[derive(Clone, Copy)]
 enum Slot {
     Keep,
     Take,
@@ -125,8 +134,25 @@ impl Ledger {
     pub fn new(config: LedgerConfig) -> Ledger {
         Ledger {
             config,
+            rng: 0x9e37_79b9_7f4a_7c15,
             ..Ledger::default()
         }
+    }
+
+    /// Seeds where peer lists are read from (any value; each worker its
+    /// own, so that they do not hand out the same windows).
+    pub fn with_seed(mut self, seed: u64) -> Ledger {
+        self.rng = seed | 1;
+        self
+    }
+
+    fn next_random(&mut self) -> u64 {
+        let mut x = self.rng.max(1);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
     /// Enforces the groups' download slots, counting each user's leeching
@@ -154,21 +180,26 @@ impl Ledger {
         &self.config
     }
 
-    /// Checks and accounts one announce, at `now_us` (Unix microseconds).
-    /// A refused announce changes nothing, but that a known user's client
-    /// announced a torrent the site does not serve (unknown or deleted) is
-    /// noted for `unregistered_info_hashes`, as UNIT3D-Announce notes it.
+    /// Checks and accounts one announce, at `now_us` (Unix microseconds),
+    /// and writes the peers its answer carries to `peers` (of the
+    /// announcer's address family, none of its user's own). A refused
+    /// announce changes nothing, but that a known user's client announced a
+    /// torrent the site does not serve (unknown or deleted) is noted for
+    /// `unregistered_info_hashes`, as UNIT3D-Announce notes it.
     ///
     /// A stop of a peer this ledger does not know is admitted (the peer
     /// may be known to the database: another tracker's, or one silent past
-    /// the active TTL), and credited at the flush if the database has its
-    /// row; it changes nothing here.
+    /// the active TTL), and credited at the flush from its row, if the
+    /// database has one; it changes nothing here.
     pub fn announce(
         &mut self,
         site: &Site,
         a: &PrivateAnnounce,
         now_us: u64,
+        peers: &mut AnswerPeers,
     ) -> Result<Admitted, Refusal> {
+        let family = IpFamily::of(a.ip);
+        peers.reset(family);
         let now_secs = now_us / MICROS;
         let (user, group, torrent) = match check(site, a) {
             Ok(checked) => checked,
@@ -186,27 +217,68 @@ impl Ledger {
         };
         let stopped = a.event == AnnounceEvent::Stopped;
         let swarm = self.swarms.get(&torrent.id);
-        let known = swarm.is_some_and(|s| s.peers.contains_key(&(user.id, a.peer_id)));
+        let known = swarm.is_some_and(|s| s.get(user.id, &a.peer_id).is_some());
         let max = self.config.max_peers_per_torrent_per_user;
-        if !known && !stopped && swarm.map_or(0, |s| s.user_peers(user.id)) >= max {
+        // UNIT3D-Announce's limit counts the user's visible peers only.
+        if !known && !stopped && swarm.map_or(0, |s| s.user(user.id).visible) >= max {
             return Err(Refusal::TooManyPeers { max });
+        }
+        if !known
+            && !stopped
+            && (self.accounts >= self.config.max_peers
+                || swarm.map_or(0, Swarm::len) >= self.config.max_peers_per_torrent)
+        {
+            return Err(Refusal::TrackerFull);
         }
         let factors = Factors::of(site, user, group, torrent);
         let immune = rules::immune(site, user, group);
         let seeder = a.left == 0;
 
+        // Download slots: a new leecher past its user's slots is accounted
+        // but hidden (UNIT3D-Announce stores it as not visible); one
+        // already counted keeps its slot, a hidden one gets one once free.
+        // Taken atomically: workers admitting one user's leechers at once
+        // cannot pass the limit.
+        let previous = self
+            .swarms
+            .get(&torrent.id)
+            .and_then(|s| s.get(user.id, &a.peer_id))
+            .copied();
+        let was_leeching = previous.is_some_and(|old| old.leeching());
+        let wants_leeching = !stopped && !seeder;
+        let slot = match (was_leeching, wants_leeching) {
+            (false, true) => Slot::Take,
+            (true, false) => Slot::Give,
+            _ => Slot::Keep,
+        };
+        let mut hidden = false;
+        if let (Some(counts), Slot::Take) = (&self.slots, slot) {
+            if let Some(slots) = group.download_slots {
+                hidden = !counts.try_take(user.id, slots);
+            }
+        }
+        // Hidden leechers are bounded apart, by the same number: they hold
+        // memory here as the visible ones do.
+        let hidden_held = (self.swarms.get(&torrent.id))
+            .map_or(0, |s| s.user(user.id).hidden)
+            .saturating_sub(u16::from(previous.is_some_and(|old| old.hidden)));
+        if hidden && hidden_held >= max {
+            return Err(Refusal::TooManyPeers { max });
+        }
+        if let Some(counts) = &self.slots {
+            match slot {
+                // Taken above where the group has slots.
+                Slot::Take if group.download_slots.is_none() => counts.change(user.id, true),
+                Slot::Give => counts.change(user.id, false),
+                _ => {}
+            }
+        }
+
         let swarm = self.swarms.entry(torrent.id).or_default();
-        let previous = swarm.peers.remove(&(user.id, a.peer_id));
+        let previous = swarm.remove(user.id, &a.peer_id);
         if let Some(old) = &previous {
             self.by_time.remove(&(old.last_seen(), key));
             self.accounts = self.accounts.saturating_sub(1);
-            if stopped {
-                swarm.remove(user.id, old.point.seeder);
-            } else {
-                swarm.reclassify(old.point.seeder, seeder);
-            }
-        } else if !stopped {
-            swarm.add(user.id, seeder);
         }
         let min_interval = self.config.min_announce_interval;
         let too_soon = previous.is_some_and(|old| {
@@ -218,37 +290,11 @@ impl Ledger {
         let created_at = previous.map_or(now_secs, |old| old.created_at);
         let has_sent_completed = previous.is_some_and(|old| old.has_sent_completed)
             || a.event == AnnounceEvent::Completed;
-        let completed = previous.is_some_and(|old| {
-            a.event != AnnounceEvent::Started
-                && !stopped
-                && seeder
-                && !old.point.seeder
-                && !old.completed
-        });
+        // A leecher of this session announcing as a seeder (whatever its
+        // event, as UNIT3D-Announce counts it).
+        let completed =
+            previous.is_some_and(|old| !stopped && seeder && !old.point.seeder && !old.completed);
         let already_completed = previous.is_some_and(|old| old.completed);
-
-        // Download slots: a new leecher past its user's slots is accounted
-        // but hidden (UNIT3D-Announce stores it as not visible); one
-        // already counted keeps its slot. Taken atomically: workers
-        // admitting one user's leechers at once cannot pass the limit.
-        let was_leeching = previous.is_some_and(|old| old.leeching());
-        let wants_leeching = !stopped && !seeder;
-        let slot = match (was_leeching, wants_leeching) {
-            (false, true) => Slot::Take,
-            (true, false) => Slot::Give,
-            _ => Slot::Keep,
-        };
-        let mut hidden = false;
-        if let Some(counts) = &self.slots {
-            match slot {
-                Slot::Take => match group.download_slots {
-                    Some(slots) => hidden = !counts.try_take(user.id, slots),
-                    None => counts.change(user.id, true),
-                },
-                Slot::Give => counts.change(user.id, false),
-                Slot::Keep => {}
-            }
-        }
 
         // The upload-rate bound, over the real time since the peer's
         // previous announce, after what the user's other peers on this
@@ -258,16 +304,18 @@ impl Ledger {
             downloaded: a.downloaded,
             at_us: now_us,
             seeder,
-            active: !stopped,
+            state: if stopped {
+                PointState::Stopped
+            } else {
+                PointState::Active
+            },
         };
-        let kind = match a.event {
-            AnnounceEvent::Started => StepKind::Started,
-            AnnounceEvent::Stopped => StepKind::Stopped,
-            _ => StepKind::Announce,
+        let kind = if stopped {
+            StepKind::Stopped
+        } else {
+            StepKind::Announce
         };
-        let uploaded = previous
-            .filter(|_| kind != StepKind::Started)
-            .map_or(0, |old| reported(&old.point, &point, kind).0);
+        let uploaded = previous.map_or(0, |old| reported(&old.point, &point).0);
         let rate = self.config.max_upload_rate;
         let mut flagged = false;
         if let (Some(old), true) = (&previous, rate != 0 && uploaded != 0) {
@@ -276,9 +324,6 @@ impl Ledger {
             match within_upload_bound(start, uploaded, rate, now_us) {
                 Some(until) => on.upload_until_us = until,
                 None => flagged = true,
-            }
-            if stopped && on.peers == 0 {
-                swarm.users.remove(&user.id);
             }
         }
 
@@ -292,34 +337,51 @@ impl Ledger {
             has_sent_completed,
             completed: completed || already_completed,
             hidden,
+            slot: 0,
         };
-        if !stopped {
-            swarm.peers.insert((user.id, a.peer_id), account);
+        if stopped {
+            swarm.forget_user_if_gone(user.id);
+        } else {
+            swarm.insert(user.id, a.peer_id, account);
             self.by_time.insert((now_secs, key));
             self.accounts += 1;
         }
-        let user_still_active = !stopped || swarm.user_peers(user.id) > 0;
-        let (seeders, leechers) = (swarm.seeders, swarm.leechers);
-        if swarm.peers.is_empty() {
-            self.swarms.remove(&torrent.id);
-        }
+        let user_still_active = !stopped || swarm.user(user.id).peers() > 0;
+        let (seeders, leechers) = (swarm.seeders(), swarm.leechers());
         // Lists are counted as UNIT3D-Announce counts them: only for an
         // answer that carries peers at all (a peer staying, not held back,
         // on a torrent with leechers), a seed list for a leecher where
         // there are seeders, a leech list where there are other leechers.
+        let answered = !stopped && !hidden && !too_soon && leechers > 0;
         let (mut seed_list_refused, mut leech_list_refused) = (false, false);
-        if let Some(lists) = self
-            .lists
-            .as_deref()
-            .filter(|_| !stopped && !hidden && !too_soon)
-        {
+        if let Some(lists) = self.lists.as_deref().filter(|_| answered) {
             let others_leeching = leechers.saturating_sub(u32::from(!seeder));
-            if leechers > 0 && !seeder && seeders > 0 {
+            if !seeder && seeders > 0 {
                 seed_list_refused = !lists.take(user.id, ListKind::Seeders, now_secs);
             }
             if others_leeching > 0 {
                 leech_list_refused = !lists.take(user.id, ListKind::Leechers, now_secs);
             }
+        }
+        if answered {
+            let start = self.next_random();
+            let swarm = self.swarms.get(&torrent.id);
+            swarm.into_iter().for_each(|swarm| {
+                swarm.pick(
+                    Pick {
+                        user: user.id,
+                        family,
+                        want: usize::try_from(a.numwant).unwrap_or(usize::MAX),
+                        seeders: !seeder && !seed_list_refused,
+                        leechers: !leech_list_refused,
+                        start,
+                    },
+                    peers,
+                )
+            });
+        }
+        if self.swarms.get(&torrent.id).is_some_and(Swarm::is_empty) {
+            self.swarms.remove(&torrent.id);
         }
 
         if flagged {
@@ -335,10 +397,11 @@ impl Ledger {
             flagged,
         };
         let rules = self.config.credit_rules();
+        let state = point.state;
         self.batch.merge_peer(
             key,
             PeerEntry {
-                row: account.row(!stopped, now_secs),
+                row: account.row(state, now_secs),
                 claim: Claim::of(previous.map(|old| old.point), step),
             },
             &rules,
@@ -361,7 +424,8 @@ impl Ledger {
         Ok(Admitted {
             user_id: user.id,
             torrent_id: torrent.id,
-            in_swarm: !stopped && !hidden,
+            seeders,
+            leechers,
             hidden,
             new_peer: previous.is_none(),
             seeder,
@@ -413,28 +477,27 @@ impl Ledger {
     /// written. A later row for a peer already restored replaces it.
     pub fn restore(&mut self, key: PeerKey, row: &PeerRow) {
         let swarm = self.swarms.entry(key.torrent_id).or_default();
-        if let Some(old) = swarm.peers.remove(&(key.user_id, key.peer_id)) {
+        if let Some(old) = swarm.remove(key.user_id, &key.peer_id) {
             if let (Some(counts), true) = (&self.slots, old.leeching()) {
                 counts.change(key.user_id, false);
             }
-            swarm.remove(key.user_id, old.point.seeder);
             self.by_time.remove(&(old.last_seen(), key));
             self.accounts -= 1;
         }
         if !row.active {
-            if swarm.peers.is_empty() {
+            swarm.forget_user_if_gone(key.user_id);
+            if swarm.is_empty() {
                 self.swarms.remove(&key.torrent_id);
             }
             return;
         }
-        swarm.add(key.user_id, row.seeder);
         let account = Account {
             point: Point {
                 uploaded: row.uploaded,
                 downloaded: row.downloaded,
                 at_us: row.updated_at.saturating_mul(MICROS),
                 seeder: row.seeder,
-                active: true,
+                state: PointState::Active,
             },
             left: row.left,
             ip: row.ip,
@@ -444,11 +507,12 @@ impl Ledger {
             has_sent_completed: false,
             completed: false,
             hidden: !row.visible,
+            slot: 0,
         };
         if let (Some(counts), true) = (&self.slots, account.leeching()) {
             counts.change(key.user_id, true);
         }
-        swarm.peers.insert((key.user_id, key.peer_id), account);
+        swarm.insert(key.user_id, key.peer_id, account);
         self.by_time.insert((row.updated_at, key));
         self.accounts += 1;
     }
@@ -482,20 +546,20 @@ impl Ledger {
             let Some(swarm) = self.swarms.get_mut(&key.torrent_id) else {
                 continue;
             };
-            let Some(account) = swarm.peers.remove(&(key.user_id, key.peer_id)) else {
+            let Some(account) = swarm.remove(key.user_id, &key.peer_id) else {
                 continue;
             };
+            swarm.forget_user_if_gone(key.user_id);
             if let (Some(counts), true) = (&self.slots, account.leeching()) {
                 counts.change(key.user_id, false);
             }
-            swarm.remove(key.user_id, account.point.seeder);
-            if swarm.peers.is_empty() {
+            if swarm.is_empty() {
                 self.swarms.remove(&key.torrent_id);
             }
             self.accounts = self.accounts.saturating_sub(1);
             let step = Step {
                 point: Point {
-                    active: false,
+                    state: PointState::Expired,
                     ..account.point
                 },
                 kind: StepKind::Expired,
@@ -508,7 +572,7 @@ impl Ledger {
             self.batch.merge_peer(
                 key,
                 PeerEntry {
-                    row: account.row(false, account.last_seen()),
+                    row: account.row(PointState::Expired, account.last_seen()),
                     claim: Claim::of(Some(account.point), step),
                 },
                 &rules,
@@ -537,10 +601,10 @@ impl Ledger {
     pub fn user_counts(&self, user: UserId) -> (u32, u32) {
         let mut counts = (0, 0);
         for swarm in self.swarms.values() {
-            if swarm.user_peers(user) == 0 {
+            if swarm.user(user).peers() == 0 {
                 continue;
             }
-            for ((owner, _), account) in &swarm.peers {
+            for ((owner, _), account) in swarm.accounts() {
                 if *owner == user {
                     if account.point.seeder {
                         counts.0 += 1;
@@ -564,11 +628,11 @@ impl Ledger {
         self.flagged
     }
 
-    /// A torrent's seeders and leechers, as this ledger counts them.
+    /// A torrent's visible seeders and leechers.
     pub fn counts(&self, torrent: TorrentId) -> (u32, u32) {
         self.swarms
             .get(&torrent)
-            .map_or((0, 0), |s| (s.seeders, s.leechers))
+            .map_or((0, 0), |s| (s.seeders(), s.leechers()))
     }
 
     /// A torrent's peers, for the site API's torrent answer.
@@ -578,15 +642,14 @@ impl Ledger {
             .into_iter()
             .flat_map(move |swarm| {
                 swarm
-                    .peers
-                    .iter()
+                    .accounts()
                     .map(move |(&(user_id, peer_id), account)| PeerSnapshot {
                         key: PeerKey {
                             user_id,
                             torrent_id: torrent,
                             peer_id,
                         },
-                        row: account.row(true, account.last_seen()),
+                        row: account.row(PointState::Active, account.last_seen()),
                         has_sent_completed: account.has_sent_completed,
                     })
             })

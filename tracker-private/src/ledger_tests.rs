@@ -2,7 +2,7 @@ use super::*;
 use crate::batch::UnregisteredRow;
 use crate::settle::Settled;
 use crate::site::{SiteRecords, Torrent, TorrentStatus};
-use crate::testing::{self, announce, group, hash, peer, site, torrent, user, MemoryDb};
+use crate::testing::{self, announce, group, hash, peer, site, torrent, user, Admit, MemoryDb};
 use crate::GlobalFactors;
 
 fn key(user_id: u32, torrent_id: u32, p: u8) -> PeerKey {
@@ -25,33 +25,57 @@ fn flush(ledger: &mut Ledger, db: &mut MemoryDb) -> Settled {
 }
 
 #[test]
-fn a_first_announce_credits_nothing_and_joins_the_swarm() {
+fn a_sessions_first_announce_credits_no_upload_and_is_charged_its_download() {
     let site = site();
     let mut ledger = Ledger::new(LedgerConfig::default());
     let mut db = MemoryDb::default();
     let mut a = announce(1, 1, 1);
     a.uploaded = 5000;
     a.downloaded = 7000;
-    let admitted = ledger.announce(&site, &a, at(100)).unwrap();
-    assert!(admitted.new_peer && admitted.in_swarm && !admitted.seeder);
+    let admitted = ledger.admit(&site, &a, at(100)).unwrap();
+    assert!(admitted.new_peer && !admitted.hidden && !admitted.seeder);
+    assert_eq!((admitted.seeders, admitted.leechers), (0, 1));
     assert_eq!(ledger.accounts(), 1);
     assert_eq!(ledger.counts(1), (0, 1));
+    // Nobody recorded its session: what it reports downloaded is charged
+    // (the user's client reported nothing on the torrent before), no
+    // upload is credited.
     let settled = flush(&mut ledger, &mut db);
-    assert!(settled.credited.is_zero());
+    assert_eq!(
+        (
+            settled.credited.actual_uploaded,
+            settled.credited.actual_downloaded
+        ),
+        (0, 7000)
+    );
     let row = db.peers[&key(1, 1, 1)];
     assert!(row.active && !row.seeder && row.visible);
     assert_eq!((row.uploaded, row.downloaded, row.left), (5000, 7000, 1000));
     assert_eq!((row.created_at, row.updated_at), (100, 100));
     let history = db.history[&(1, 1)];
     assert_eq!((history.uploaded, history.actual_uploaded), (0, 0));
+    assert_eq!(history.actual_downloaded, 7000);
     assert_eq!(
         (history.client_uploaded, history.client_downloaded),
         (5000, 7000)
     );
     assert!(history.active && history.completed_at.is_none());
-    assert!(db.users.is_empty());
+    assert_eq!((db.users[&1].uploaded, db.users[&1].downloaded), (0, 7000));
     assert_eq!((db.torrents[&1].seeders, db.torrents[&1].leechers), (0, 1));
     assert!(ledger.take_batch().is_empty());
+    // Another peer id of the same user (a rotated peer id, a second
+    // client): charged only what it reports past the 7000 already
+    // reported, so that rotating peer ids dodges nothing.
+    let mut b = announce(1, 1, 2);
+    b.event = AnnounceEvent::None;
+    b.downloaded = 9000;
+    ledger.admit(&site, &b, at(200)).unwrap();
+    assert_eq!(flush(&mut ledger, &mut db).credited.actual_downloaded, 2000);
+    // A `started` at 0 is charged nothing, as UNIT3D-Announce charges it.
+    let mut c = announce(1, 1, 3);
+    c.uploaded = 0;
+    ledger.admit(&site, &c, at(300)).unwrap();
+    assert!(flush(&mut ledger, &mut db).credited.is_zero());
 }
 
 #[test]
@@ -60,11 +84,11 @@ fn later_announces_credit_the_deltas() {
     let mut ledger = Ledger::new(LedgerConfig::default());
     let mut db = MemoryDb::default();
     let mut a = announce(1, 1, 1);
-    ledger.announce(&site, &a, at(100)).unwrap();
+    ledger.admit(&site, &a, at(100)).unwrap();
     a.event = AnnounceEvent::None;
     a.uploaded = 300;
     a.downloaded = 500;
-    let admitted = ledger.announce(&site, &a, at(200)).unwrap();
+    let admitted = ledger.admit(&site, &a, at(200)).unwrap();
     assert!(!admitted.new_peer);
     flush(&mut ledger, &mut db);
     assert_eq!((db.users[&1].uploaded, db.users[&1].downloaded), (300, 500));
@@ -74,7 +98,7 @@ fn later_announces_credit_the_deltas() {
     assert_eq!(db.peers[&key(1, 1, 1)].created_at, 100);
     // Flushed apart, the same.
     a.uploaded = 400;
-    ledger.announce(&site, &a, at(300)).unwrap();
+    ledger.admit(&site, &a, at(300)).unwrap();
     flush(&mut ledger, &mut db);
     assert_eq!(db.users[&1].uploaded, 400);
 }
@@ -85,12 +109,12 @@ fn a_user_completes_a_torrent_once_however_its_peers_flip() {
     let mut ledger = Ledger::new(LedgerConfig::default());
     let mut db = MemoryDb::default();
     let mut a = announce(1, 1, 1);
-    ledger.announce(&site, &a, at(100)).unwrap();
+    ledger.admit(&site, &a, at(100)).unwrap();
     flush(&mut ledger, &mut db);
     a.event = AnnounceEvent::Completed;
     a.left = 0;
     a.downloaded = 1000;
-    let admitted = ledger.announce(&site, &a, at(200)).unwrap();
+    let admitted = ledger.admit(&site, &a, at(200)).unwrap();
     assert!(admitted.completed && admitted.seeder);
     flush(&mut ledger, &mut db);
     let row = db.torrents[&1];
@@ -100,24 +124,24 @@ fn a_user_completes_a_torrent_once_however_its_peers_flip() {
 
     // Completed again; leeching and completing again, fifty times, in one
     // flush or in many; another peer of the same user: still once.
-    let again = ledger.announce(&site, &a, at(300)).unwrap();
+    let again = ledger.admit(&site, &a, at(300)).unwrap();
     assert!(!again.completed);
     for flip in 0..50 {
         a.event = AnnounceEvent::None;
         a.left = 10;
-        ledger.announce(&site, &a, at(400 + 2 * flip)).unwrap();
+        ledger.admit(&site, &a, at(400 + 2 * flip)).unwrap();
         a.event = AnnounceEvent::Completed;
         a.left = 0;
-        ledger.announce(&site, &a, at(401 + 2 * flip)).unwrap();
+        ledger.admit(&site, &a, at(401 + 2 * flip)).unwrap();
         if flip % 7 == 0 {
             flush(&mut ledger, &mut db);
         }
     }
     let mut other = announce(1, 1, 2);
-    ledger.announce(&site, &other, at(600)).unwrap();
+    ledger.admit(&site, &other, at(600)).unwrap();
     other.left = 0;
     other.event = AnnounceEvent::Completed;
-    ledger.announce(&site, &other, at(601)).unwrap();
+    ledger.admit(&site, &other, at(601)).unwrap();
     flush(&mut ledger, &mut db);
     assert_eq!(db.torrents[&1].times_completed, 1);
     assert_eq!(db.history[&(1, 1)].completed_at, Some(200));
@@ -132,7 +156,7 @@ fn a_new_seeder_does_not_count_as_completing() {
     let mut a = announce(1, 1, 1);
     a.left = 0;
     a.event = AnnounceEvent::Completed;
-    let admitted = ledger.announce(&site, &a, at(100)).unwrap();
+    let admitted = ledger.admit(&site, &a, at(100)).unwrap();
     assert!(!admitted.completed && admitted.seeder);
     flush(&mut ledger, &mut db);
     assert_eq!(db.torrents[&1].times_completed, 0);
@@ -140,26 +164,56 @@ fn a_new_seeder_does_not_count_as_completing() {
 }
 
 #[test]
-fn counters_going_backwards_credit_nothing() {
+fn each_counter_is_judged_on_its_own() {
     let site = site();
     let mut ledger = Ledger::new(LedgerConfig::default());
     let mut db = MemoryDb::default();
     let mut a = announce(1, 1, 1);
-    a.uploaded = 1000;
-    a.downloaded = 1000;
-    ledger.announce(&site, &a, at(100)).unwrap();
+    ledger.admit(&site, &a, at(100)).unwrap();
     a.event = AnnounceEvent::None;
+    // The upload back, the download grown: the upload credits nothing, the
+    // download is charged (a counter back hides nothing of the other).
+    a.uploaded = 1000;
+    ledger.admit(&site, &a, at(150)).unwrap();
     a.uploaded = 10;
     a.downloaded = 5000;
-    ledger.announce(&site, &a, at(200)).unwrap();
+    ledger.admit(&site, &a, at(200)).unwrap();
     let settled = flush(&mut ledger, &mut db);
-    assert!(settled.credited.is_zero());
-    assert!(db.users.is_empty());
-    assert_eq!(db.torrents[&1].balance, 0);
-    // The new totals are the base of the next delta.
+    assert_eq!(
+        (
+            settled.credited.actual_uploaded,
+            settled.credited.actual_downloaded
+        ),
+        (1000, 5000)
+    );
+    // The download back: a restarted session, its new total charged; the
+    // new totals are the base of the next delta.
     a.uploaded = 60;
-    ledger.announce(&site, &a, at(300)).unwrap();
-    assert_eq!(flush(&mut ledger, &mut db).credited.actual_uploaded, 50);
+    a.downloaded = 300;
+    ledger.admit(&site, &a, at(300)).unwrap();
+    let settled = flush(&mut ledger, &mut db);
+    assert_eq!(
+        (
+            settled.credited.actual_uploaded,
+            settled.credited.actual_downloaded
+        ),
+        (50, 300)
+    );
+    // `started` changes nothing: a repeated one reports bytes like any
+    // other announce.
+    a.event = AnnounceEvent::Started;
+    a.uploaded = 70;
+    a.downloaded = 900;
+    ledger.admit(&site, &a, at(400)).unwrap();
+    let settled = flush(&mut ledger, &mut db);
+    assert_eq!(
+        (
+            settled.credited.actual_uploaded,
+            settled.credited.actual_downloaded
+        ),
+        (10, 600)
+    );
+    assert_eq!(db.users[&1].downloaded, 5900);
 }
 
 #[test]
@@ -170,13 +224,13 @@ fn stopping_removes_the_account_and_credits_each_counter_on_its_own() {
     let mut a = announce(1, 1, 1);
     a.uploaded = 1000;
     a.downloaded = 1000;
-    ledger.announce(&site, &a, at(100)).unwrap();
+    ledger.admit(&site, &a, at(100)).unwrap();
     flush(&mut ledger, &mut db);
     a.event = AnnounceEvent::Stopped;
     a.uploaded = 10;
     a.downloaded = 1500;
-    let admitted = ledger.announce(&site, &a, at(200)).unwrap();
-    assert!(!admitted.in_swarm);
+    let admitted = ledger.admit(&site, &a, at(200)).unwrap();
+    assert_eq!((admitted.seeders, admitted.leechers), (0, 0));
     assert_eq!(ledger.accounts(), 0);
     assert_eq!(ledger.counts(1), (0, 0));
     let settled = flush(&mut ledger, &mut db);
@@ -194,8 +248,8 @@ fn stopping_removes_the_account_and_credits_each_counter_on_its_own() {
     // A stop of a peer the ledger no longer knows is admitted, and credited
     // from the row the database keeps (a stop sent twice, here).
     a.downloaded = 1600;
-    let twice = ledger.announce(&site, &a, at(300)).unwrap();
-    assert!(twice.new_peer && !twice.in_swarm);
+    let twice = ledger.admit(&site, &a, at(300)).unwrap();
+    assert!(twice.new_peer);
     assert_eq!(flush(&mut ledger, &mut db).credited.actual_downloaded, 100);
     assert_eq!(db.torrents[&1].leechers, 0);
 }
@@ -208,7 +262,7 @@ fn a_stop_of_a_peer_nobody_recorded_writes_nothing() {
     let mut stop = announce(1, 1, 9);
     stop.event = AnnounceEvent::Stopped;
     stop.uploaded = 5000;
-    assert!(ledger.announce(&site, &stop, at(100)).unwrap().new_peer);
+    assert!(ledger.admit(&site, &stop, at(100)).unwrap().new_peer);
     let settled = flush(&mut ledger, &mut db);
     assert!(settled.rows.peers.is_empty() && settled.rows.history.is_empty());
     assert!(db.peers.is_empty() && db.history.is_empty() && db.users.is_empty());
@@ -218,15 +272,15 @@ fn a_stop_of_a_peer_nobody_recorded_writes_nothing() {
 fn history_stays_active_while_the_user_has_another_peer() {
     let site = site();
     let mut ledger = Ledger::new(LedgerConfig::default());
-    ledger.announce(&site, &announce(1, 1, 1), at(100)).unwrap();
-    ledger.announce(&site, &announce(1, 1, 2), at(100)).unwrap();
+    ledger.admit(&site, &announce(1, 1, 1), at(100)).unwrap();
+    ledger.admit(&site, &announce(1, 1, 2), at(100)).unwrap();
     let mut stop = announce(1, 1, 1);
     stop.event = AnnounceEvent::Stopped;
-    ledger.announce(&site, &stop, at(200)).unwrap();
+    ledger.admit(&site, &stop, at(200)).unwrap();
     assert!(ledger.take_batch().history[&(1, 1)].active);
     let mut stop = announce(1, 1, 2);
     stop.event = AnnounceEvent::Stopped;
-    ledger.announce(&site, &stop, at(300)).unwrap();
+    ledger.admit(&site, &stop, at(300)).unwrap();
     assert!(!ledger.take_batch().history[&(1, 1)].active);
 }
 
@@ -236,20 +290,20 @@ fn seedtime_counts_between_seeding_announces_capped_at_the_ttl() {
     let mut ledger = Ledger::new(LedgerConfig::default());
     let mut db = MemoryDb::default();
     let mut a = announce(1, 1, 1);
-    ledger.announce(&site, &a, at(0)).unwrap();
+    ledger.admit(&site, &a, at(0)).unwrap();
     a.left = 0;
     a.event = AnnounceEvent::Completed;
-    ledger.announce(&site, &a, at(50)).unwrap();
+    ledger.admit(&site, &a, at(50)).unwrap();
     assert_eq!(flush(&mut ledger, &mut db).credited.seedtime, 0);
     a.event = AnnounceEvent::None;
-    ledger.announce(&site, &a, at(1850)).unwrap();
+    ledger.admit(&site, &a, at(1850)).unwrap();
     assert_eq!(flush(&mut ledger, &mut db).credited.seedtime, 1800);
-    ledger.announce(&site, &a, at(1850 + 7000)).unwrap();
+    ledger.admit(&site, &a, at(1850 + 7000)).unwrap();
     // Expiry would forget it after 7200 s; a later announce in the same
     // expiry pass still counts at most the TTL.
-    ledger.announce(&site, &a, at(8850 + 7200)).unwrap();
+    ledger.admit(&site, &a, at(8850 + 7200)).unwrap();
     a.event = AnnounceEvent::Stopped;
-    ledger.announce(&site, &a, at(16050 + 10)).unwrap();
+    ledger.admit(&site, &a, at(16050 + 10)).unwrap();
     assert_eq!(
         flush(&mut ledger, &mut db).credited.seedtime,
         7000 + 7200 + 10
@@ -262,13 +316,11 @@ fn expiry_makes_rows_inactive_and_a_peer_back_later_is_credited_from_its_row() {
     let site = site();
     let mut ledger = Ledger::new(LedgerConfig::default());
     let mut db = MemoryDb::default();
-    ledger.announce(&site, &announce(1, 1, 1), at(100)).unwrap();
+    ledger.admit(&site, &announce(1, 1, 1), at(100)).unwrap();
     let mut seeder = announce(2, 1, 2);
     seeder.left = 0;
-    ledger.announce(&site, &seeder, at(200)).unwrap();
-    ledger
-        .announce(&site, &announce(1, 2, 3), at(5000))
-        .unwrap();
+    ledger.admit(&site, &seeder, at(200)).unwrap();
+    ledger.admit(&site, &announce(1, 2, 3), at(5000)).unwrap();
     flush(&mut ledger, &mut db);
     assert_eq!((db.torrents[&1].seeders, db.torrents[&1].leechers), (1, 1));
 
@@ -282,7 +334,8 @@ fn expiry_makes_rows_inactive_and_a_peer_back_later_is_credited_from_its_row() {
     assert!(batch.history.is_empty());
     db.flush(&batch, &ledger.config().credit_rules());
     let row = db.peers[&key(1, 1, 1)];
-    assert!(!row.active);
+    // Inactive, but as visible as it was: an expiry, not a stop.
+    assert!(!row.active && row.visible);
     assert_eq!(row.updated_at, 100);
     assert!(!db.peers[&key(2, 1, 2)].active);
     assert_eq!((db.torrents[&1].seeders, db.torrents[&1].leechers), (0, 0));
@@ -293,26 +346,25 @@ fn expiry_makes_rows_inactive_and_a_peer_back_later_is_credited_from_its_row() {
     let mut back = announce(1, 1, 1);
     back.event = AnnounceEvent::None;
     back.uploaded = 999;
-    assert!(ledger.announce(&site, &back, at(8000)).unwrap().new_peer);
+    assert!(ledger.admit(&site, &back, at(8000)).unwrap().new_peer);
     let settled = flush(&mut ledger, &mut db);
     assert_eq!(settled.credited.actual_uploaded, 999);
     assert_eq!(settled.credited.seedtime, 0);
     assert_eq!(db.torrents[&1].leechers, 1);
-    // But not one that starts a new session...
+    // A `started` is no different: its totals are credited from the row.
     let mut started = announce(2, 1, 2);
     started.left = 0;
     started.uploaded = 5;
-    ledger.announce(&site, &started, at(8000)).unwrap();
-    assert!(flush(&mut ledger, &mut db).credited.is_zero());
-    // ...nor from a row older than the inactive TTL.
+    ledger.admit(&site, &started, at(8000)).unwrap();
+    assert_eq!(flush(&mut ledger, &mut db).credited.actual_uploaded, 5);
+    // But nothing is credited from a row older than the inactive TTL: a
+    // session nobody recorded, no upload credited.
     let mut old = announce(1, 2, 3);
     old.event = AnnounceEvent::None;
     old.uploaded = 70;
     ledger.expire(5000 + 7201);
     flush(&mut ledger, &mut db);
-    ledger
-        .announce(&site, &old, at(5000 + 1_814_400 + 1))
-        .unwrap();
+    ledger.admit(&site, &old, at(5000 + 1_814_400 + 1)).unwrap();
     assert!(flush(&mut ledger, &mut db).credited.is_zero());
 }
 
@@ -321,8 +373,8 @@ fn a_reannounce_postpones_expiry() {
     let site = site();
     let mut ledger = Ledger::new(LedgerConfig::default());
     let a = announce(1, 1, 1);
-    ledger.announce(&site, &a, at(100)).unwrap();
-    ledger.announce(&site, &a, at(5000)).unwrap();
+    ledger.admit(&site, &a, at(100)).unwrap();
+    ledger.admit(&site, &a, at(5000)).unwrap();
     assert_eq!(ledger.expire(7400), 0);
     assert_eq!(ledger.expire(12201), 1);
 }
@@ -332,10 +384,10 @@ fn a_user_may_have_three_peers_on_a_torrent() {
     let site = site();
     let mut ledger = Ledger::new(LedgerConfig::default());
     for p in 1..=3 {
-        ledger.announce(&site, &announce(1, 1, p), at(100)).unwrap();
+        ledger.admit(&site, &announce(1, 1, p), at(100)).unwrap();
     }
     let refused = ledger
-        .announce(&site, &announce(1, 1, 4), at(100))
+        .admit(&site, &announce(1, 1, 4), at(100))
         .unwrap_err();
     assert_eq!(refused, Refusal::TooManyPeers { max: 3 });
     assert_eq!(
@@ -344,18 +396,194 @@ fn a_user_may_have_three_peers_on_a_torrent() {
     );
     assert_eq!(ledger.accounts(), 3);
     // Known peers still announce; other users and torrents are apart.
-    ledger.announce(&site, &announce(1, 1, 3), at(200)).unwrap();
-    ledger.announce(&site, &announce(2, 1, 4), at(200)).unwrap();
-    ledger.announce(&site, &announce(1, 2, 4), at(200)).unwrap();
+    ledger.admit(&site, &announce(1, 1, 3), at(200)).unwrap();
+    ledger.admit(&site, &announce(2, 1, 4), at(200)).unwrap();
+    ledger.admit(&site, &announce(1, 2, 4), at(200)).unwrap();
     let mut stop = announce(1, 1, 1);
     stop.event = AnnounceEvent::Stopped;
-    ledger.announce(&site, &stop, at(300)).unwrap();
-    ledger.announce(&site, &announce(1, 1, 4), at(300)).unwrap();
+    ledger.admit(&site, &stop, at(300)).unwrap();
+    ledger.admit(&site, &announce(1, 1, 4), at(300)).unwrap();
+}
+
+/// The peers an announce's answer carries.
+fn answer_of(
+    ledger: &mut Ledger,
+    site: &Site,
+    a: &PrivateAnnounce,
+    now_us: u64,
+) -> Vec<std::net::SocketAddr> {
+    let mut peers = tracker_proto::AnswerPeers::default();
+    ledger.announce(site, a, now_us, &mut peers).unwrap();
+    peers.addrs().collect()
+}
+
+fn from(a: &mut PrivateAnnounce, ip: [u8; 4], port: u16) -> std::net::SocketAddr {
+    a.ip = std::net::IpAddr::from(ip);
+    a.port = port;
+    std::net::SocketAddr::new(a.ip, port)
+}
+
+#[test]
+fn peer_lists_leave_out_the_users_own_peers() {
+    let site = site();
+    let mut ledger = Ledger::new(LedgerConfig::default());
+    let mut own_seeder = announce(1, 1, 1);
+    own_seeder.left = 0;
+    from(&mut own_seeder, [10, 0, 0, 1], 7001);
+    let mut other_seeder = announce(2, 1, 2);
+    other_seeder.left = 0;
+    let other = from(&mut other_seeder, [10, 0, 0, 2], 7002);
+    let mut own_leecher = announce(1, 1, 3);
+    let own = from(&mut own_leecher, [10, 0, 0, 3], 7003);
+    ledger.admit(&site, &own_seeder, at(100)).unwrap();
+    ledger.admit(&site, &other_seeder, at(100)).unwrap();
+    // The user's leecher is handed the other user's seeder only, though
+    // its own seeder is there and counted.
+    let got = answer_of(&mut ledger, &site, &own_leecher, at(110));
+    assert_eq!(got, [other]);
+    let admitted = ledger.admit(&site, &own_leecher, at(120)).unwrap();
+    assert_eq!((admitted.seeders, admitted.leechers), (2, 1));
+    // The user's seeder gets no leecher of its own user; the other user's
+    // seeder gets it.
+    assert!(answer_of(&mut ledger, &site, &own_seeder, at(130)).is_empty());
+    assert_eq!(answer_of(&mut ledger, &site, &other_seeder, at(130)), [own]);
+}
+
+#[test]
+fn a_peer_id_is_one_peer_whatever_its_ports_and_addresses() {
+    let site = site();
+    let mut ledger = Ledger::new(LedgerConfig::default());
+    let mut seeder = announce(1, 1, 1);
+    seeder.left = 0;
+    let mut latest = from(&mut seeder, [10, 0, 0, 1], 7000);
+    for port in 7000..7004 {
+        latest = from(&mut seeder, [10, 0, 0, 1], port);
+        let admitted = ledger
+            .admit(&site, &seeder, at(100 + u64::from(port)))
+            .unwrap();
+        assert_eq!((admitted.seeders, admitted.leechers), (1, 0), "port {port}");
+    }
+    let mut leecher = announce(2, 1, 2);
+    from(&mut leecher, [10, 0, 0, 9], 6881);
+    assert_eq!(answer_of(&mut ledger, &site, &leecher, at(8000)), [latest]);
+    // It stops from another address: gone from the counts and the lists.
+    seeder.event = AnnounceEvent::Stopped;
+    from(&mut seeder, [10, 0, 0, 2], 7777);
+    ledger.admit(&site, &seeder, at(8100)).unwrap();
+    assert!(answer_of(&mut ledger, &site, &leecher, at(8200)).is_empty());
+    assert_eq!(ledger.counts(1), (0, 1));
+}
+
+#[test]
+fn peer_lists_are_of_the_announcers_family_and_reach_every_peer() {
+    let site = site();
+    let config = LedgerConfig {
+        max_peers_per_torrent_per_user: 100,
+        ..LedgerConfig::default()
+    };
+    let mut ledger = Ledger::new(config).with_seed(7);
+    let mut v4 = Vec::new();
+    for n in 1..=20u8 {
+        let mut seeder = announce(2, 1, n);
+        seeder.left = 0;
+        v4.push(from(&mut seeder, [10, 0, 1, n], 7000));
+        ledger.admit(&site, &seeder, at(100)).unwrap();
+    }
+    let mut v6_seeder = announce(2, 1, 50);
+    v6_seeder.left = 0;
+    v6_seeder.ip = "2001:db8::1".parse().unwrap();
+    ledger.admit(&site, &v6_seeder, at(100)).unwrap();
+    let mut leecher = announce(1, 1, 99);
+    leecher.numwant = 5;
+    from(&mut leecher, [10, 0, 2, 1], 6881);
+    let mut seen = std::collections::BTreeSet::new();
+    for i in 0..40 {
+        let got = answer_of(&mut ledger, &site, &leecher, at(200 + i));
+        assert_eq!(got.len(), 5);
+        assert!(got.iter().all(|a| a.is_ipv4()));
+        seen.extend(got);
+    }
+    assert_eq!(seen.len(), v4.len(), "every seeder handed out at times");
+    leecher.ip = "2001:db8::2".parse().unwrap();
+    let got = answer_of(&mut ledger, &site, &leecher, at(300));
+    assert_eq!(got, [std::net::SocketAddr::new(v6_seeder.ip, 6881)]);
+}
+
+#[test]
+fn hidden_leechers_are_bounded_apart_from_the_visible() {
+    let mut records = testing::records();
+    records.groups[0].download_slots = Some(1);
+    let site = Site::from_records(records, GlobalFactors::default());
+    let counts = std::sync::Arc::new(crate::slots::LeechingCounts::default());
+    let mut ledger = Ledger::default().with_slots(counts.clone());
+    let mut first = announce(1, 1, 1);
+    ledger.admit(&site, &first, at(100)).unwrap();
+    // Hidden ones do not count toward the three visible peers a user may
+    // have on a torrent (UNIT3D-Announce counts the visible only), but are
+    // bounded by as many of their own.
+    for p in 2..=4 {
+        assert!(
+            ledger
+                .admit(&site, &announce(1, 2, p), at(100))
+                .unwrap()
+                .hidden
+        );
+    }
+    assert_eq!(
+        ledger
+            .admit(&site, &announce(1, 2, 5), at(100))
+            .unwrap_err(),
+        Refusal::TooManyPeers { max: 3 }
+    );
+    assert_eq!(ledger.counts(2), (0, 0), "hidden: not counted");
+    // A slot frees: a fourth peer id is admitted, visible.
+    first.event = AnnounceEvent::Stopped;
+    ledger.admit(&site, &first, at(200)).unwrap();
+    assert!(
+        !ledger
+            .admit(&site, &announce(1, 2, 6), at(210))
+            .unwrap()
+            .hidden
+    );
+    assert_eq!(ledger.counts(2), (0, 1));
+    assert_eq!(counts.get(1), 1);
+}
+
+#[test]
+fn the_accounts_are_bounded_per_torrent_and_in_all() {
+    let site = site();
+    let config = LedgerConfig {
+        max_peers_per_torrent: 2,
+        max_peers: 3,
+        ..LedgerConfig::default()
+    };
+    let mut ledger = Ledger::new(config);
+    ledger.admit(&site, &announce(1, 1, 1), at(100)).unwrap();
+    ledger.admit(&site, &announce(2, 1, 2), at(100)).unwrap();
+    let full = ledger
+        .admit(&site, &announce(1, 1, 3), at(100))
+        .unwrap_err();
+    assert_eq!(full, Refusal::TrackerFull);
+    assert_eq!(full.kind(), crate::RefusalKind::Full);
+    ledger.admit(&site, &announce(1, 2, 3), at(100)).unwrap();
+    assert_eq!(
+        ledger
+            .admit(&site, &announce(2, 2, 4), at(100))
+            .unwrap_err(),
+        Refusal::TrackerFull
+    );
+    // Known peers go on announcing; a stop makes room.
+    ledger.admit(&site, &announce(1, 1, 1), at(200)).unwrap();
+    let mut stop = announce(2, 1, 2);
+    stop.event = AnnounceEvent::Stopped;
+    ledger.admit(&site, &stop, at(200)).unwrap();
+    ledger.admit(&site, &announce(2, 2, 4), at(200)).unwrap();
+    assert_eq!(ledger.accounts(), 3);
 }
 
 fn refusal_of(site: &Site, a: &PrivateAnnounce) -> Refusal {
     let mut ledger = Ledger::new(LedgerConfig::default());
-    let refusal = ledger.announce(site, a, at(100)).unwrap_err();
+    let refusal = ledger.admit(site, a, at(100)).unwrap_err();
     assert_eq!(ledger.accounts(), 0);
     assert!(ledger.take_batch().is_empty());
     refusal
@@ -401,7 +629,7 @@ fn every_refusal_has_unit3d_announces_words() {
     blacklisted.peer_id.0[..3].copy_from_slice(b"-BL");
     let mut seeding = announce(3, 1, 1);
     seeding.left = 0;
-    assert!(Ledger::default().announce(&site, &seeding, at(1)).is_ok());
+    assert!(Ledger::default().admit(&site, &seeding, at(1)).is_ok());
 
     let cases = [
         (
@@ -469,11 +697,11 @@ fn credited(site: &Site, user_id: u32, torrent_id: u32) -> (u64, u64) {
     let mut ledger = Ledger::new(LedgerConfig::default());
     let mut db = MemoryDb::default();
     let mut a = announce(user_id, torrent_id, 1);
-    ledger.announce(site, &a, at(100)).unwrap();
+    ledger.admit(site, &a, at(100)).unwrap();
     a.event = AnnounceEvent::None;
     a.uploaded = 1000;
     a.downloaded = 1000;
-    ledger.announce(site, &a, at(200)).unwrap();
+    ledger.admit(site, &a, at(200)).unwrap();
     flush(&mut ledger, &mut db);
     let history = db.history[&(user_id, torrent_id)];
     assert_eq!(
@@ -513,8 +741,8 @@ fn immunity_comes_from_the_group_or_the_donor_override() {
     factors.donor.immune = Some(false);
     let site = Site::from_records(records, factors);
     let mut ledger = Ledger::default();
-    ledger.announce(&site, &announce(1, 1, 1), at(1)).unwrap();
-    ledger.announce(&site, &announce(3, 1, 1), at(1)).unwrap();
+    ledger.admit(&site, &announce(1, 1, 1), at(1)).unwrap();
+    ledger.admit(&site, &announce(3, 1, 1), at(1)).unwrap();
     let batch = ledger.take_batch();
     assert!(batch.history[&(1, 1)].immune);
     assert!(!batch.history[&(3, 1)].immune);
@@ -529,25 +757,20 @@ fn an_upload_too_fast_is_flagged_not_credited() {
     });
     let mut db = MemoryDb::default();
     let mut a = announce(1, 1, 1);
-    ledger.announce(&site, &a, at(100)).unwrap();
+    ledger.admit(&site, &a, at(100)).unwrap();
     a.event = AnnounceEvent::None;
     a.uploaded = 1000;
     a.downloaded = 10;
-    assert!(!ledger.announce(&site, &a, at(110)).unwrap().flagged);
+    assert!(!ledger.admit(&site, &a, at(110)).unwrap().flagged);
     a.uploaded = 3000;
-    assert!(ledger.announce(&site, &a, at(119)).unwrap().flagged);
+    assert!(ledger.admit(&site, &a, at(119)).unwrap().flagged);
     assert_eq!(ledger.flagged(), 1);
     // No slack at all: the same microsecond allows nothing, a tenth of a
     // second a tenth of the rate.
     a.uploaded = 3001;
-    assert!(ledger.announce(&site, &a, at(119)).unwrap().flagged);
+    assert!(ledger.admit(&site, &a, at(119)).unwrap().flagged);
     a.uploaded = 3011;
-    assert!(
-        !ledger
-            .announce(&site, &a, at(119) + 100_000)
-            .unwrap()
-            .flagged
-    );
+    assert!(!ledger.admit(&site, &a, at(119) + 100_000).unwrap().flagged);
     flush(&mut ledger, &mut db);
     assert_eq!(db.users[&1].uploaded, 1010);
     assert_eq!(db.history[&(1, 1)].actual_uploaded, 3011);
@@ -569,7 +792,7 @@ fn announcing_in_a_tight_loop_gains_nothing_over_the_bound() {
     let mut peers: Vec<_> = (1..=3).map(|p| announce(1, 1, p)).collect();
     let start = at(1000);
     for a in &mut peers {
-        ledger.announce(&site, a, start).unwrap();
+        ledger.admit(&site, a, start).unwrap();
         a.event = AnnounceEvent::None;
     }
     // 1.05 s of announces 1 ms apart: one peer claims a second's worth
@@ -578,7 +801,7 @@ fn announcing_in_a_tight_loop_gains_nothing_over_the_bound() {
     for ms in 1..=1050 {
         for (i, a) in peers.iter_mut().enumerate() {
             a.uploaded += if i == 0 { rate } else { rate / 1000 };
-            ledger.announce(&site, a, start + ms * 1000).unwrap();
+            ledger.admit(&site, a, start + ms * 1000).unwrap();
         }
     }
     flush(&mut ledger, &mut db);
@@ -600,12 +823,12 @@ fn announcing_in_a_tight_loop_gains_nothing_over_the_bound() {
     let mut db = MemoryDb::default();
     let mut peers: Vec<_> = (1..=3).map(|p| announce(2, 1, p)).collect();
     for a in &mut peers {
-        honest.announce(&site, a, start).unwrap();
+        honest.admit(&site, a, start).unwrap();
         a.event = AnnounceEvent::None;
         a.uploaded = rate * 600;
     }
     for a in &peers {
-        assert!(!honest.announce(&site, a, start + at(1800)).unwrap().flagged);
+        assert!(!honest.admit(&site, a, start + at(1800)).unwrap().flagged);
     }
     flush(&mut honest, &mut db);
     assert_eq!(db.users[&2].uploaded, 3 * 600 * rate);
@@ -621,37 +844,27 @@ fn an_announce_too_soon_is_accounted_but_marked() {
     let mut db = MemoryDb::default();
     let mut a = announce(1, 1, 1);
     assert!(
-        !ledger.announce(&site, &a, at(100)).unwrap().too_soon,
+        !ledger.admit(&site, &a, at(100)).unwrap().too_soon,
         "a new peer"
     );
     a.event = AnnounceEvent::None;
     a.uploaded = 300;
-    let soon = ledger.announce(&site, &a, at(1000)).unwrap();
-    assert!(soon.too_soon && soon.in_swarm);
+    let soon = ledger.admit(&site, &a, at(1000)).unwrap();
+    assert!(soon.too_soon && !soon.hidden);
     // The interval counts from the announce before, held back or not.
-    assert!(ledger.announce(&site, &a, at(2739)).unwrap().too_soon);
-    assert!(
-        !ledger
-            .announce(&site, &a, at(2739 + 1740))
-            .unwrap()
-            .too_soon
-    );
+    assert!(ledger.admit(&site, &a, at(2739)).unwrap().too_soon);
+    assert!(!ledger.admit(&site, &a, at(2739 + 1740)).unwrap().too_soon);
     // A first completed is never held back; a second one is.
     a.event = AnnounceEvent::Completed;
     a.left = 0;
-    let done = ledger.announce(&site, &a, at(2739 + 1741)).unwrap();
+    let done = ledger.admit(&site, &a, at(2739 + 1741)).unwrap();
     assert!(done.completed && !done.too_soon);
-    assert!(
-        ledger
-            .announce(&site, &a, at(2739 + 1742))
-            .unwrap()
-            .too_soon
-    );
+    assert!(ledger.admit(&site, &a, at(2739 + 1742)).unwrap().too_soon);
     // Off at 0.
     let mut off = Ledger::new(LedgerConfig::default());
     let b = announce(1, 1, 2);
-    off.announce(&site, &b, at(100)).unwrap();
-    assert!(!off.announce(&site, &b, at(100)).unwrap().too_soon);
+    off.admit(&site, &b, at(100)).unwrap();
+    assert!(!off.admit(&site, &b, at(100)).unwrap().too_soon);
     flush(&mut ledger, &mut db);
     assert_eq!(db.users[&1].uploaded, 300, "still credited");
 }
@@ -662,8 +875,8 @@ fn the_peers_of_a_torrent_are_listed_for_the_api() {
     let mut ledger = Ledger::default();
     let mut a = announce(1, 1, 1);
     a.event = AnnounceEvent::Completed;
-    ledger.announce(&site, &a, at(100)).unwrap();
-    ledger.announce(&site, &announce(2, 1, 2), at(150)).unwrap();
+    ledger.admit(&site, &a, at(100)).unwrap();
+    ledger.admit(&site, &announce(2, 1, 2), at(150)).unwrap();
     let mut peers: Vec<_> = ledger.peers_of(1).collect();
     peers.sort_by_key(|p| p.key);
     assert_eq!(peers.len(), 2);
@@ -681,7 +894,7 @@ fn a_restored_peer_is_credited_from_its_last_totals() {
     let mut db = MemoryDb::default();
     let mut a = announce(1, 1, 1);
     a.uploaded = 100;
-    first.announce(&site, &a, at(100)).unwrap();
+    first.admit(&site, &a, at(100)).unwrap();
     flush(&mut first, &mut db);
 
     // A new process: the peer's row comes back from the database.
@@ -693,7 +906,7 @@ fn a_restored_peer_is_credited_from_its_last_totals() {
     assert!(ledger.take_batch().is_empty(), "a restore writes nothing");
     a.event = AnnounceEvent::None;
     a.uploaded = 400;
-    assert!(!ledger.announce(&site, &a, at(200)).unwrap().new_peer);
+    assert!(!ledger.admit(&site, &a, at(200)).unwrap().new_peer);
     assert_eq!(flush(&mut ledger, &mut db).credited.uploaded, 300);
     assert_eq!(db.torrents[&1].leechers, 1, "counted already");
 
@@ -712,17 +925,17 @@ fn snatches_and_a_users_peers_for_the_site_api() {
     let site = site();
     let mut ledger = Ledger::default();
     let mut a = announce(1, 1, 1);
-    ledger.announce(&site, &a, at(100)).unwrap();
+    ledger.admit(&site, &a, at(100)).unwrap();
     let seeder = announce(1, 1, 2);
     let mut seeder = PrivateAnnounce { left: 0, ..seeder };
     seeder.event = AnnounceEvent::Started;
-    ledger.announce(&site, &seeder, at(100)).unwrap();
+    ledger.admit(&site, &seeder, at(100)).unwrap();
     assert_eq!(ledger.user_counts(1), (1, 1));
     assert_eq!(ledger.user_counts(2), (0, 0));
     assert_eq!(ledger.snatches(1), 0);
     a.event = AnnounceEvent::Completed;
     a.left = 0;
-    ledger.announce(&site, &a, at(200)).unwrap();
+    ledger.admit(&site, &a, at(200)).unwrap();
     assert_eq!((ledger.snatches(1), ledger.user_counts(1)), (1, (2, 0)));
 }
 
@@ -736,12 +949,12 @@ fn a_leecher_past_its_download_slots_is_accounted_but_kept_out() {
     // Two workers' ledgers share the counts.
     let mut one = Ledger::default().with_slots(counts.clone());
     let mut two = Ledger::default().with_slots(counts.clone());
-    let first = one.announce(&site, &announce(1, 1, 1), at(100)).unwrap();
-    assert!(first.in_swarm && !first.hidden);
+    let first = one.admit(&site, &announce(1, 1, 1), at(100)).unwrap();
+    assert!(!first.hidden);
     assert_eq!(counts.get(1), 1);
     let mut second = announce(1, 2, 2);
-    let over = two.announce(&site, &second, at(100)).unwrap();
-    assert!(over.hidden && !over.in_swarm, "past the one slot");
+    let over = two.admit(&site, &second, at(100)).unwrap();
+    assert!(over.hidden, "past the one slot");
     flush(&mut one, &mut db);
     flush(&mut two, &mut db);
     assert!(!db.peers[&key(1, 2, 2)].visible);
@@ -750,26 +963,26 @@ fn a_leecher_past_its_download_slots_is_accounted_but_kept_out() {
     // Still accounted: its deltas are credited.
     second.event = AnnounceEvent::None;
     second.downloaded = 100;
-    two.announce(&site, &second, at(110)).unwrap();
+    two.admit(&site, &second, at(110)).unwrap();
     assert_eq!(flush(&mut two, &mut db).credited.downloaded, 100);
     // The first completes: the slot is free, and the second takes it.
     let mut done = announce(1, 1, 1);
     done.event = AnnounceEvent::Completed;
     done.left = 0;
-    one.announce(&site, &done, at(120)).unwrap();
+    one.admit(&site, &done, at(120)).unwrap();
     assert_eq!(counts.get(1), 0);
-    let now_in = two.announce(&site, &second, at(130)).unwrap();
-    assert!(now_in.in_swarm && !now_in.hidden);
+    let now_in = two.admit(&site, &second, at(130)).unwrap();
+    assert!(!now_in.hidden);
     assert_eq!(counts.get(1), 1);
     flush(&mut two, &mut db);
     assert_eq!(db.torrents[&2].leechers, 1);
     // A stop gives it back; so would an expiry.
     second.event = AnnounceEvent::Stopped;
-    two.announce(&site, &second, at(140)).unwrap();
+    two.admit(&site, &second, at(140)).unwrap();
     assert_eq!(counts.get(1), 0);
     // Another user's group has no limit.
     assert!(
-        !one.announce(&site, &announce(2, 2, 3), at(150))
+        !one.admit(&site, &announce(2, 2, 3), at(150))
             .unwrap()
             .hidden
     );
@@ -795,7 +1008,7 @@ fn simultaneous_leechers_on_many_workers_never_pass_the_slots() {
                     let mut ledger = Ledger::default().with_slots(counts);
                     barrier.wait();
                     let a = announce(1, worker + 2, 1);
-                    usize::from(ledger.announce(&site, &a, at(100)).unwrap().in_swarm)
+                    usize::from(!ledger.admit(&site, &a, at(100)).unwrap().hidden)
                 })
             })
             .collect::<Vec<_>>()
@@ -818,7 +1031,7 @@ fn a_known_users_announce_of_a_torrent_not_served_is_noted_within_a_bound() {
         ..LedgerConfig::default()
     });
     let refused = |ledger: &mut Ledger, a: &PrivateAnnounce, now| {
-        ledger.announce(&site, a, at(now)).unwrap_err().reason()
+        ledger.admit(&site, a, at(now)).unwrap_err().reason()
     };
     assert_eq!(
         refused(&mut ledger, &announce(1, 50, 1), 100),
@@ -890,37 +1103,35 @@ fn peer_lists_past_a_users_limits_are_refused_by_kind() {
     let mut other = Ledger::new(LedgerConfig::default()).with_lists(rates);
     let mut seeding = announce(2, 1, 1);
     seeding.left = 0;
-    let alone = ledger.announce(&site, &seeding, at(100)).unwrap();
+    let alone = ledger.admit(&site, &seeding, at(100)).unwrap();
     assert!(
         !alone.seed_list_refused && !alone.leech_list_refused,
         "no leechers: no lists"
     );
     // User 1 leeches torrent 1: a seed list (its one a minute); no other
     // leecher, no leech list.
-    let first = ledger.announce(&site, &announce(1, 1, 1), at(100)).unwrap();
+    let first = ledger.admit(&site, &announce(1, 1, 1), at(100)).unwrap();
     assert!(!first.seed_list_refused && !first.leech_list_refused);
     let mut seeding2 = announce(2, 2, 1);
     seeding2.left = 0;
-    other.announce(&site, &seeding2, at(100)).unwrap();
-    let second = other.announce(&site, &announce(1, 2, 1), at(101)).unwrap();
+    other.admit(&site, &seeding2, at(100)).unwrap();
+    let second = other.admit(&site, &announce(1, 2, 1), at(101)).unwrap();
     assert!(
         second.seed_list_refused,
         "the minute's one seed list is spent"
     );
     assert!(!second.leech_list_refused);
     // Leech lists: user 1's second peer on torrent 1 sees a leecher.
-    let third = ledger.announce(&site, &announce(1, 1, 2), at(102)).unwrap();
+    let third = ledger.admit(&site, &announce(1, 1, 2), at(102)).unwrap();
     assert!(third.seed_list_refused && !third.leech_list_refused);
     // The seeder now sees leechers: its leech lists count for user 2.
     seeding.event = AnnounceEvent::None;
-    let seeder_again = ledger.announce(&site, &seeding, at(2000)).unwrap();
+    let seeder_again = ledger.admit(&site, &seeding, at(2000)).unwrap();
     assert!(!seeder_again.seed_list_refused && !seeder_again.leech_list_refused);
     // Nothing is counted without limits.
     let mut free = Ledger::new(LedgerConfig::default());
     for peer in 1..=3 {
-        let a = free
-            .announce(&site, &announce(1, 1, peer), at(100))
-            .unwrap();
+        let a = free.admit(&site, &announce(1, 1, peer), at(100)).unwrap();
         assert!(!a.seed_list_refused && !a.leech_list_refused);
     }
 }

@@ -50,8 +50,9 @@ mod testing;
 pub use answer::{stats_json, torrent_json, user_json, ApiStats, TorrentCounts, UserCounts};
 pub use api::{parse_api_request, status_of, ApiError, ApiRequest};
 pub use batch::{
-    Agent, Batch, Claim, Credit, CreditRules, HistoryMark, HistoryRow, PeerEntry, PeerKey, PeerRow,
-    Point, Rows, Step, StepKind, TorrentRow, UnregisteredRow, UserRow,
+    first_credit, Agent, Batch, Claim, Credit, CreditRules, HistoryMark, HistoryRow, PeerEntry,
+    PeerKey, PeerRow, Point, PointState, Rows, Step, StepKind, TorrentRow, UnregisteredRow,
+    UserRow,
 };
 pub use change::SiteChange;
 pub use codec::{decode_pending, encode_pending, CodecError};

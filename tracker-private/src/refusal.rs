@@ -34,8 +34,13 @@ pub enum Refusal {
     TooManyPeers {
         max: u16,
     },
+    /// A new peer would exceed the peers the tracker holds for a torrent,
+    /// or in all (its memory bound).
+    TrackerFull,
     /// Not a refusal of the announce, which is accounted: a leecher past
-    /// its user's download slots, kept out of the swarm and told so.
+    /// its user's download slots, handed no peers and told so (over HTTP
+    /// as a warning beside the counts, as UNIT3D-Announce answers; over
+    /// UDP, which has no warnings, as an error).
     DownloadSlotLimit,
 }
 
@@ -50,6 +55,7 @@ pub enum RefusalKind {
     /// Download disabled, or the group may not announce.
     UserState,
     TooManyPeers,
+    Full,
 }
 
 impl Refusal {
@@ -72,7 +78,8 @@ impl Refusal {
             Refusal::AccountBanned => "Your account is not enabled. (Current: banned).",
             Refusal::AccountValidating => "Your account is not enabled. (Current: validating).",
             Refusal::AccountDisabled => "Your account is not enabled. (Current: disabled).",
-            Refusal::DownloadSlotLimit => "Download slot limit reached",
+            Refusal::DownloadSlotLimit => "Download slot limit reached.",
+            Refusal::TrackerFull => "The tracker is full. Please try again later.",
             Refusal::TooManyPeers { max } => {
                 return Cow::Owned(format!(
                     "You already have {max} peers on this torrent. Ignoring."
@@ -98,6 +105,7 @@ impl Refusal {
             | Refusal::AccountDisabled
             | Refusal::DownloadSlotLimit => RefusalKind::UserState,
             Refusal::TooManyPeers { .. } => RefusalKind::TooManyPeers,
+            Refusal::TrackerFull => RefusalKind::Full,
         }
     }
 
@@ -108,10 +116,7 @@ impl Refusal {
     pub fn is_critical_warning(&self) -> bool {
         matches!(
             self,
-            Refusal::TorrentPending
-                | Refusal::TorrentRejected
-                | Refusal::TorrentPostponed
-                | Refusal::DownloadSlotLimit
+            Refusal::TorrentPending | Refusal::TorrentRejected | Refusal::TorrentPostponed
         )
     }
 
@@ -120,8 +125,6 @@ impl Refusal {
     pub fn interval_secs(&self) -> u32 {
         match self {
             Refusal::TorrentPending | Refusal::TorrentRejected | Refusal::TorrentPostponed => 30,
-            // UNIT3D-Announce's ANNOUNCE_MIN: a slot may free up.
-            Refusal::DownloadSlotLimit => 1800,
             _ => 5400,
         }
     }

@@ -3,8 +3,10 @@
 //! locked), so that trackers sharing one database credit each byte once.
 //!
 //! A peer's row in `peers` is the point up to which it has been credited:
-//! its totals and the second of the announce that reported them. A claim
-//! is credited from the later of that row and the tracker's own base:
+//! its totals, the second of the announce that reported them, and whether
+//! the peer stayed (`active`), went silent (inactive but `visible`: the
+//! tracker's expiry, or the site's own clean-up) or stopped (neither). A
+//! claim is credited from the later of that row and the tracker's own base:
 //! - the row is the base (the common case: this tracker wrote it): the
 //!   claim's steps are credited as the ledger saw them;
 //! - the row is newer than the base (another tracker saw the peer since):
@@ -14,15 +16,21 @@
 //!   and the row is not written back over;
 //! - the peer was new to the tracker (it expired, the tracker restarted or
 //!   was down past the active TTL, or another tracker served it): its
-//!   first step is credited from the row, unless it starts a session
-//!   (`started`) or the row is older than the inactive TTL.
+//!   first step is credited from the row, unless the row is older than the
+//!   inactive TTL;
+//! - nobody recorded the peer: its first step is a session's first
+//!   announce, which credits no upload and is charged the download it
+//!   reports past the user's last reported total on the torrent
+//!   (`history.client_downloaded`; see [`first_credit`]).
 //!
-//! With totals that only grow, every byte between two announces of a peer
-//! is credited once, whichever trackers saw them and in whichever order
-//! their flushes land, but one case: a peer new to every tracker that
-//! announces to two of them within one flush interval, the second's flush
-//! landing first, is credited from the second's first announce (its bytes
-//! before that are never credited twice, but not at all).
+//! Every byte between two announces of a peer is credited once, whichever
+//! trackers saw them and in whichever order their flushes land. The
+//! database keeps whole seconds: within one second, two trackers'
+//! announces of one peer are ordered by their totals, and a row read for
+//! the upload-rate bound is taken at the start of its second (a step 1.2 s
+//! after a row is bounded over 1.2 s at least; a client gains at most one
+//! second's worth of the bound per return to a tracker that did not see it
+//! last).
 //!
 //! Torrent counts move with the rows a flush actually changes: a peer
 //! counts in its torrent's seeders or leechers while its row is active and
@@ -32,8 +40,8 @@
 //! between leeching and seeding.
 
 use crate::batch::{
-    step_credit, within_upload_bound, Batch, Credit, CreditRules, HistoryRow, PeerEntry, PeerKey,
-    PeerRow, Point, Rows, StepKind, TorrentRow, UserRow, MICROS,
+    first_credit, step_credit, within_upload_bound, Batch, Claim, Credit, CreditRules, HistoryRow,
+    PeerEntry, PeerKey, PeerRow, Point, PointState, Rows, Step, TorrentRow, UserRow, MICROS,
 };
 use crate::site::{TorrentId, UserId};
 use ahash::AHashMap;
@@ -57,7 +65,20 @@ impl StoredPeer {
             downloaded: self.downloaded,
             at_us: self.updated_at.saturating_mul(MICROS),
             seeder: self.seeder,
-            active: self.active,
+            state: self.state(),
+        }
+    }
+
+    /// A stop is written inactive and not visible (as UNIT3D-Announce
+    /// writes it); an expiry inactive but as visible as it was (as the
+    /// site's own clean-up of silent peers leaves it). A leecher held back
+    /// by its download slots that expired reads as stopped: its upload
+    /// across the silence is not credited.
+    fn state(&self) -> PointState {
+        match (self.active, self.visible) {
+            (true, _) => PointState::Active,
+            (false, true) => PointState::Expired,
+            (false, false) => PointState::Stopped,
         }
     }
 
@@ -86,6 +107,9 @@ pub struct StoredHistory {
     pub completed: bool,
     /// Unix seconds of the pair's last announce, by any of its peers.
     pub updated_at: u64,
+    /// The download total the user's client last reported on the torrent
+    /// (`client_downloaded`).
+    pub client_downloaded: u64,
 }
 
 /// What a flush writes once settled.
@@ -110,14 +134,58 @@ fn beyond(stored: &Point, point: &Point) -> bool {
             && (stored.uploaded, stored.downloaded) != (point.uploaded, point.downloaded))
 }
 
+/// `row` records `base` itself: this tracker wrote it (or read it at its
+/// start), and no one recorded the peer since.
+fn same(row: &Point, base: &Point) -> bool {
+    row.at_secs() == base.at_secs()
+        && (row.uploaded, row.downloaded, row.seeder)
+            == (base.uploaded, base.downloaded, base.seeder)
+}
+
 /// Where a claim's crediting starts.
+#[derive(Clone, Copy)]
 enum Origin {
-    /// Nothing: its first step credits nothing.
+    /// Nobody recorded the peer: its first step is a session's first
+    /// announce.
     Nothing,
     /// The tracker's own base.
     Base(Point),
     /// The peer's row in the database, newer than any base.
     Row(Point),
+    /// The row is past the claim's first step (another tracker recorded
+    /// the peer meanwhile): from it to the last step only.
+    Covered(Point),
+    /// The row is past every step of the claim: nothing credited, and the
+    /// row not written back.
+    Superseded,
+}
+
+/// Where `claim` is credited from, given the peer's `row`.
+fn origin(row: Option<&StoredPeer>, claim: &Claim, rules: &CreditRules) -> Origin {
+    // A row past the inactive TTL is not credited from: the peer counts as
+    // new, as UNIT3D-Announce forgets it then.
+    let recent = row.map(StoredPeer::point).filter(|r| {
+        r.at_secs().saturating_add(rules.inactive_peer_ttl) >= claim.first.point.at_secs()
+    });
+    let Some(r) = recent else {
+        return claim.base.map_or(Origin::Nothing, Origin::Base);
+    };
+    if let Some(base) = claim.base.filter(|base| same(&r, base)) {
+        return Origin::Base(base);
+    }
+    if beyond(&r, &claim.first.point) {
+        // Another tracker recorded the peer after this claim's first step
+        // (announces here and there interleaved, its flush first).
+        return if beyond(&r, &claim.last.point) {
+            Origin::Superseded
+        } else {
+            Origin::Covered(r)
+        };
+    }
+    match claim.base {
+        Some(base) if !beyond(&r, &base) => Origin::Base(base),
+        _ => Origin::Row(r),
+    }
 }
 
 /// The running upload-rate window of one (user, torrent) in this flush,
@@ -131,7 +199,8 @@ struct PairWindow {
 }
 
 /// Settles `batch`: `stored` gives each peer's row as the database holds
-/// it now, `history` each (user, torrent) pair's row.
+/// it now, `history` each (user, torrent) pair's row (read for the pairs
+/// [`pairs_needing_history`] names).
 pub fn settle(
     batch: &Batch,
     stored: impl Fn(&PeerKey) -> Option<StoredPeer>,
@@ -145,8 +214,7 @@ pub fn settle(
     let mut keys: Vec<&PeerKey> = batch.peers.keys().collect();
     // Key order: the pair windows are spent in a fixed order.
     keys.sort_unstable();
-    // Each pair's credit, and whether any of its peers was more than a stop
-    // of a peer nobody recorded.
+    // Each pair's credit, and whether any of its peers wrote a row.
     let mut pair_credit: AHashMap<(UserId, TorrentId), (Credit, bool)> = AHashMap::new();
     let mut windows: AHashMap<(UserId, TorrentId), PairWindow> = AHashMap::new();
     for key in keys {
@@ -155,14 +223,23 @@ pub fn settle(
         };
         let pair = (key.user_id, key.torrent_id);
         let row = stored(key);
+        let stored_history = history(pair.0, pair.1);
         let window = windows.entry(pair).or_insert_with(|| PairWindow {
-            until_us: history(pair.0, pair.1).map_or(0, |h| end_of_second(h.updated_at)),
+            until_us: stored_history.map_or(0, |h| h.updated_at.saturating_mul(MICROS)),
             used: false,
         });
-        let (credit, write) = settle_peer(row.as_ref(), entry, rules, window);
-        if !write {
+        let last_reported = stored_history.map_or(0, |h| h.client_downloaded);
+        let from = origin(row.as_ref(), &entry.claim, rules);
+        let credit = settle_peer(from, entry, last_reported, rules, window);
+        let superseded = matches!(from, Origin::Superseded);
+        if superseded {
             out.superseded += 1;
         }
+        // Stops of a peer nobody recorded that report nothing to charge
+        // (the ledger admits them so that a peer known only to the
+        // database is credited): nothing to write.
+        let idle_stop = row.is_none() && entry.claim.is_unknown_stop() && credit.is_zero();
+        let write = !superseded && !idle_stop;
         let before = row.and_then(|r| r.counted_as_seeder());
         let after = if write {
             entry.row.counted_as_seeder()
@@ -179,21 +256,17 @@ pub fn settle(
         if torrent.seeders != 0 || torrent.leechers != 0 || torrent.balance != 0 {
             out.rows.add_torrent(key.torrent_id, torrent);
         }
-        // A stop of a peer nobody recorded (the ledger admits it so that a
-        // peer known only to the database is credited): nothing to write.
-        let unknown_stop =
-            row.is_none() && entry.claim.opens_with_unknown_stop() && entry.claim.stops_only;
-        if write && !unknown_stop {
+        if write {
             out.rows.peers.insert(*key, entry.row);
         }
-        let (sum, real) = pair_credit.entry(pair).or_default();
+        let (sum, wrote) = pair_credit.entry(pair).or_default();
         sum.add(&credit);
-        *real |= !unknown_stop;
+        *wrote |= !idle_stop;
     }
 
     let mut pairs: Vec<_> = pair_credit.into_iter().collect();
     pairs.sort_unstable_by_key(|(pair, _)| *pair);
-    for ((user_id, torrent_id), (credit, real)) in pairs {
+    for ((user_id, torrent_id), (credit, wrote)) in pairs {
         let user_row = UserRow {
             uploaded: credit.uploaded,
             downloaded: credit.downloaded,
@@ -224,7 +297,8 @@ pub fn settle(
             );
             row.completed_at = row.completed_at.or(Some(mark.updated_at));
         }
-        if !real && stored_history.is_none() {
+        // Idle stops alone make no history row where there is none.
+        if !wrote && stored_history.is_none() {
             continue;
         }
         out.credited.add(&credit);
@@ -239,9 +313,11 @@ pub fn settle(
 /// The (user, torrent) pairs whose history rows settling `batch` consults:
 /// those where a peer completes (counted once a pair), where one is
 /// measured from its row under the upload bound (the pair's latest
-/// announce bounds it), or where one only stopped unknown (no history row
-/// is made for a pair that has none). A flush reads only these: the
-/// history of every other pair is never looked at.
+/// announce bounds it), where a session nobody recorded reports a download
+/// (charged past the pair's last reported total), or where one only
+/// stopped unknown (no history row is made for a pair that has none). A
+/// flush reads only these: the history of every other pair is never
+/// looked at.
 pub fn pairs_needing_history(
     batch: &Batch,
     stored: impl Fn(&PeerKey) -> Option<StoredPeer>,
@@ -254,10 +330,11 @@ pub fn pairs_needing_history(
             until_us: 0,
             used: false,
         };
-        let (credit, _) = settle_peer(row.as_ref(), entry, rules, &mut window);
-        let unknown_stop =
-            row.is_none() && entry.claim.opens_with_unknown_stop() && entry.claim.stops_only;
-        if credit.completed || window.used || unknown_stop {
+        let from = origin(row.as_ref(), &entry.claim, rules);
+        let credit = settle_peer(from, entry, 0, rules, &mut window);
+        let unreported = matches!(from, Origin::Nothing) && entry.claim.first.point.downloaded > 0;
+        let unknown_stop = row.is_none() && entry.claim.is_unknown_stop();
+        if credit.completed || window.used || unreported || unknown_stop {
             pairs.push((key.user_id, key.torrent_id));
         }
     }
@@ -266,81 +343,40 @@ pub fn pairs_needing_history(
     pairs
 }
 
-/// What one peer's claim credits against its `row`, and whether its row
-/// is written (false: a newer one is stored).
+/// What one peer's claim credits from `from`; `last_reported` is the
+/// pair's last reported download total, for a session nobody recorded.
 fn settle_peer(
-    row: Option<&StoredPeer>,
+    from: Origin,
     entry: &PeerEntry,
-    rules: &CreditRules,
-    window: &mut PairWindow,
-) -> (Credit, bool) {
-    let claim = &entry.claim;
-    // A row past the inactive TTL is not credited from: the peer counts as
-    // new, as UNIT3D-Announce forgets it then.
-    let recent = row.map(StoredPeer::point).filter(|r| {
-        r.at_secs().saturating_add(rules.inactive_peer_ttl) >= claim.first.point.at_secs()
-    });
-    // Within a second, a row with higher totals than a `started` is from
-    // before that new session, not after it.
-    let past_first = |r: &Point| {
-        if claim.first.kind == StepKind::Started {
-            r.at_secs() > claim.first.point.at_secs()
-        } else {
-            beyond(r, &claim.first.point)
-        }
-    };
-    if let Some(r) = recent.filter(past_first) {
-        // Another tracker recorded the peer after this claim's first step
-        // (announces here and there interleaved, its flush first).
-        if beyond(&r, &claim.last.point) {
-            return (Credit::default(), false);
-        }
-        // From the row to the last step, at its factors.
-        return (from_row(&r, &claim.last, rules, window), true);
-    }
-    let from = match (claim.base, recent) {
-        _ if claim.first.kind == StepKind::Started => Origin::Nothing,
-        (Some(base), Some(r)) if beyond(&r, &base) => Origin::Row(r),
-        (Some(base), _) => Origin::Base(base),
-        (None, Some(r)) => Origin::Row(r),
-        (None, None) => Origin::Nothing,
-    };
-    let mut credit = match from {
-        // An opening stop nobody recorded measured nothing: what followed
-        // it was a new peer's.
-        Origin::Nothing if claim.opens_with_unknown_stop() => return (claim.rest, true),
-        Origin::Nothing => Credit::default(),
-        Origin::Base(base) => step_credit(&base, &claim.first, rules),
-        Origin::Row(r) => from_row(&r, &claim.first, rules, window),
-    };
-    credit.add(&claim.lead);
-    credit.add(&claim.rest);
-    (credit, true)
-}
-
-/// The last microsecond of second `secs`: a time the database keeps in
-/// whole seconds, taken at its latest.
-fn end_of_second(secs: u64) -> u64 {
-    secs.saturating_mul(MICROS).saturating_add(MICROS - 1)
-}
-
-/// `step` credited from a stored row: under the upload-rate bound over the
-/// time since the later of the row and the pair's window, counted from the
-/// end of their second (the database keeps whole seconds), so that no
-/// return of a peer gains a second's slack.
-fn from_row(
-    row: &Point,
-    step: &crate::batch::Step,
+    last_reported: u64,
     rules: &CreditRules,
     window: &mut PairWindow,
 ) -> Credit {
+    let claim = &entry.claim;
+    let mut credit = match from {
+        Origin::Superseded => return Credit::default(),
+        Origin::Covered(r) => return from_row(&r, &claim.last, rules, window),
+        Origin::Nothing => first_credit(&claim.first, last_reported),
+        Origin::Base(base) => step_credit(&base, &claim.first, rules),
+        Origin::Row(r) => from_row(&r, &claim.first, rules, window),
+    };
+    credit.add(&claim.rest);
+    credit
+}
+
+/// `step` credited from a stored row: under the upload-rate bound over the
+/// time since the later of the row and the pair's window. The database
+/// keeps whole seconds: a row is taken at the start of its second, so
+/// that an honest transfer just after it is never flagged (the bound is
+/// then generous by less than a second).
+fn from_row(row: &Point, step: &Step, rules: &CreditRules, window: &mut PairWindow) -> Credit {
     let mut credit = step_credit(row, step, rules);
     let rate = rules.max_upload_rate;
     if rate == 0 || credit.actual_uploaded == 0 || step.flagged {
         return credit;
     }
     window.used = true;
-    let start = end_of_second(row.at_secs()).max(window.until_us);
+    let start = row.at_us.max(window.until_us);
     match within_upload_bound(start, credit.actual_uploaded, rate, step.point.at_us) {
         Some(until) => window.until_us = until,
         None => credit.uploaded = 0,

@@ -8,7 +8,7 @@ use crate::batch::CreditRules;
 use crate::ledger::{Ledger, LedgerConfig, PrivateAnnounce};
 use crate::rules::GlobalFactors;
 use crate::site::{Site, Torrent};
-use crate::testing::{self, announce, peer, torrent, MemoryDb};
+use crate::testing::{self, announce, peer, torrent, Admit, MemoryDb};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use tracker_proto::AnnounceEvent;
@@ -90,16 +90,16 @@ fn a_failover_credits_each_byte_once_in_either_flush_order() {
         let mut db = MemoryDb::default();
         let mut a = Tracker::new(config);
         let mut client = announce(1, 1, 1);
-        a.ledger.announce(&site, &client, at(100)).unwrap();
+        a.ledger.admit(&site, &client, at(100)).unwrap();
         a.flush(&mut db);
         let mut b = Tracker::start(config, &db, 200);
         regular(&mut client, 5000, 0);
-        a.ledger.announce(&site, &client, at(300)).unwrap();
+        a.ledger.admit(&site, &client, at(300)).unwrap();
         if !b_flushes_first {
             a.flush(&mut db);
         }
         regular(&mut client, 1000, 0);
-        b.ledger.announce(&site, &client, at(400)).unwrap();
+        b.ledger.admit(&site, &client, at(400)).unwrap();
         b.flush(&mut db);
         a.flush(&mut db);
         assert_eq!(db.users[&1].uploaded, 6000, "b first: {b_flushes_first}");
@@ -129,16 +129,16 @@ fn stale_peers_expired_by_the_other_tracker_leave_the_counts_right() {
     let mut seeder = announce(1, 1, 1);
     seeder.left = 0;
     let mut leecher = announce(2, 1, 2);
-    a.ledger.announce(&site, &seeder, at(100)).unwrap();
-    a.ledger.announce(&site, &leecher, at(100)).unwrap();
+    a.ledger.admit(&site, &seeder, at(100)).unwrap();
+    a.ledger.admit(&site, &leecher, at(100)).unwrap();
     a.flush(&mut db);
     let mut b = Tracker::start(config, &db, 150);
     for hour in 1..=5 {
         let now = 100 + hour * 3600;
         regular(&mut seeder, 0, 0);
         regular(&mut leecher, 0, 10);
-        a.ledger.announce(&site, &seeder, at(now)).unwrap();
-        a.ledger.announce(&site, &leecher, at(now)).unwrap();
+        a.ledger.admit(&site, &seeder, at(now)).unwrap();
+        a.ledger.admit(&site, &leecher, at(now)).unwrap();
         a.flush(&mut db);
         b.ledger.expire(now + 1);
         b.flush(&mut db);
@@ -148,8 +148,8 @@ fn stale_peers_expired_by_the_other_tracker_leave_the_counts_right() {
     // Both stop: nothing left, and nothing negative.
     seeder.event = AnnounceEvent::Stopped;
     leecher.event = AnnounceEvent::Stopped;
-    a.ledger.announce(&site, &seeder, at(20_000)).unwrap();
-    a.ledger.announce(&site, &leecher, at(20_000)).unwrap();
+    a.ledger.admit(&site, &seeder, at(20_000)).unwrap();
+    a.ledger.admit(&site, &leecher, at(20_000)).unwrap();
     a.flush(&mut db);
     b.ledger.expire(40_000);
     b.flush(&mut db);
@@ -165,9 +165,9 @@ fn a_tracker_down_past_the_ttl_loses_no_bytes() {
     let mut db = MemoryDb::default();
     let mut tracker = Tracker::new(config);
     let mut client = announce(1, 1, 1);
-    tracker.ledger.announce(&site, &client, at(100)).unwrap();
+    tracker.ledger.admit(&site, &client, at(100)).unwrap();
     regular(&mut client, 700, 300);
-    tracker.ledger.announce(&site, &client, at(1900)).unwrap();
+    tracker.ledger.admit(&site, &client, at(1900)).unwrap();
     tracker.flush(&mut db);
     // Down for three hours: the new process restores nothing.
     let mut tracker = Tracker::start(config, &db, 1900 + 3 * 3600);
@@ -175,7 +175,7 @@ fn a_tracker_down_past_the_ttl_loses_no_bytes() {
     regular(&mut client, 5000, 2000);
     let back = tracker
         .ledger
-        .announce(&site, &client, at(1900 + 3 * 3600))
+        .admit(&site, &client, at(1900 + 3 * 3600))
         .unwrap();
     assert!(back.new_peer);
     tracker.flush(&mut db);
@@ -276,13 +276,18 @@ struct ModelPeer {
     last: Option<(u64, u64, bool, bool, u64)>,
 }
 
-/// What one tracker seeing every announce in order would credit, by
-/// UNIT3D-Announce's rules per announce.
+/// What one tracker seeing every announce in order would credit, by this
+/// tracker's rules per announce.
 #[derive(Default)]
 struct Model {
     peers: BTreeMap<u8, ModelPeer>,
     /// Per user: credited up, down; raw up, down; seedtime.
     users: BTreeMap<u32, [u64; 5]>,
+    /// The same, but an upload after a stop continues the stopped session:
+    /// what every byte reported comes to, counted once. Two trackers that
+    /// both see a peer within one flush interval may not know of each
+    /// other's stop (nor may a tracker that lost the stop in a crash).
+    continued: BTreeMap<u32, [u64; 5]>,
     completed: std::collections::BTreeSet<(u32, u32)>,
 }
 
@@ -388,6 +393,15 @@ impl Run {
             a
         });
         let (up, down) = (u64::from(up), u64::from(down));
+        // A peer's first announce starts its session at zero, as a client's
+        // does (a session's first announce nobody recorded is charged past
+        // the pair's last report, which depends on when the pair's other
+        // peers were flushed: tested apart).
+        let what = if self.model.peers.contains_key(&p) {
+            what
+        } else {
+            Move::Start
+        };
         match what {
             Move::Start => {
                 // A new session's first announce: nothing moved yet.
@@ -414,7 +428,7 @@ impl Run {
         let a = *client;
         self.trackers[tracker]
             .ledger
-            .announce(&self.site, &a, self.now_us)
+            .admit(&self.site, &a, self.now_us)
             .unwrap();
         self.model_announce(p, &a, what);
     }
@@ -425,29 +439,19 @@ impl Run {
         let seeder = a.left == 0;
         let stop = matches!(what, Move::Stop);
         let peer = self.model.peers.entry(p).or_default();
-        let previous = if matches!(what, Move::Start) {
-            None
-        } else {
-            peer.last
-        };
-        if stop && previous.is_none() {
-            // A stop of a peer nobody saw: nothing is recorded.
-            return;
-        }
+        let previous = peer.last;
         peer.last = Some((a.uploaded, a.downloaded, seeder, !stop, now));
+        // Every peer's first announce is a session's start at zero (see
+        // `announce`): it credits nothing.
         let Some((up0, down0, was_seeder, was_active, then)) = previous else {
             return;
         };
-        let (up, down) = if stop {
-            (
-                a.uploaded.saturating_sub(up0),
-                a.downloaded.saturating_sub(down0),
-            )
-        } else if a.uploaded < up0 || a.downloaded < down0 {
-            (0, 0)
-        } else {
-            (a.uploaded - up0, a.downloaded - down0)
-        };
+        // After a stop, a new session for the upload; the download goes on,
+        // each counter on its own: a download total back is a restart,
+        // charged its new total; an upload back credits nothing.
+        let continued = a.uploaded.saturating_sub(up0);
+        let up = if was_active { continued } else { 0 };
+        let down = a.downloaded.checked_sub(down0).unwrap_or(a.downloaded);
         let (up_factor, down_factor) = if torrent == 2 { (200, 0) } else { (100, 100) };
         let totals = self.model.users.entry(user).or_default();
         totals[0] += up * up_factor / 100;
@@ -457,7 +461,12 @@ impl Run {
         if was_active && was_seeder && seeder {
             totals[4] += now.saturating_sub(then).min(self.config.active_peer_ttl);
         }
-        if !stop && seeder && !was_seeder {
+        let totals = self.model.continued.entry(user).or_default();
+        totals[0] += continued * up_factor / 100;
+        totals[1] += down * down_factor / 100;
+        totals[2] += continued;
+        totals[3] += down;
+        if !stop && was_active && seeder && !was_seeder {
             self.model.completed.insert((user, torrent));
         }
     }
@@ -518,10 +527,12 @@ proptest! {
 
     /// Any interleaving at all (flushes landing out of order, crashes
     /// losing what was held, expiry of peers the other tracker serves):
-    /// never a byte more than the model, credited or reported, and the
-    /// counts always those of the rows, never below zero. (Seedtime is left
-    /// out: a tracker measuring from a row older than a stop the other has
-    /// not flushed yet counts the seconds up to that flush as seeded.)
+    /// no byte credited twice (never more than every byte reported, counted
+    /// once: an upload after a stop that the crediting tracker did not see
+    /// may continue its session), and the counts always those of the rows,
+    /// never below zero. (Seedtime is left out: a tracker measuring from a
+    /// row older than a stop the other has not flushed yet counts the
+    /// seconds up to that flush as seeded.)
     #[test]
     fn two_trackers_never_credit_twice(
         events in proptest::collection::vec(arb_event(true), 1..80),
@@ -532,7 +543,7 @@ proptest! {
         }
         run.finish();
         for user in [1, 2] {
-            let expected = run.model.users.get(&user).copied().unwrap_or_default();
+            let expected = run.model.continued.get(&user).copied().unwrap_or_default();
             let got = run.credited(user);
             for (i, (got, expected)) in got.iter().zip(expected).enumerate().take(4) {
                 prop_assert!(*got <= expected, "user {} field {}: {} > {}", user, i, got, expected);

@@ -67,6 +67,9 @@ pub struct PrivateCounts {
     /// Snatches (`downloaded`): the site's `times_completed` when read,
     /// and those the owner counted since.
     pub times_completed: u32,
+    /// A warning the answer carries (UNIT3D-Announce's download-slot
+    /// warning), with no peers.
+    pub warning: Option<Refusal>,
 }
 
 /// A question to a worker's ledger, for the site API's reads.

@@ -79,6 +79,7 @@ impl UdpService {
             left: req.left,
             // No user agent over UDP: the client its peer id names.
             agent: agent_of(&req.peer_id),
+            numwant: announce.numwant,
         };
         let request = PrivateRequest { announce, account };
         // Steering brings nearly every announce to its owner: answered in
@@ -122,6 +123,16 @@ impl UdpService {
         peers: &AnswerPeers,
     ) {
         match counts {
+            // BEP 15 has no warnings: the leecher past its download slots
+            // (accounted, handed no peers) is told why as an error.
+            Ok(PrivateCounts {
+                warning: Some(warning),
+                ..
+            }) => {
+                Self::count_announce_response(stats, family);
+                stats.errors_sent.inc();
+                write_error_response(out, txid, warning.reason().as_bytes());
+            }
             // BEP 15's answer has no room for snatches.
             Ok(counts) => {
                 let peers = peers.compact();

@@ -121,6 +121,7 @@ fn announce_once(peers: &[SocketAddr], complete: u32, tweak: impl FnOnce(&mut Ve
                 peers,
                 compact: true,
                 no_peer_id: false,
+                warning: None,
             },
         );
         tweak(body);
@@ -295,6 +296,7 @@ fn answer_announce(s: &mut HttpSession, now_ns: u64, stats: &mut Stats) {
                 peers: &peers,
                 compact: true,
                 no_peer_id: false,
+                warning: None,
             },
         );
     });

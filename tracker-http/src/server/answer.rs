@@ -106,6 +106,7 @@ impl HttpService {
                     peers,
                     compact: req.compact,
                     no_peer_id: req.no_peer_id,
+                    warning: None,
                 };
                 write_response(out, 200, connection, |body| write_announce(body, &answer));
             }

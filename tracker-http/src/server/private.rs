@@ -12,6 +12,9 @@ use tracker_runtime::shard::{PrivateCounts, PrivateRefused, PrivateRequest};
 /// UNIT3D-Announce's answer to a path key that cannot be a passkey.
 const INVALID_PASSKEY: &str = "Invalid passkey.";
 
+/// UNIT3D-Announce's answer to `compact=0`.
+const COMPACT_ONLY: &str = "Your client does not support compact announces.";
+
 impl HttpService {
     pub(super) async fn private_request(
         &self,
@@ -34,6 +37,12 @@ impl HttpService {
             Ok(req) => req,
             Err(e) => return self.fail(s.out, e.status(), connection, e.reason()),
         };
+        // UNIT3D-Announce serves compact answers only: the peer ids of a
+        // private swarm are not handed out.
+        if !req.compact {
+            self.stats.refused.inc();
+            return self.fail(s.out, 200, connection, COMPACT_ONLY);
+        }
         // The client's own checks, before any lookup.
         let client = check_headers(request.browser_headers, request.user_agent)
             .and_then(|()| check_port(req.port, req.event));
@@ -54,6 +63,7 @@ impl HttpService {
             downloaded: req.downloaded,
             left: req.left,
             agent: Agent::new(request.user_agent.unwrap_or_default()),
+            numwant: announce.numwant,
         };
         if self.shard.is_local(&announce.info_hash) {
             traffic.announces_local.inc();
@@ -101,6 +111,7 @@ impl HttpService {
         counts: PrivateCounts,
         peers: &AnswerPeers,
     ) {
+        let warning = counts.warning.map(|w| w.reason());
         let answer = AnnounceResponse {
             interval: self.swarm.announce_interval_secs,
             min_interval: self.shard.private().and_then(|p| p.min_interval()),
@@ -110,6 +121,7 @@ impl HttpService {
             peers,
             compact: req.compact,
             no_peer_id: req.no_peer_id,
+            warning: warning.as_deref().map(str::as_bytes),
         };
         write_response(out, 200, connection, |body| write_announce(body, &answer));
     }

@@ -31,6 +31,9 @@ pub struct AnnounceResponse<'a> {
     /// Leave `peer id` out of the dictionaries of a non-compact answer (they
     /// are left out, too, of one whose peers were asked without their ids).
     pub no_peer_id: bool,
+    /// A `warning message` beside the answer (a private tracker's
+    /// download-slot warning).
+    pub warning: Option<&'a [u8]>,
 }
 
 /// Appends the bencoded body of an announce answer. Compact answers always carry
@@ -84,6 +87,11 @@ pub fn write_announce(out: &mut Vec<u8>, announce: &AnnounceResponse<'_>) {
             out.push(b'e');
         }
         out.push(b'e');
+    }
+    // Last: `warning message` sorts after `peers` and `peers6`.
+    if let Some(warning) = announce.warning {
+        out.extend_from_slice(b"15:warning message");
+        put_bytes(out, warning);
     }
     out.push(b'e');
 }
@@ -259,6 +267,7 @@ mod tests {
             peers,
             compact,
             no_peer_id,
+            warning: None,
         }
     }
 
@@ -538,6 +547,7 @@ mod tests {
             let announce = AnnounceResponse {
                 interval, min_interval, complete, downloaded, incomplete, peers: &peers, compact,
                 no_peer_id,
+                warning: None,
             };
             let mut out = Vec::new();
             write_response(&mut out, 200, Connection::KeepAlive, |b| write_announce(b, &announce));

@@ -38,6 +38,10 @@ crate::counters! {
         /// credited at the flush if the database has its row.
         pub stopped_unknown: Counter => PRIVATE_ANNOUNCES { outcome = "stopped_peer_missing" },
         pub too_many_peers: Counter => PRIVATE_ANNOUNCES { outcome = "too_many_peers" },
+        /// Past the accounts a torrent or the worker may hold.
+        pub tracker_full: Counter => PRIVATE_ANNOUNCES { outcome = "tracker_full" },
+        /// Leechers past their download slots: accounted, handed no peers.
+        pub slot_limited: Counter => PRIVATE_ANNOUNCES { outcome = "slot_limited" },
     }
 }
 
@@ -50,6 +54,7 @@ impl PrivateStats {
             RefusalKind::UnknownUser => self.unknown_user.inc(),
             RefusalKind::UserState => self.user_state.inc(),
             RefusalKind::TooManyPeers => self.too_many_peers.inc(),
+            RefusalKind::Full => self.tracker_full.inc(),
         }
     }
 }
@@ -81,6 +86,7 @@ impl Shard {
             site: RefCell::new(LocalCopy::new(site)),
             ledger: RefCell::new(
                 Ledger::new(config)
+                    .with_seed(clock::unix_micros() ^ (self.index as u64).rotate_left(32))
                     .with_slots(slots)
                     .with_lists(lists)
                     .with_quota(quota),
@@ -106,35 +112,36 @@ impl Shard {
         self.private.get()
     }
 
-    /// A private announce to a torrent of this shard: the ledger first, then
-    /// the store (which a stopped peer leaves).
+    /// A private announce to a torrent of this shard: its ledger checks and
+    /// accounts it, and draws its peers. The swarm store is not used: a
+    /// private torrent's swarm is its accounts, one per user and peer id.
     fn private_announce_local(
         &self,
         req: &PrivateRequest,
         peers: &mut AnswerPeers,
     ) -> Result<PrivateCounts, PrivateRefused> {
         let Some(private) = self.private.get() else {
+            peers.reset(IpFamily::of(req.announce.peer_addr.ip()));
             return Err(PrivateRefused::Store(AnnounceRefused::NotAllowed));
         };
         // Borrowed, not cloned: a clone of the shared Arc per announce would
         // bounce its count's cache line between every worker's CPU.
         let mut site = private.site.borrow_mut();
-        let admitted =
-            private
-                .ledger
-                .borrow_mut()
-                .announce(site.get(), &req.account, clock::unix_micros());
+        let admitted = private.ledger.borrow_mut().announce(
+            site.get(),
+            &req.account,
+            clock::unix_micros(),
+            peers,
+        );
+        drop(site);
+        let s = &private.stats;
         let admitted = match admitted {
             Ok(admitted) => admitted,
             Err(refusal) => {
-                private.stats.refused(refusal.kind());
-                peers.reset(IpFamily::of(req.announce.peer_addr.ip()));
+                s.refused(refusal.kind());
                 return Err(PrivateRefused::Site(refusal));
             }
         };
-        drop(site);
-        let times_completed = admitted.times_completed;
-        let s = &private.stats;
         s.admitted.inc();
         if admitted.flagged {
             s.flagged.inc();
@@ -142,30 +149,24 @@ impl Shard {
         if admitted.new_peer && req.account.event == AnnounceEvent::Stopped {
             s.stopped_unknown.inc();
         }
-        let mut announce = req.announce;
-        if !admitted.in_swarm {
-            announce.event = AnnounceEvent::Stopped;
-        }
-        // Peers held back are not picked at all (a hidden peer's announce
-        // goes in as a stop, which picks none).
-        let hand_out = HandOut {
-            seeders: !admitted.seed_list_refused && !admitted.too_soon,
-            leechers: !admitted.leech_list_refused && !admitted.too_soon,
+        let counts = SwarmCounts {
+            seeders: admitted.seeders,
+            leechers: admitted.leechers,
         };
-        let counts = self
-            .announce_unchecked(&announce, hand_out, peers)
-            .map_err(PrivateRefused::Store);
-        if admitted.hidden {
-            peers.reset(IpFamily::of(req.announce.peer_addr.ip()));
-            return Err(PrivateRefused::Site(Refusal::DownloadSlotLimit));
-        }
-        let answer = |swarm| PrivateCounts {
+        let answer = |swarm, warning| PrivateCounts {
             swarm,
-            times_completed,
+            times_completed: admitted.times_completed,
+            warning,
         };
+        // A leecher past its download slots gets UNIT3D-Announce's answer:
+        // the counts, no peers, and its warning.
+        if admitted.hidden {
+            s.slot_limited.inc();
+            return Ok(answer(counts, Some(Refusal::DownloadSlotLimit)));
+        }
         if admitted.too_soon {
             s.too_soon.inc();
-            return counts.map(|_| answer(SwarmCounts::default()));
+            return Ok(answer(SwarmCounts::default(), None));
         }
         // A list refused is not hinted at by its count either, as
         // UNIT3D-Announce answers it.
@@ -175,20 +176,21 @@ impl Shard {
         if admitted.leech_list_refused {
             s.leech_list_refused.inc();
         }
-        counts.map(|c| {
-            answer(SwarmCounts {
+        Ok(answer(
+            SwarmCounts {
                 seeders: if admitted.seed_list_refused {
                     0
                 } else {
-                    c.seeders
+                    counts.seeders
                 },
                 leechers: if admitted.leech_list_refused {
                     0
                 } else {
-                    c.leechers
+                    counts.leechers
                 },
-            })
-        })
+            },
+            None,
+        ))
     }
 
     /// A private announce to a torrent of this shard, answered at once
