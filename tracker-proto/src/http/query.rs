@@ -74,12 +74,7 @@ pub fn parse_announce(query: &[u8]) -> Result<AnnounceRequest<'_>, RequestError>
             b"peer_id" => peer_id = Some(decode_20(value, RequestError::InvalidPeerId)?),
             b"port" => {
                 let n = decode_u64(value, RequestError::InvalidPort)?;
-                port = Some(
-                    u16::try_from(n)
-                        .ok()
-                        .filter(|&p| p != 0)
-                        .ok_or(RequestError::InvalidPort)?,
-                );
+                port = Some(u16::try_from(n).map_err(|_| RequestError::InvalidPort)?);
             }
             b"uploaded" => announce.uploaded = decode_u64(value, RequestError::InvalidUploaded)?,
             b"downloaded" => {
@@ -106,6 +101,12 @@ pub fn parse_announce(query: &[u8]) -> Result<AnnounceRequest<'_>, RequestError>
     announce.info_hash = InfoHash(info_hash.ok_or(RequestError::MissingInfoHash)?);
     announce.peer_id = PeerId(peer_id.ok_or(RequestError::MissingPeerId)?);
     announce.port = port.ok_or(RequestError::MissingPort)?;
+    // Some clients send port 0 with `stopped` (UNIT3D-Announce takes it so):
+    // a peer that leaves needs no port, and refusing its stop would leave
+    // it counted.
+    if announce.port == 0 && announce.event != AnnounceEvent::Stopped {
+        return Err(RequestError::InvalidPort);
+    }
     Ok(announce)
 }
 

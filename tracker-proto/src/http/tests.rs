@@ -369,6 +369,18 @@ fn reads_events() {
 }
 
 #[test]
+fn port_0_only_with_a_stop() {
+    let stop = announce("&port=0&event=stopped").unwrap();
+    assert_eq!((stop.port, stop.event), (0, AnnounceEvent::Stopped));
+    // The event may come before or after the port.
+    assert!(announce("&event=stopped&port=0").is_ok());
+    assert_eq!(
+        announce("&port=0&event=started").map(|a| a.port),
+        Err(RequestError::InvalidPort)
+    );
+}
+
+#[test]
 fn refuses_bad_values() {
     use RequestError::*;
     let u64_overflow = "18446744073709551616";
