@@ -166,6 +166,7 @@ fn read_history(
                 StoredHistory {
                     completed: flag(r, 2, "history.completed_at")?,
                     updated_at: updated_at.unwrap_or(0),
+                    client_downloaded: column(r, 4, "history.client_downloaded")?,
                 },
             );
         }

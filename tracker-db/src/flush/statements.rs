@@ -83,8 +83,8 @@ pub(super) fn read_peers(keys: &[PeerKey]) -> String {
 /// The (user, torrent) pairs' history rows, locked in key order.
 pub(super) fn read_history(pairs: &[(u32, u32)]) -> String {
     let mut sql = String::from(
-        "SELECT user_id, torrent_id, completed_at IS NOT NULL, UNIX_TIMESTAMP(updated_at) \
-         FROM history WHERE ",
+        "SELECT user_id, torrent_id, completed_at IS NOT NULL, UNIX_TIMESTAMP(updated_at), \
+         client_downloaded FROM history WHERE ",
     );
     in_list(
         &mut sql,

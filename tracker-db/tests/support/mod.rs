@@ -216,18 +216,29 @@ pub fn every_kind_of_row(db: &TestDb) -> Batch {
         downloaded: 0,
         left: 100,
         agent: Agent::new(b"qBittorrent/4.5.0"),
+        numwant: 50,
     };
     let at = |secs: u64| secs * 1_000_000;
-    ledger.announce(&site, &a, at(T0)).unwrap();
+    // The answers' peers, which this batch does not need.
+    let mut answer = tracker_proto::AnswerPeers::default();
+    ledger.announce(&site, &a, at(T0), &mut answer).unwrap();
     (a.event, a.uploaded, a.downloaded) = (AnnounceEvent::None, 700, 100);
-    ledger.announce(&site, &a, at(T0 + 60)).unwrap();
+    ledger
+        .announce(&site, &a, at(T0 + 60), &mut answer)
+        .unwrap();
     (a.event, a.left) = (AnnounceEvent::Completed, 0);
-    ledger.announce(&site, &a, at(T0 + 120)).unwrap();
+    ledger
+        .announce(&site, &a, at(T0 + 120), &mut answer)
+        .unwrap();
     a.event = AnnounceEvent::Stopped;
-    ledger.announce(&site, &a, at(T0 + 180)).unwrap();
+    ledger
+        .announce(&site, &a, at(T0 + 180), &mut answer)
+        .unwrap();
     let mut unknown = a;
     unknown.info_hash = InfoHash([0x77; 20]);
-    assert!(ledger.announce(&site, &unknown, at(T0 + 200)).is_err());
+    assert!(ledger
+        .announce(&site, &unknown, at(T0 + 200), &mut answer)
+        .is_err());
     let batch = ledger.take_batch();
     assert!(!batch.peers.is_empty() && !batch.history.is_empty());
     assert!(!batch.unregistered.is_empty());
