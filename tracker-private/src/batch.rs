@@ -213,8 +213,8 @@ impl Default for CreditRules {
     }
 }
 
-/// What `step` credits after `prev`: each counter judged on its own, in
-/// the site's favour where a client's totals disagree (see [`reported`]);
+/// What `step` credits after `prev`, in the site's favour where a client's
+/// totals disagree (see [`reported`]);
 /// seedtime between two seeding announces of an active peer, at most
 /// `max_seedtime_step` (whole seconds, as the database counts them); a
 /// completion when a leecher of the same session announces as a seeder.
@@ -248,18 +248,20 @@ pub fn step_credit(prev: &Point, step: &Step, rules: &CreditRules) -> Credit {
     }
 }
 
-/// The bytes a peer reports moving between `prev` and `point`, each
-/// counter on its own and in the site's favour where they disagree: a
-/// download total that went back is a restarted session's, all of it
-/// downloaded since the restart; an upload total that went back credits
-/// nothing (whatever went up since a restart is unproven), and nothing is
-/// credited of an upload reported after a stop (a new session, as
-/// UNIT3D-Announce forgets a stopped peer).
+/// The bytes a peer reports moving between `prev` and `point`, in the
+/// site's favour where its totals disagree: a total that went back (either
+/// one) is a restarted session's, so the download is charged all of its
+/// new total if it went back (or its growth if not), and no upload is
+/// credited (what a restarted client uploaded is unproven, and
+/// UNIT3D-Announce credits none either); nor is any upload reported after
+/// a stop (a new session, as UNIT3D-Announce forgets a stopped peer). One
+/// counter going back never hides the other's download.
 pub fn reported(prev: &Point, point: &Point) -> (u64, u64) {
-    let up = if prev.state == PointState::Stopped {
+    let restarted = point.uploaded < prev.uploaded || point.downloaded < prev.downloaded;
+    let up = if restarted || prev.state == PointState::Stopped {
         0
     } else {
-        point.uploaded.saturating_sub(prev.uploaded)
+        point.uploaded - prev.uploaded
     };
     let down = match point.downloaded.checked_sub(prev.downloaded) {
         Some(grown) => grown,
@@ -866,14 +868,14 @@ mod tests {
             &rules,
         );
         assert_eq!((c.actual_uploaded, c.actual_downloaded), (50, 20));
-        // The download back: a restart, its new total charged; the upload
-        // still credited (a counter back hides nothing of the other).
+        // The download back: a restart, its new total charged, and no
+        // upload credited (what a restarted client uploaded is unproven).
         let c = step_credit(
             &prev,
             &step(StepKind::Announce, point(200, 10, 20, false)),
             &rules,
         );
-        assert_eq!((c.actual_uploaded, c.actual_downloaded), (100, 10));
+        assert_eq!((c.actual_uploaded, c.actual_downloaded), (0, 10));
         // The upload back: nothing credited of it, the download charged.
         let c = step_credit(
             &prev,
@@ -887,7 +889,7 @@ mod tests {
             &step(StepKind::Stopped, point(200, 10, 20, false)),
             &rules,
         );
-        assert_eq!((c.actual_uploaded, c.actual_downloaded), (100, 10));
+        assert_eq!((c.actual_uploaded, c.actual_downloaded), (0, 10));
     }
 
     #[test]

@@ -186,8 +186,8 @@ fn each_counter_is_judged_on_its_own() {
         ),
         (1000, 5000)
     );
-    // The download back: a restarted session, its new total charged; the
-    // new totals are the base of the next delta.
+    // The download back: a restarted session, its new total charged and
+    // no upload credited; the new totals are the base of the next delta.
     a.uploaded = 60;
     a.downloaded = 300;
     ledger.admit(&site, &a, at(300)).unwrap();
@@ -197,7 +197,7 @@ fn each_counter_is_judged_on_its_own() {
             settled.credited.actual_uploaded,
             settled.credited.actual_downloaded
         ),
-        (50, 300)
+        (0, 300)
     );
     // `started` changes nothing: a repeated one reports bytes like any
     // other announce.

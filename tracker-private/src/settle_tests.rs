@@ -446,10 +446,12 @@ impl Run {
         let Some((up0, down0, was_seeder, was_active, then)) = previous else {
             return;
         };
-        // After a stop, a new session for the upload; the download goes on,
-        // each counter on its own: a download total back is a restart,
-        // charged its new total; an upload back credits nothing.
-        let continued = a.uploaded.saturating_sub(up0);
+        // After a stop, a new session for the upload; the download goes on.
+        // A total back is a restart: the download charged its new total if
+        // it went back, and no upload credited.
+        // A total back is a restart: no upload.
+        let restarted = a.uploaded < up0 || a.downloaded < down0;
+        let continued = if restarted { 0 } else { a.uploaded - up0 };
         let up = if was_active { continued } else { 0 };
         let down = a.downloaded.checked_sub(down0).unwrap_or(a.downloaded);
         let (up_factor, down_factor) = if torrent == 2 { (200, 0) } else { (100, 100) };
