@@ -124,7 +124,7 @@ families! {
     /// too_many_peers; stopped_peer_missing: a stop of a peer the worker did
     /// not know, admitted and credited from its row if there is one).
     PRIVATE_ANNOUNCES = "tracker_private_announces_total", Counter,
-        "Private announces at their torrent's owner, by outcome: admitted ones (flagged counts those whose upload passed private.max_upload_rate and was not credited, too_soon those that came before private.min_announce_interval_percent of the announce interval and were answered no peers, seed_list_limited and leech_list_limited those answered without that kind of peer past the user's private.*_list_limits), and refused ones by why.";
+        "Private announces at their torrent's owner, by outcome: admitted ones (flagged counts those whose upload passed private.max_upload_rate and was not credited, too_soon those that came before private.min_announce_interval_percent of the announce interval and were answered no peers, seed_list_limited and leech_list_limited those answered without that kind of peer past the user's private.*_list_limits, slot_limited leechers past their group's download slots, answered no peers), and refused ones by why (tracker_full: past swarm.max_peers_per_torrent or swarm.max_peers_per_worker).";
     /// Label: direction (uploaded, downloaded: credited with factors;
     /// actual_uploaded, actual_downloaded: as reported).
     PRIVATE_CREDITED_BYTES = "tracker_private_bytes_total", Counter,
