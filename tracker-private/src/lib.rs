@@ -45,7 +45,11 @@ pub mod slots;
 mod user_table;
 
 #[cfg(test)]
+mod model_tests;
+#[cfg(test)]
 mod testing;
+#[cfg(test)]
+mod unit3d_model;
 
 pub use answer::{stats_json, torrent_json, user_json, ApiStats, TorrentCounts, UserCounts};
 pub use api::{parse_api_request, status_of, ApiError, ApiRequest};
