@@ -289,7 +289,11 @@ pub fn first_credit(step: &Step, last_reported: u64) -> Credit {
     }
 }
 
-/// One tracker's account of one peer over one batch.
+/// One tracker's account of one peer over one batch: its steps in one or
+/// two runs. A run ends where the ledger forgot the peer (it stopped, or
+/// went silent past the active TTL) and a later one begins where it
+/// announced again: another tracker may have recorded the peer between
+/// them, and the flush then credits the later run from that row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Claim {
     /// Where the tracker's account stood before `first`: the peer's
@@ -298,12 +302,30 @@ pub struct Claim {
     /// if the database has one, or as a session's first announce).
     pub base: Option<Point>,
     pub first: Step,
-    /// What the steps after `first` credit, each from the one before.
+    /// What the steps of the first run after `first` credit, each from the
+    /// one before.
     pub rest: Credit,
+    /// The latest run, when the ledger forgot the peer and saw it again
+    /// within the claim (runs between the first and the latest are folded
+    /// into the first's `rest`).
+    pub resumed: Option<Resumed>,
     /// The latest step (`first` itself when there is one).
     pub last: Step,
     /// Every step is a stop.
     pub stops_only: bool,
+}
+
+/// A claim's latest run: the steps after the ledger forgot the peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resumed {
+    /// The step the run before ended with: a stop or an expiry.
+    pub after: Step,
+    pub first: Step,
+    /// What `first` credits from `after` (where no other tracker recorded
+    /// the peer between them).
+    pub joined: Credit,
+    /// What the run's steps after `first` credit, each from the one before.
+    pub rest: Credit,
 }
 
 impl Claim {
@@ -313,6 +335,7 @@ impl Claim {
             base,
             first: step,
             rest: Credit::default(),
+            resumed: None,
             last: step,
             stops_only: step.kind == StepKind::Stopped,
         }
@@ -324,17 +347,68 @@ impl Claim {
         self.base.is_none() && self.stops_only
     }
 
+    /// What the steps after `first` credit when nothing else recorded the
+    /// peer meanwhile.
+    pub fn after_first(&self) -> Credit {
+        let mut credit = self.rest;
+        if let Some(run) = &self.resumed {
+            credit.add(&run.joined);
+            credit.add(&run.rest);
+        }
+        credit
+    }
+
+    /// The latest run into the first: the claim keeps two runs at most.
+    fn fold(&mut self) {
+        if let Some(run) = self.resumed.take() {
+            self.rest.add(&run.joined);
+            self.rest.add(&run.rest);
+        }
+    }
+
     /// Appends the later claim of the same peer, from the same tracker.
     fn merge(&mut self, later: &Claim, rules: &CreditRules) {
         // Its first step follows this claim's last, whatever base its
         // ledger gave it (none, after a stop or an expiry).
-        let mut between = step_credit(&self.last.point, &later.first, rules);
+        let mut joined = step_credit(&self.last.point, &later.first, rules);
         // A step from a peer the ledger knew, it bounded itself.
         if later.base.is_none() {
-            between = bounded(&self.last.point, &later.first, between, rules);
+            joined = bounded(&self.last.point, &later.first, joined, rules);
         }
-        self.rest.add(&between);
-        self.rest.add(&later.rest);
+        let forgotten = later.base.is_none() && !self.last.point.is_active();
+        let latest = if forgotten {
+            self.fold();
+            Resumed {
+                after: self.last,
+                first: later.first,
+                joined,
+                rest: later.rest,
+            }
+        } else {
+            let latest = match &mut self.resumed {
+                Some(run) => &mut run.rest,
+                None => &mut self.rest,
+            };
+            latest.add(&joined);
+            latest.add(&later.rest);
+            match self.resumed {
+                Some(run) => run,
+                None => {
+                    // One run still: the later claim's second, if any, is
+                    // the latest.
+                    self.resumed = later.resumed;
+                    self.last = later.last;
+                    self.stops_only &= later.stops_only;
+                    return;
+                }
+            }
+        };
+        self.resumed = Some(latest);
+        if let Some(run) = later.resumed {
+            // Three runs or more: all but the latest in the first.
+            self.fold();
+            self.resumed = Some(run);
+        }
         self.last = later.last;
         self.stops_only &= later.stops_only;
     }
@@ -971,29 +1045,53 @@ mod tests {
     #[test]
     fn a_claim_merged_after_a_stop_goes_on_with_the_download_alone() {
         let rules = CreditRules::default();
-        let mut claim = Claim::of(
-            Some(point(0, 0, 0, false)),
-            step(StepKind::Stopped, point(10, 5, 5, false)),
-        );
+        let stop = step(StepKind::Stopped, point(10, 5, 5, false));
+        let mut claim = Claim::of(Some(point(0, 0, 0, false)), stop);
         // Back as a peer new to the ledger: a new session for the upload,
-        // the download charged from the stop.
+        // the download charged from the stop, in a run of its own.
         claim.merge(
             &Claim::of(None, step(StepKind::Announce, point(25, 9, 9, false))),
             &rules,
         );
+        let run = claim.resumed.unwrap();
+        assert_eq!((run.after, run.first.point.uploaded), (stop, 25));
         assert_eq!(
-            (claim.rest.actual_uploaded, claim.rest.actual_downloaded),
+            (run.joined.actual_uploaded, run.joined.actual_downloaded),
             (0, 4)
         );
         claim.merge(
             &Claim::of(None, step(StepKind::Announce, point(40, 12, 12, false))),
             &rules,
         );
-        assert_eq!(
-            (claim.rest.actual_uploaded, claim.rest.actual_downloaded),
-            (15, 7)
-        );
+        let after = claim.after_first();
+        assert_eq!((after.actual_uploaded, after.actual_downloaded), (15, 7));
         assert_eq!(claim.last.point.uploaded, 40);
         assert!(!claim.stops_only);
+    }
+
+    /// A claim keeps its first and latest runs: one run more folds the
+    /// one before into the first, crediting the same.
+    #[test]
+    fn a_claim_keeps_two_runs() {
+        let rules = CreditRules::default();
+        let mut claim = Claim::of(None, step(StepKind::Announce, point(0, 0, 0, false)));
+        for (kind, n) in [
+            (StepKind::Stopped, 10),
+            (StepKind::Announce, 20),
+            // An expiry is at the peer's last point.
+            (StepKind::Expired, 20),
+            (StepKind::Announce, 50),
+        ] {
+            claim.merge(&Claim::of(None, step(kind, point(n, n, n, false))), &rules);
+        }
+        let run = claim.resumed.unwrap();
+        assert_eq!(
+            (run.after.kind, run.first.point.uploaded),
+            (StepKind::Expired, 50)
+        );
+        // 0 -> 10 (the stop) -> 20 (no upload after the stop) -> 20 (the
+        // expiry) -> 50 (a session going on after the expiry).
+        let all = claim.after_first();
+        assert_eq!((all.actual_uploaded, all.actual_downloaded), (10 + 30, 50));
     }
 }

@@ -11,7 +11,9 @@
 //! - Version 4 (written): seven u32 counts (peer claims, history marks,
 //!   unregistered info-hashes, then the settled rows: peers, history,
 //!   users, torrents), then those rows in that order. A point's flags are
-//!   seeder, active and stopped (neither: expired).
+//!   seeder, active and stopped (neither: expired). A claim ends with a
+//!   flag byte and, when 1, its latest run (the step before it, its first
+//!   step, and two credits).
 //! - Version 3 (read): the same, but a claim also carries the credit of
 //!   its steps after a stop nobody recorded (now counted like the rest),
 //!   a point only seeder and active (a step's kind tells a stop), and a
@@ -28,7 +30,7 @@
 
 use crate::batch::{
     Agent, Batch, Claim, Credit, HistoryMark, HistoryRow, PeerEntry, PeerKey, PeerRow, Point,
-    PointState, Rows, Step, StepKind, TorrentRow, UnregisteredRow, UserRow,
+    PointState, Resumed, Rows, Step, StepKind, TorrentRow, UnregisteredRow, UserRow,
 };
 use crate::rules::Factors;
 use ahash::AHashMap;
@@ -54,7 +56,7 @@ const MIN_PEER: usize = 4 + 4 + 20 + 1 + 4 + 2 + 1 + 3 * 8 + 1 + 2 * 8;
 const POINT_LEN: usize = 3 * 8 + 1;
 const STEP_LEN: usize = POINT_LEN + 1 + 2 + 1 + 1;
 const CREDIT_LEN: usize = 5 * 8 + 1;
-const MIN_CLAIM: usize = MIN_PEER + 1 + 2 * STEP_LEN + CREDIT_LEN + 1;
+const MIN_CLAIM: usize = MIN_PEER + 1 + 2 * STEP_LEN + CREDIT_LEN + 1 + 1;
 const MIN_MARK: usize = 4 + 4 + 1 + 2 * 8 + 1 + 3 * 8;
 const MIN_HISTORY: usize = 4 + 4 + 1 + 7 * 8 + 1 + 3 * 8;
 const USER_LEN: usize = 4 + 2 * 8;
@@ -190,6 +192,16 @@ fn put_claim(out: &mut Vec<u8>, claim: &Claim) {
     put_credit(out, &claim.rest);
     put_step(out, &claim.last);
     out.push(u8::from(claim.stops_only));
+    match &claim.resumed {
+        Some(run) => {
+            out.push(1);
+            put_step(out, &run.after);
+            put_step(out, &run.first);
+            put_credit(out, &run.joined);
+            put_credit(out, &run.rest);
+        }
+        None => out.push(0),
+    }
 }
 
 fn put_credit(out: &mut Vec<u8>, credit: &Credit) {
@@ -614,12 +626,27 @@ fn read_claim(r: &mut Reader<'_>, version: u16) -> Result<Claim, CodecError> {
         rest = read_credit(r)?;
         rest.add(&lead);
     }
+    let last = read_step(r, version)?;
+    let stops_only = r.flags::<1>("claim flags")?[0];
+    // Version 3 claims were one run.
+    let flag = if version == VERSION_3 { 0 } else { r.u8()? };
+    let resumed = match flag {
+        0 => None,
+        1 => Some(Resumed {
+            after: read_step(r, version)?,
+            first: read_step(r, version)?,
+            joined: read_credit(r)?,
+            rest: read_credit(r)?,
+        }),
+        _ => return Err(CodecError::Invalid("claim run flag")),
+    };
     Ok(Claim {
         base,
         first,
         rest,
-        last: read_step(r, version)?,
-        stops_only: r.flags::<1>("claim flags")?[0],
+        resumed,
+        last,
+        stops_only,
     })
 }
 

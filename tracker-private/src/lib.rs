@@ -55,8 +55,8 @@ pub use answer::{stats_json, torrent_json, user_json, ApiStats, TorrentCounts, U
 pub use api::{parse_api_request, status_of, ApiError, ApiRequest};
 pub use batch::{
     first_credit, Agent, Batch, Claim, Credit, CreditRules, HistoryMark, HistoryRow, PeerEntry,
-    PeerKey, PeerRow, Point, PointState, Rows, Step, StepKind, TorrentRow, UnregisteredRow,
-    UserRow,
+    PeerKey, PeerRow, Point, PointState, Resumed, Rows, Step, StepKind, TorrentRow,
+    UnregisteredRow, UserRow,
 };
 pub use change::SiteChange;
 pub use codec::{decode_pending, encode_pending, CodecError};

@@ -13,7 +13,7 @@
 //! IPv4 only: our answers carry the announcer's family alone, where
 //! UNIT3D-Announce's carry both (`peers` and `peers6`).
 
-use crate::batch::{Batch, PeerKey};
+use crate::batch::Batch;
 use crate::ledger::{Admitted, Ledger, LedgerConfig, PrivateAnnounce};
 use crate::refusal::Refusal;
 use crate::rules::GlobalFactors;
@@ -269,7 +269,7 @@ struct Ours {
     ledger: Ledger,
     held: Batch,
     /// Peers announced here since the last flush, and those of them that
-    /// stopped.
+    /// stopped or restarted (a total back).
     unflushed: BTreeSet<PeerOf>,
     unflushed_stops: BTreeSet<PeerOf>,
 }
@@ -338,7 +338,6 @@ struct Run {
     swarms_differ_by: Option<&'static str>,
     /// Pairs with a peer new to both trackers that announced to both
     /// within one flush interval.
-    new_to_both: BTreeSet<(UserId, TorrentId)>,
     /// Pairs where a stop and an announce of the same peer reached
     /// different trackers within one flush interval.
     stop_across_trackers: BTreeSet<(UserId, TorrentId)>,
@@ -399,16 +398,6 @@ fn stop_of_an_unknown_peer_is_admitted(
     ours.is_ok() && matches!(model, Err(ModelRefusal::StoppedPeerDoesntExist))
 }
 
-/// docs/OPERATIONS.md, "Two trackers on one database": a peer new to both
-/// trackers that announces to both within one flush interval, the
-/// second's flush landing first, is credited from the second's first
-/// announce (charged what it reports past the user's last reported
-/// download on the torrent): its download before may go uncharged. (Its
-/// upload is still held to UNIT3D-Announce's.)
-fn new_to_both_trackers_within_one_flush(run: &Run, pair: (UserId, TorrentId)) -> bool {
-    run.new_to_both.contains(&pair)
-}
-
 /// The factors' integer math truncates each step's credit, as
 /// UNIT3D-Announce's does each announce's: where two trackers measure one
 /// of its deltas in two steps (one from the other's row), a byte may go to
@@ -419,11 +408,16 @@ fn each_step_truncates_its_credit(run: &Run, pair: (UserId, TorrentId)) -> u64 {
 }
 
 /// docs/OPERATIONS.md, "Two trackers on one database": where a peer
-/// announces to both trackers within one flush interval, a stop one
-/// tracker saw is not known to the other, whose announce after it credits
-/// the upload as the session going on.
-fn a_stop_one_tracker_saw_is_unknown_to_the_other(run: &Run, pair: (UserId, TorrentId)) -> bool {
-    run.stop_across_trackers.contains(&pair)
+/// announces to both trackers within one flush interval (anycast flapping
+/// under it; keepalived's failover flushes the old tracker first), each
+/// credits its steps from the row the other left, as it finds it at its
+/// flush. A stop or a restart the other did not see may be credited as
+/// the session going on (its upload, each byte once but more than
+/// UNIT3D-Announce, one process, credits across a stop or a restart), and
+/// a download reported before a restart, or before the first flush of a
+/// session new to both, may go uncharged or be charged by both.
+fn a_peer_on_both_trackers_within_one_flush_interval(run: &Run, pair: (UserId, TorrentId)) -> bool {
+    run.stop_across_trackers.contains(&pair) || run.interleaved.contains(&pair)
 }
 
 /// docs/OPERATIONS.md: kill -9 loses the claims merged since the last
@@ -452,7 +446,6 @@ impl Run {
             addresses: BTreeMap::new(),
             now_us: 1_000_000 * MICROS,
             swarms_differ_by: None,
-            new_to_both: BTreeSet::new(),
             stop_across_trackers: BTreeSet::new(),
             lost_in_crash: BTreeSet::new(),
             announces: BTreeMap::new(),
@@ -520,26 +513,23 @@ impl Run {
             }
         }
         self.last_tracker.insert(peer_of, t);
-        let key = PeerKey {
-            user_id: s.user,
-            torrent_id: s.torrent,
-            peer_id: testing::peer(s.slot),
-        };
-        let unrecorded = !self.db.peers.contains_key(&key);
         let elsewhere = |set: fn(&Ours) -> &BTreeSet<PeerOf>| {
             (self.ours.iter().enumerate())
                 .any(|(other, ours)| other != t && set(ours).contains(&peer_of))
         };
         let held_elsewhere = elsewhere(|o| &o.unflushed);
         let stopped_elsewhere = elsewhere(|o| &o.unflushed_stops);
-        if unrecorded && held_elsewhere {
-            self.new_to_both.insert((s.user, s.torrent));
-        }
         if held_elsewhere {
             self.interleaved.insert((s.user, s.torrent));
         }
+        let previous_totals = self
+            .clients
+            .get(&peer_of)
+            .map(|c| (c.uploaded, c.downloaded));
         let stop = s.event == AnnounceEvent::Stopped;
-        if stopped_elsewhere || (stop && held_elsewhere) {
+        let restart = previous_totals
+            .is_some_and(|(up, down)| s.up.apply(up) < up || s.down.apply(down) < down);
+        if stopped_elsewhere || ((stop || restart) && held_elsewhere) {
             self.stop_across_trackers.insert((s.user, s.torrent));
         }
         // One tracker: whole seconds, so that its expiry and the model's
@@ -575,7 +565,7 @@ impl Run {
         if ours.is_ok() {
             *self.announces.entry((s.user, s.torrent)).or_default() += 1;
             self.ours[t].unflushed.insert(peer_of);
-            if stop {
+            if stop || restart {
                 self.ours[t].unflushed_stops.insert(peer_of);
             }
         }
@@ -668,9 +658,9 @@ impl Run {
             for torrent in TORRENTS {
                 let pair = (user, torrent);
                 let lost = a_crash_loses_the_claims_since_the_last_flush(self, pair);
-                let download_owed = !lost && !new_to_both_trackers_within_one_flush(self, pair);
-                let upload_bounded =
-                    !lost && !a_stop_one_tracker_saw_is_unknown_to_the_other(self, pair);
+                let both = a_peer_on_both_trackers_within_one_flush_interval(self, pair);
+                let download_owed = !lost && !both;
+                let upload_bounded = !lost && !both;
                 user_download_owed &= download_owed;
                 user_upload_bounded &= upload_bounded;
                 let model = self.model.db.history.get(&pair).copied();
@@ -880,8 +870,10 @@ fn sequences_read_back_as_written() {
 }
 
 /// The shrunk failures of the properties above, one test each, named for
-/// what they show. Each holds the property for its sequence, and fails
-/// until our tracker meets it.
+/// what they showed. Each holds the property for its sequence; each failed
+/// before claims kept their latest run apart (a newer row covering the
+/// first run credits the latest from itself) and a newer row below a
+/// claim's totals stopped superseding it.
 mod shrunk {
     use super::*;
 
@@ -957,32 +949,6 @@ mod shrunk {
         );
     }
 
-    /// Tracker 0 sees a peer's download go back (a restart: no upload
-    /// credited); tracker 1, within the same flush interval, measures the
-    /// peer's next announce from the row before the restart, where both
-    /// counters grew: the upload is credited. UNIT3D-Announce, one
-    /// process, credits no upload across the reset, and neither do we on
-    /// one tracker; the documented cases of a peer on both trackers within
-    /// one flush interval are a new peer and a stop, not a reset. The same
-    /// with the reset on the tracker that did not see the peer's start.
-    #[test]
-    fn a_counter_reset_one_tracker_saw_is_unknown_to_the_other() {
-        holds(
-            Mode::Any,
-            "u1 t1 p0@0 none up+0 down+1 keep +0.000s T0
-             flush T0
-             u1 t1 p0@0 none up+1 down-1 keep +0.000s T0
-             u1 t1 p0@0 none up+0 down+1 keep +0.000s T1
-             flush T1",
-        );
-        holds(
-            Mode::Any,
-            "u2 t2 p0@0 none up+0 down+1 keep +0.000s T0
-             u2 t2 p0@0 none up+1 down-1 keep +0.000s T1
-             u2 t2 p0@0 none up+0 down+1 keep +0.000s T0",
-        );
-    }
-
     /// A peer reports a download to tracker 1, then a reset total to
     /// tracker 0 within one flush interval. Tracker 0's row is later, so
     /// tracker 1's claim is superseded; tracker 0 never saw the download,
@@ -1028,7 +994,7 @@ mod documented {
     /// credited as the session going on (UNIT3D-Announce, one process,
     /// credits a new session's first announce nothing).
     #[test]
-    fn a_stop_one_tracker_saw_is_unknown_to_the_other() {
+    fn a_stop_or_restart_one_tracker_saw_is_unknown_to_the_other() {
         let no_row = "u2 t2 p1@0 none up+0 down+0 keep +0.000s T0
                       u2 t2 p1@0 stopped up+0 down+0 keep +0.000s T1
                       u2 t2 p1@0 none up+1 down+0 keep +0.000s T0";
@@ -1039,6 +1005,29 @@ mod documented {
                              u3 t1 p1@0 none up+1 down+0 keep +0.000s T1
                              u3 t1 p1@0 none up+0 down+0 keep +0.000s T0";
         assert_eq!(uploads(Mode::Any, flushed_first, (3, 1)), (true, 1, 0));
+    }
+
+    /// Tracker 0 sees a peer's download go back (a restart: no upload
+    /// credited); tracker 1, within the same flush interval, measures the
+    /// peer's next announce from the row before the restart, where both
+    /// counters grew: the upload is credited as the session going on
+    /// (UNIT3D-Announce, one process, credits none across the restart).
+    /// The same with the restart on the tracker that did not see the
+    /// peer's start.
+    #[test]
+    fn a_restart_one_tracker_saw_is_unknown_to_the_other() {
+        let flushed = "u1 t1 p0@0 none up+0 down+1 keep +0.000s T0
+                       flush T0
+                       u1 t1 p0@0 none up+1 down-1 keep +0.000s T0
+                       u1 t1 p0@0 none up+0 down+1 keep +0.000s T1
+                       flush T1";
+        let (holds, ours, model) = uploads(Mode::Any, flushed, (1, 1));
+        assert!(holds && ours > model, "{ours} against {model}");
+        let unflushed = "u2 t2 p0@0 none up+0 down+1 keep +0.000s T0
+                         u2 t2 p0@0 none up+1 down-1 keep +0.000s T1
+                         u2 t2 p0@0 none up+0 down+1 keep +0.000s T0";
+        let (holds, ours, model) = uploads(Mode::Any, unflushed, (2, 2));
+        assert!(holds && ours >= model, "{ours} against {model}");
     }
 
     /// kill -9 after a stop: the row still says the peer is active, and

@@ -41,7 +41,7 @@
 
 use crate::batch::{
     first_credit, step_credit, within_upload_bound, Batch, Claim, Credit, CreditRules, HistoryRow,
-    PeerEntry, PeerKey, PeerRow, Point, PointState, Rows, Step, TorrentRow, UserRow, MICROS,
+    PeerKey, PeerRow, Point, PointState, Rows, Step, TorrentRow, UserRow, MICROS,
 };
 use crate::site::{TorrentId, UserId};
 use ahash::AHashMap;
@@ -142,50 +142,113 @@ fn same(row: &Point, base: &Point) -> bool {
             == (base.uploaded, base.downloaded, base.seeder)
 }
 
-/// Where a claim's crediting starts.
+/// What settling a claim against the peer's row comes to.
 #[derive(Clone, Copy)]
-enum Origin {
-    /// Nobody recorded the peer: its first step is a session's first
-    /// announce.
-    Nothing,
-    /// The tracker's own base.
-    Base(Point),
-    /// The peer's row in the database, newer than any base.
-    Row(Point),
-    /// The row is past the claim's first step (another tracker recorded
-    /// the peer meanwhile): from it to the last step only.
-    Covered(Point),
-    /// The row is past every step of the claim: nothing credited, and the
-    /// row not written back.
+enum Settlement {
+    /// Credited; the row written.
+    Credited(Credit),
+    /// The row is past every step of the claim (another tracker recorded
+    /// the peer later, and flushed first): nothing credited, the row not
+    /// written back.
     Superseded,
+    /// The row is later than every step but below their totals: the peer
+    /// restarted after them on another tracker. Their download is charged
+    /// (nothing else did), their upload not (which session it belongs to
+    /// is unknown); the newer row stays.
+    Uncovered(Credit),
 }
 
-/// Where `claim` is credited from, given the peer's `row`.
-fn origin(row: Option<&StoredPeer>, claim: &Claim, rules: &CreditRules) -> Origin {
+/// The row's totals are at least the step's: it accounts for what the
+/// step reported.
+fn covers(row: &Point, step: &Step) -> bool {
+    row.uploaded >= step.point.uploaded && row.downloaded >= step.point.downloaded
+}
+
+/// What `claim` credits against the peer's `row`; `last_reported` is the
+/// pair's last reported download total, for a session nobody recorded.
+fn settle_claim(
+    row: Option<&StoredPeer>,
+    claim: &Claim,
+    last_reported: u64,
+    rules: &CreditRules,
+    window: &mut PairWindow,
+) -> Settlement {
     // A row past the inactive TTL is not credited from: the peer counts as
     // new, as UNIT3D-Announce forgets it then.
     let recent = row.map(StoredPeer::point).filter(|r| {
         r.at_secs().saturating_add(rules.inactive_peer_ttl) >= claim.first.point.at_secs()
     });
-    let Some(r) = recent else {
-        return claim.base.map_or(Origin::Nothing, Origin::Base);
-    };
-    if let Some(base) = claim.base.filter(|base| same(&r, base)) {
-        return Origin::Base(base);
+    let is_base = |r: &Point| claim.base.is_some_and(|base| same(r, &base));
+    match (recent, &claim.resumed) {
+        // Another tracker recorded the peer after the claim's latest run
+        // began (or, in one run, after its first step).
+        (Some(r), run)
+            if !is_base(&r) && beyond(&r, &run.map_or(claim.first, |run| run.first).point) =>
+        {
+            if !beyond(&r, &claim.last.point) {
+                // Between that step and the last: from it to the last.
+                return Settlement::Credited(from_row(&r, &claim.last, rules, window));
+            }
+            if covers(&r, &claim.last) {
+                return Settlement::Superseded;
+            }
+            let mut credit = opening(None, claim, last_reported, rules, window);
+            credit.add(&claim.after_first());
+            Settlement::Uncovered(Credit {
+                uploaded: 0,
+                actual_uploaded: 0,
+                seedtime: 0,
+                ..credit
+            })
+        }
+        // Recorded after the claim's first run began, before its latest:
+        // the first run from the row (to its end, unless the row is past
+        // it), the latest from the row where the row is past the first.
+        (Some(r), Some(run)) if !is_base(&r) && beyond(&r, &claim.first.point) => {
+            let mut credit = Credit::default();
+            if beyond(&r, &run.after.point) {
+                credit.add(&from_row(&r, &run.first, rules, window));
+            } else {
+                credit.add(&from_row(&r, &run.after, rules, window));
+                credit.add(&run.joined);
+            }
+            credit.add(&run.rest);
+            Settlement::Credited(credit)
+        }
+        _ => {
+            let mut credit = opening(recent, claim, last_reported, rules, window);
+            credit.add(&claim.after_first());
+            Settlement::Credited(credit)
+        }
     }
-    if beyond(&r, &claim.first.point) {
-        // Another tracker recorded the peer after this claim's first step
-        // (announces here and there interleaved, its flush first).
-        return if beyond(&r, &claim.last.point) {
-            Origin::Superseded
-        } else {
-            Origin::Covered(r)
-        };
+}
+
+/// What the claim's first step credits: from the later of the tracker's
+/// base and the row (neither past it), or as a session's first announce
+/// where neither is there.
+fn opening(
+    recent: Option<Point>,
+    claim: &Claim,
+    last_reported: u64,
+    rules: &CreditRules,
+    window: &mut PairWindow,
+) -> Credit {
+    match (claim.base, recent) {
+        (Some(base), Some(r)) if !same(&r, &base) && beyond(&r, &base) => {
+            from_row(&r, &claim.first, rules, window)
+        }
+        (Some(base), _) => step_credit(&base, &claim.first, rules),
+        (None, Some(r)) => from_row(&r, &claim.first, rules, window),
+        (None, None) => first_credit(&claim.first, last_reported),
     }
-    match claim.base {
-        Some(base) if !beyond(&r, &base) => Origin::Base(base),
-        _ => Origin::Row(r),
-    }
+}
+
+/// The claim opens as a session nobody recorded (see [`first_credit`]).
+fn unrecorded(row: Option<&StoredPeer>, claim: &Claim, rules: &CreditRules) -> bool {
+    let recent = row.filter(|r| {
+        r.updated_at.saturating_add(rules.inactive_peer_ttl) >= claim.first.point.at_secs()
+    });
+    claim.base.is_none() && recent.is_none()
 }
 
 /// The running upload-rate window of one (user, torrent) in this flush,
@@ -229,17 +292,20 @@ pub fn settle(
             used: false,
         });
         let last_reported = stored_history.map_or(0, |h| h.client_downloaded);
-        let from = origin(row.as_ref(), &entry.claim, rules);
-        let credit = settle_peer(from, entry, last_reported, rules, window);
-        let superseded = matches!(from, Origin::Superseded);
-        if superseded {
+        let (credit, newer_row) =
+            match settle_claim(row.as_ref(), &entry.claim, last_reported, rules, window) {
+                Settlement::Credited(credit) => (credit, false),
+                Settlement::Superseded => (Credit::default(), true),
+                Settlement::Uncovered(credit) => (credit, true),
+            };
+        if newer_row {
             out.superseded += 1;
         }
         // Stops of a peer nobody recorded that report nothing to charge
         // (the ledger admits them so that a peer known only to the
         // database is credited): nothing to write.
         let idle_stop = row.is_none() && entry.claim.is_unknown_stop() && credit.is_zero();
-        let write = !superseded && !idle_stop;
+        let write = !newer_row && !idle_stop;
         let before = row.and_then(|r| r.counted_as_seeder());
         let after = if write {
             entry.row.counted_as_seeder()
@@ -330,9 +396,12 @@ pub fn pairs_needing_history(
             until_us: 0,
             used: false,
         };
-        let from = origin(row.as_ref(), &entry.claim, rules);
-        let credit = settle_peer(from, entry, 0, rules, &mut window);
-        let unreported = matches!(from, Origin::Nothing) && entry.claim.first.point.downloaded > 0;
+        let credit = match settle_claim(row.as_ref(), &entry.claim, 0, rules, &mut window) {
+            Settlement::Credited(credit) | Settlement::Uncovered(credit) => credit,
+            Settlement::Superseded => Credit::default(),
+        };
+        let unreported =
+            unrecorded(row.as_ref(), &entry.claim, rules) && entry.claim.first.point.downloaded > 0;
         let unknown_stop = row.is_none() && entry.claim.is_unknown_stop();
         if credit.completed || window.used || unreported || unknown_stop {
             pairs.push((key.user_id, key.torrent_id));
@@ -341,27 +410,6 @@ pub fn pairs_needing_history(
     pairs.sort_unstable();
     pairs.dedup();
     pairs
-}
-
-/// What one peer's claim credits from `from`; `last_reported` is the
-/// pair's last reported download total, for a session nobody recorded.
-fn settle_peer(
-    from: Origin,
-    entry: &PeerEntry,
-    last_reported: u64,
-    rules: &CreditRules,
-    window: &mut PairWindow,
-) -> Credit {
-    let claim = &entry.claim;
-    let mut credit = match from {
-        Origin::Superseded => return Credit::default(),
-        Origin::Covered(r) => return from_row(&r, &claim.last, rules, window),
-        Origin::Nothing => first_credit(&claim.first, last_reported),
-        Origin::Base(base) => step_credit(&base, &claim.first, rules),
-        Origin::Row(r) => from_row(&r, &claim.first, rules, window),
-    };
-    credit.add(&claim.rest);
-    credit
 }
 
 /// `step` credited from a stored row: under the upload-rate bound over the

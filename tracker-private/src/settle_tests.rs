@@ -299,6 +299,17 @@ struct Run {
     clients: BTreeMap<u8, PrivateAnnounce>,
     /// The tracker each peer announced to last.
     last_tracker: BTreeMap<u8, usize>,
+    /// Users with a peer that announced to a tracker that did not know it,
+    /// where the database had no row of it yet while the other tracker had
+    /// seen it: a session new to both within one flush interval, which
+    /// each may charge as a session nobody recorded.
+    new_to_both: std::collections::BTreeSet<u32>,
+    /// The trackers each peer announced to.
+    seen_by: BTreeMap<u8, std::collections::BTreeSet<usize>>,
+    /// Users with a peer that restarted (its totals back) after announcing
+    /// to both trackers: the other's view of it may be stale, and the
+    /// download the restart reports charged by both.
+    restart_across: std::collections::BTreeSet<u32>,
     now_us: u64,
     model: Model,
     /// A tracker's announces are flushed before its peers move to the
@@ -320,6 +331,9 @@ impl Run {
             trackers: [Tracker::new(config), Tracker::new(config)],
             clients: BTreeMap::new(),
             last_tracker: BTreeMap::new(),
+            new_to_both: std::collections::BTreeSet::new(),
+            seen_by: BTreeMap::new(),
+            restart_across: std::collections::BTreeSet::new(),
             now_us: at(1_000_000),
             model: Model::default(),
             ordered,
@@ -374,17 +388,37 @@ impl Run {
         ms: u16,
         what: Move,
     ) {
-        if self.ordered {
-            if let Some(&last) = self.last_tracker.get(&p).filter(|&&last| last != tracker) {
-                // The address moves: a second at least (keepalived's
-                // adverts are a second apart), the old tracker flushed.
-                // (Within one second the database's times cannot order
-                // two trackers' announces.)
+        if let Some(&last) = self.last_tracker.get(&p).filter(|&&last| last != tracker) {
+            // The peer moves to the other tracker a second later at least:
+            // within one second the database's times cannot order two
+            // trackers' announces of a peer (docs' "Two trackers on one
+            // database"). Keepalived's failover also flushes the old
+            // tracker first (its adverts are a second apart).
+            if self.ordered {
                 self.trackers[last].flush(&mut self.db);
-                self.now_us += 1_000_000;
             }
+            self.now_us += 1_000_000;
+        }
+        let (user, torrent) = user_and_torrent(p);
+        let key = PeerKey {
+            user_id: user,
+            torrent_id: torrent,
+            peer_id: peer(p),
+        };
+        if self
+            .last_tracker
+            .get(&p)
+            .is_some_and(|&last| last != tracker)
+            && !self.db.peers.contains_key(&key)
+        {
+            self.new_to_both.insert(user);
         }
         self.last_tracker.insert(p, tracker);
+        let seen = self.seen_by.entry(p).or_default();
+        seen.insert(tracker);
+        if matches!(what, Move::Start) && seen.len() > 1 {
+            self.restart_across.insert(user);
+        }
         self.now_us += u64::from(secs) * 1_000_000 + u64::from(ms) * 1000 + 1;
         let (user, torrent) = user_and_torrent(p);
         let client = self.clients.entry(p).or_insert_with(|| {
@@ -530,11 +564,15 @@ proptest! {
     /// Any interleaving at all (flushes landing out of order, crashes
     /// losing what was held, expiry of peers the other tracker serves):
     /// no byte credited twice (never more than every byte reported, counted
-    /// once: an upload after a stop that the crediting tracker did not see
-    /// may continue its session), and the counts always those of the rows,
-    /// never below zero. (Seedtime is left out: a tracker measuring from a
-    /// row older than a stop the other has not flushed yet counts the
-    /// seconds up to that flush as seeded.)
+    /// once: an upload after a stop or a restart that the crediting tracker
+    /// did not see may continue its session), and the counts always those
+    /// of the rows, never below zero. Docs' "Two trackers on one
+    /// database": a session new to both trackers within one flush interval,
+    /// or a restart one tracker saw while the other's view was stale, may
+    /// be charged its download by each (in the site's favour): such a
+    /// user's download is not held to it. (Seedtime is left out: a tracker
+    /// measuring from a row older than a stop the other has not flushed
+    /// yet counts the seconds up to that flush as seeded.)
     #[test]
     fn two_trackers_never_credit_twice(
         events in proptest::collection::vec(arb_event(true), 1..80),
@@ -547,7 +585,12 @@ proptest! {
         for user in [1, 2] {
             let expected = run.model.continued.get(&user).copied().unwrap_or_default();
             let got = run.credited(user);
+            let charged_by_both =
+                run.new_to_both.contains(&user) || run.restart_across.contains(&user);
             for (i, (got, expected)) in got.iter().zip(expected).enumerate().take(4) {
+                if charged_by_both && (i == 1 || i == 3) {
+                    continue;
+                }
                 prop_assert!(*got <= expected, "user {} field {}: {} > {}", user, i, got, expected);
             }
         }

@@ -2,7 +2,7 @@
 
 use crate::batch::{
     Agent, Batch, Claim, Credit, CreditRules, HistoryMark, HistoryRow, PeerEntry, PeerKey, PeerRow,
-    Point, PointState, Rows, Step, StepKind, TorrentRow, UnregisteredRow, UserRow,
+    Point, PointState, Resumed, Rows, Step, StepKind, TorrentRow, UnregisteredRow, UserRow,
 };
 use crate::ledger::{Admitted, Ledger, PrivateAnnounce};
 use crate::refusal::Refusal;
@@ -293,17 +293,28 @@ fn arb_credit() -> impl Strategy<Value = Credit> {
 }
 
 fn arb_claim() -> impl Strategy<Value = Claim> {
+    let resumed = proptest::option::of((arb_step(), arb_step(), arb_credit(), arb_credit()))
+        .prop_map(|run| {
+            run.map(|(after, first, joined, rest)| Resumed {
+                after,
+                first,
+                joined,
+                rest,
+            })
+        });
     (
         proptest::option::of(arb_point()),
         arb_step(),
         arb_credit(),
+        resumed,
         arb_step(),
         any::<bool>(),
     )
-        .prop_map(|(base, first, rest, last, stops_only)| Claim {
+        .prop_map(|(base, first, rest, resumed, last, stops_only)| Claim {
             base,
             first,
             rest,
+            resumed,
             last,
             stops_only,
         })
