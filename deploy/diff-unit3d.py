@@ -2,26 +2,33 @@
 """The scenarios of deploy/diff-unit3d, and their comparison.
 
 Python 3.11, standard library only. deploy/diff-unit3d runs the database
-and the two trackers; this file does the rest, in three steps:
+and the trackers (ours; UNIT3D-Announce at MAX_PEERS_PER_TORRENT_PER_USER
+4, which admits 3 as ours' 3 does; and UNIT3D-Announce at its default 3
+for the one scenario whose `reference` is "default"); this file does the
+rest, in three steps:
 
   diff-unit3d.py plan OUT [--seed N] [--random N]
       Writes OUT/plan.json (every scenario: its users, groups, torrents,
       peers and announces, with the ids, passkeys, info-hashes, peer ids,
-      addresses and ports given to them) and OUT/seed.sql (the rows both
-      databases get: groups, users, torrents, freeleech tokens, personal
+      addresses and ports given to them) and OUT/seed.sql (the rows every
+      database gets: groups, users, torrents, freeleech tokens, personal
       freeleech, featured torrents).
   diff-unit3d.py drive OUT --ours HOST:PORT --unit3d HOST:PORT
+                           --unit3d-default HOST:PORT
       Plays every scenario, all of them interleaved in one pass (one
-      thread each), each announce sent to both trackers at the same
-      moment (both connections opened, then both requests written, then
-      both answers read), with the scenario's sleeps between announces.
-      Writes OUT/answers.json.
-  diff-unit3d.py compare OUT --ours-db NAME --unit3d-db NAME
-      After both trackers have stopped (each flushes what it holds as it
-      stops), reads both databases with the `mariadb` client
-      (DIFF_MARIADB, DIFF_MARIADB_SOCKET and DIFF_MARIADB_USER from the
-      environment) and writes OUT/results.md (the tables), OUT/details/
-      (one file per differing scenario) and OUT/summary.json.
+      thread each), each announce sent to ours and its scenario's
+      UNIT3D-Announce at the same moment (both connections opened, then
+      both requests written, then both answers read), with the
+      scenario's sleeps between announces. Writes OUT/answers.json.
+  diff-unit3d.py compare OUT [--ours-db NAME --unit3d-db NAME
+                              --unit3d-default-db NAME]
+      After the trackers have stopped (each flushes what it holds as it
+      stops), reads the databases with the `mariadb` client (DIFF_MARIADB,
+      DIFF_MARIADB_SOCKET and DIFF_MARIADB_USER from the environment),
+      keeps their rows in OUT/rows.json (without the names: compares
+      again from it), and writes OUT/results.md (the summary first),
+      OUT/summary-for-docs.md (the summary alone), OUT/details/ (one file
+      per differing scenario) and OUT/summary.json.
 
 What is compared, per scenario (each has users and torrents of its own):
   - each answer: failure reason, warning message, complete, incomplete,
@@ -39,16 +46,26 @@ What is compared, per scenario (each has users and torrents of its own):
   - its torrents' seeders, leechers and times_completed.
 Each difference is a kind ("users: download charged more than
 UNIT3D-Announce", "answer: peer list includes own user", ...; the
-answers to a `stopped` apart, "answer to a stop: ..."); RULES below
-maps a kind to a named rule, so that the differences a rule explains can
-be labelled; every kind starts unlabelled. Apart from the kinds, every
-scenario is checked for the two claims of issue 41: ours never charges
-less download, and never credits more upload, than UNIT3D-Announce.
+answers to a `stopped` apart, "answer to a stop: ...") at a place (an
+announce, a user, a history or peers row, a torrent). RULE_INFO names the
+rules that explain differences (rows of docs/OPERATIONS.md's table of
+differences, UNIT3D-Announce's bugs, and findings: ours by no documented
+rule); RULES gives each kind the rules that can explain it. Replay
+decides which, per scenario: it replays UNIT3D-Announce's rules (from
+its source) and ours (from the docs) over the scenario's announces and
+the answers each tracker gave, names the rule behind each announce whose
+admission or credit differs, and checks its rows against both databases.
+A difference no rule of its kind explains, and every place where the
+replay and a database disagree, is unexplained. Apart from the kinds,
+every scenario is checked for the two claims of issue 41 (ours never
+charges less download, and never credits more upload, than
+UNIT3D-Announce), each failure with the rule behind it.
 """
 
 import argparse
 import concurrent.futures
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -101,71 +118,121 @@ GROUPS = [
 GROUP_ID = {slug: gid for gid, slug, *_ in GROUPS}
 
 # ---------------------------------------------------------------------------
-# The kinds of difference in an answer; each is told apart for the
-# answers to a `stopped` ("answer to a stop: ...") and to the others
-# ("answer: ..."), since a client ignores most of the former.
-ANSWER_KINDS = [
-    "failure reason differs",
-    "warning differs",
-    "complete more than UNIT3D-Announce",
-    "complete less than UNIT3D-Announce",
-    "incomplete more than UNIT3D-Announce",
-    "incomplete less than UNIT3D-Announce",
-    "downloaded more than UNIT3D-Announce",
-    "downloaded less than UNIT3D-Announce",
-    "peer list includes own user",
-    "UNIT3D-Announce's peer list includes own user",
-    "peer list has another user's peer UNIT3D-Announce leaves out",
-    "peer list lacks another user's peer UNIT3D-Announce lists",
-    "peer list has one peer id twice",
-    "UNIT3D-Announce's peer list has one peer id twice",
-    "a peer listed at another address or port",
-    "no answer",
-]
-# The classification: each kind of difference (by its family: the text
-# before any " [" that carries the two values) to a named rule, the
-# reason it is expected (a line of docs/OPERATIONS.md's table of
-# differences, or an issue), e.g.
-#     "answer: peer list includes own user": "own peers listed (issue 41)",
-# None: not explained yet. results.md shows each kind's rule.
+# The rules that explain the differences: each a short name for a row of
+# the table "Where it differs from UNIT3D-Announce" in docs/OPERATIONS.md
+# (ROW: that row's first column), and whose rule it is: ours on purpose,
+# UNIT3D-Announce's bug (ours does what its own setting or rule says), or
+# a finding: ours, by no documented rule (results.md lists those apart).
+OURS = "ours, on purpose"
+THEIRS = "UNIT3D-Announce's bug"
+FINDING = "finding: ours, by no documented rule"
+RULE_INFO = {
+    "restart": ("restart: no upload, download charged its new total",
+                "a counter that goes back", OURS),
+    "first": ("first announce nobody recorded: charged past history.client_downloaded",
+              "a session's first announce nobody recorded", OURS),
+    "after_stop": ("after a stop: no upload, download goes on",
+                   "an announce after a `stopped`, a second `stopped`", OURS),
+    "unknown_stop": ("unknown stop credited from its row",
+                     "a stop of a peer this tracker does not know", OURS),
+    "completion_once": ("completion once per user and torrent", "completions", OURS),
+    "completed_at": ("completed_at without the event", "completions", OURS),
+    "active": ("history.active while another peer stays",
+               "`history.active` when one of a user's two peers stops", OURS),
+    "stop_warning": ("no warning on a stop", "the answer to a `stopped`", OURS),
+    "peer_family": ("peer list of the announcer's family", "peer lists", OURS),
+    "seedtime": ("seedtime counted per peer (UNIT3D-Announce: per history row, from updated_at)",
+                 "seedtime", OURS),
+    "rate_bound": ("upload-rate bound (max_upload_rate)", "the upload-rate bound", OURS),
+    "user_replaced": ("UNIT3D-Announce replaces a user's pending credit within a flush", "flushes", THEIRS),
+    "completed_at_replaced": ("UNIT3D-Announce replaces a pending completed_at within a flush",
+                              "completions", THEIRS),
+    "peer_limit": ("max_peers_per_torrent_per_user admits its number (UNIT3D-Announce one fewer)",
+                   "`max_peers_per_torrent_per_user` = 3", THEIRS),
+    "seedtime_overlap": ("seedtime of a user's peers seeding at once added up", "seedtime", FINDING),
+    "first_same_flush": ("first announce charged past the stored client_downloaded, missing the user's "
+                         "report in the same flush", "a session's first announce nobody recorded", FINDING),
+    "answer_snatches": ("an answer's downloaded counts each peer's completion, times_completed each "
+                        "user's first once", "completions", FINDING),
+    "idle_stop_history": ("a stop nobody recorded, nothing charged, still writes its history columns "
+                          "(docs: it writes nothing)", "a stop of a peer this tracker does not know", FINDING),
+}
+
+# Each kind of difference (by its family: the text before any " [" that
+# carries the two values) to the rules that can explain it. Where a kind
+# has one, that is its rule; where it has several, the scenario's
+# announces tell which (explain() below replays both trackers' rules
+# announce by announce and names the rule of each announce that makes a
+# difference: one UNIT3D-Announce refused and ours admitted, a counter
+# that went back, a peer new to one and not the other, ...). A kind in a
+# scenario that no rule of its own explains, and every place where the
+# replay disagrees with a database, is listed in results.md as
+# unexplained. An empty tuple: no rule explains that kind.
+UPLOAD_LESS = ("restart", "rate_bound", "peer_limit")
+DOWNLOAD_MORE = ("restart", "first", "first_same_flush", "after_stop", "unknown_stop", "peer_limit")
+LATEST = ("unknown_stop", "after_stop", "idle_stop_history", "peer_limit")
+# The kinds of difference in an answer, with their rules; each is told
+# apart for the answers to a `stopped` ("answer to a stop: ...") and to
+# the others ("answer: ..."), since a client ignores most of the former.
+ANSWER_RULES = {
+    "failure reason differs": ("unknown_stop", "after_stop", "peer_limit"),
+    "warning differs": ("peer_limit",),
+    "complete more than UNIT3D-Announce": ("peer_limit",),
+    "complete less than UNIT3D-Announce": ("peer_limit",),
+    "incomplete more than UNIT3D-Announce": ("peer_limit",),
+    "incomplete less than UNIT3D-Announce": ("peer_limit",),
+    "downloaded more than UNIT3D-Announce": ("completion_once", "peer_limit"),
+    "downloaded less than UNIT3D-Announce": ("completion_once", "peer_limit"),
+    "peer list includes own user": (),
+    "UNIT3D-Announce's peer list includes own user": (),
+    "peer list has another user's peer UNIT3D-Announce leaves out": ("peer_family", "peer_limit"),
+    "peer list lacks another user's peer UNIT3D-Announce lists": ("peer_family", "peer_limit"),
+    "peer list has one peer id twice": (),
+    "UNIT3D-Announce's peer list has one peer id twice": (),
+    "a peer listed at another address or port": (),
+    "no answer": (),
+}
 RULES = {
-    **{f"{prefix}: {kind}": None for prefix in ("answer", "answer to a stop") for kind in ANSWER_KINDS},
-    "users: download charged more than UNIT3D-Announce": None,
-    "users: download charged less than UNIT3D-Announce": None,
-    "users: upload credited more than UNIT3D-Announce": None,
-    "users: upload credited less than UNIT3D-Announce": None,
-    "history: row only in ours": None,
-    "history: row only in UNIT3D-Announce's": None,
-    "history: upload credited more": None,
-    "history: upload credited less": None,
-    "history: actual_uploaded more": None,
-    "history: actual_uploaded less": None,
-    "history: client_uploaded differs": None,
-    "history: download charged more": None,
-    "history: download charged less": None,
-    "history: actual_downloaded more": None,
-    "history: actual_downloaded less": None,
-    "history: client_downloaded differs": None,
-    "history: seeder differs": None,
-    "history: active differs": None,
-    "history: immune differs": None,
-    "history: completed_at set by ours only": None,
-    "history: completed_at set by UNIT3D-Announce only": None,
-    "history: seedtime more": None,
-    "history: seedtime less": None,
-    "peers: row only in ours": None,
-    "peers: row only in UNIT3D-Announce's": None,
-    "peers: active differs": None,
-    "peers: visible differs": None,
-    "peers: seeder differs": None,
-    "peers: uploaded differs": None,
-    "peers: downloaded differs": None,
-    "torrents: seeders more than UNIT3D-Announce": None,
-    "torrents: seeders less than UNIT3D-Announce": None,
-    "torrents: leechers more than UNIT3D-Announce": None,
-    "torrents: leechers less than UNIT3D-Announce": None,
-    "torrents: times_completed more than UNIT3D-Announce": None,
-    "torrents: times_completed less than UNIT3D-Announce": None,
+    **{f"answer: {kind}": rules for kind, rules in ANSWER_RULES.items()},
+    **{f"answer to a stop: {kind}": rules for kind, rules in ANSWER_RULES.items()},
+    # UNIT3D-Announce answers every stop with the download-slot warning.
+    "answer to a stop: warning differs": ("stop_warning",),
+    "users: download charged more than UNIT3D-Announce": DOWNLOAD_MORE + ("user_replaced",),
+    "users: download charged less than UNIT3D-Announce": ("first_same_flush", "peer_limit"),
+    "users: upload credited more than UNIT3D-Announce": ("user_replaced", "peer_limit"),
+    "users: upload credited less than UNIT3D-Announce": UPLOAD_LESS,
+    "history: row only in ours": ("unknown_stop", "after_stop", "peer_limit"),
+    "history: row only in UNIT3D-Announce's": ("peer_limit",),
+    "history: upload credited more": ("peer_limit",),
+    "history: upload credited less": UPLOAD_LESS,
+    "history: actual_uploaded more": ("peer_limit",),
+    "history: actual_uploaded less": ("restart", "peer_limit"),
+    "history: client_uploaded differs": LATEST,
+    "history: download charged more": DOWNLOAD_MORE,
+    "history: download charged less": ("first_same_flush", "peer_limit"),
+    "history: actual_downloaded more": DOWNLOAD_MORE,
+    "history: actual_downloaded less": ("first_same_flush", "peer_limit"),
+    "history: client_downloaded differs": LATEST,
+    "history: seeder differs": LATEST,
+    "history: active differs": ("active",) + LATEST,
+    "history: immune differs": (),
+    "history: completed_at set by ours only": ("completed_at", "completed_at_replaced", "peer_limit"),
+    "history: completed_at set by UNIT3D-Announce only": ("peer_limit",),
+    "history: seedtime more": ("seedtime", "seedtime_overlap"),
+    "history: seedtime less": ("seedtime",),
+    "peers: row only in ours": ("unknown_stop", "after_stop", "peer_limit"),
+    "peers: row only in UNIT3D-Announce's": ("peer_limit",),
+    "peers: active differs": ("unknown_stop", "after_stop", "peer_limit"),
+    "peers: visible differs": ("unknown_stop", "after_stop", "peer_limit"),
+    "peers: seeder differs": ("unknown_stop", "after_stop", "peer_limit"),
+    "peers: uploaded differs": ("unknown_stop", "after_stop", "peer_limit"),
+    "peers: downloaded differs": ("unknown_stop", "after_stop", "peer_limit"),
+    "torrents: seeders more than UNIT3D-Announce": ("peer_limit",),
+    "torrents: seeders less than UNIT3D-Announce": ("peer_limit",),
+    "torrents: leechers more than UNIT3D-Announce": ("peer_limit",),
+    "torrents: leechers less than UNIT3D-Announce": ("peer_limit",),
+    "torrents: times_completed more than UNIT3D-Announce": ("peer_limit",),
+    "torrents: times_completed less than UNIT3D-Announce": ("completion_once",),
 }
 
 
@@ -173,8 +240,13 @@ def family_of(kind):
     return kind.split(" [", 1)[0]
 
 
-def rule_of(kind):
-    return RULES.get(kind, RULES.get(family_of(kind)))
+def rules_of(kind):
+    """The rules that can explain KIND."""
+    return RULES.get(kind, RULES.get(family_of(kind), ()))
+
+
+def rule_name(rule):
+    return RULE_INFO[rule][0]
 
 
 # ---------------------------------------------------------------------------
@@ -188,6 +260,10 @@ class Scenario:
         self.name = name
         self.kind = kind  # "scripted" or "random"
         self.note = note
+        # Which UNIT3D-Announce plays it beside ours: "main" (run at
+        # MAX_PEERS_PER_TORRENT_PER_USER 4, admitting 3 as ours' 3 does)
+        # or "default" (at its default 3, which admits 2).
+        self.reference = "main"
         self.users = {}  # key -> {group, personal, can_download}
         self.torrents = {}  # key -> {free, doubleup, featured, tokens}
         self.peers = {}  # key -> {user, ip, port, id_of}
@@ -274,6 +350,14 @@ def scripted():
     s.ann("p", "completed", 50 * M, SIZE, left=0)
     s.ann("p", None, 100 * M, SIZE, left=0)
 
+    s = case("two-peers-one-user-complete", "two leechers of one user, each completing")
+    s.peer("p", "a")
+    s.peer("q", "a")
+    s.ann("p", "started", 0, 0)
+    s.ann("q", "started", 0, 0)
+    s.ann("p", "completed", 0, SIZE, left=0)
+    s.ann("q", "completed", 0, SIZE, left=0)
+
     s = case("seeder-without-completed", "left reaches 0 with no completed event")
     s.peer("p", "a")
     s.ann("p", "started", 0, 0)
@@ -358,6 +442,19 @@ def scripted():
     s.peer("p", "a")
     s.ann("p", None, 500 * M, 700 * M)
     s.ann("p", None, 600 * M, 900 * M)
+
+    # A session's first announce in one flush with its user's restart on
+    # the torrent: the docs charge it past the restart's total (0), the
+    # flush reads the total the database still holds (500 MiB).
+    s = case("first-announce-same-flush", "a peer restarts at 0 and, 0.05 s later (in the same flush), another "
+             "peer id of the user reports 200 MiB")
+    s.peer("p", "a")
+    s.peer("q", "a")
+    s.ann("p", "started", 0, 0)
+    s.ann("p", None, 0, 500 * M, wait=3.0)
+    s.ann("p", None, 0, 0, wait=0.05)
+    s.ann("q", "started", 0, 200 * M)
+    s.ann("q", None, 0, 300 * M)
 
     s = case("two-peers-one-user-leeching", "two peers (two peer ids, two ports) of one user, both leeching")
     s.peer("p", "a")
@@ -533,6 +630,19 @@ def scripted():
         s.ann(k, "started", 0, 0)
     s.ann("p", None, 0, 100 * M)
 
+    # The off-by-one of UNIT3D-Announce's peer limit, on purpose: this case
+    # alone is played against UNIT3D-Announce at its default
+    # MAX_PEERS_PER_TORRENT_PER_USER (3), which refuses the user's third
+    # peer ("You already have 3 peers" to a user with 2) where ours admits
+    # it; the comparison checks that it does (OFF_BY_ONE_CASE).
+    s = case("peer-limit-unit3d-default", "four peers of one user on one torrent, against UNIT3D-Announce "
+             "at its default peer limit 3 (it admits 2)")
+    s.reference = "default"
+    for k in ("p", "q", "r", "s"):
+        s.peer(k, "a")
+        s.ann(k, "started", 0, 0)
+    s.ann("p", None, 0, 100 * M)
+
     s = case("peer-limit-invisible-peers", "slot-limited (invisible) leechers of one user and the peer limit",
              group="slots-1")
     s.torrent("u")
@@ -598,6 +708,14 @@ def scripted():
     s.ann("p", "started", 0, 0, left=0, wait=2.5)
     s.ann("p", None, 10 * M, 0, left=0, wait=2.5)
     s.ann("p", None, 20 * M, 0, left=0)
+
+    # Two seeders of one user at once: the user seeds the torrent about
+    # 8.75 s; each peer's own announces are 2.5 s apart.
+    s = case("seedtime-two-seeders", "two seeding peers of one user announcing in turn, 1.25 s apart")
+    s.peer("p", "a")
+    s.peer("q", "a")
+    for k in range(8):
+        s.ann("pq"[k % 2], "started" if k < 2 else None, (k // 2) * 10 * M, 0, left=0, wait=1.25)
 
     s = case("seedtime-stop", "a seeder that stops after 3 s")
     s.peer("p", "a")
@@ -805,7 +923,7 @@ def plan(args):
                 "ip": st["ip"] or p["ip"], "port": port, "event": st["event"],
                 "uploaded": st["uploaded"], "downloaded": st["downloaded"], "left": st["left"],
                 "compact": st["compact"], "wait": st["wait"]})
-        out.append({"name": s.name, "kind": s.kind, "note": s.note,
+        out.append({"name": s.name, "kind": s.kind, "note": s.note, "reference": s.reference,
                     # Spread over 4 s, so that not every first announce
                     # comes at once.
                     "start": round((n * 0.37) % 4.0, 2),
@@ -1025,14 +1143,15 @@ def drive(args):
         h, _, p = v.rpartition(":")
         return h, int(p)
 
-    targets = [hostport(args.ours), hostport(args.unit3d)]
+    targets = {"main": [hostport(args.ours), hostport(args.unit3d)],
+               "default": [hostport(args.ours), hostport(args.unit3d_default)]}
     t0 = time.monotonic()
 
     def run(s):
         time.sleep(s["start"])
         answers = []
         for step in s["steps"]:
-            ours, ref = announce_both(step, targets)
+            ours, ref = announce_both(step, targets[s.get("reference", "main")])
             answers.append({"at": round(time.monotonic() - t0, 3), "ours": ours, "unit3d": ref})
             time.sleep(step["wait"])
         return s["name"], answers
@@ -1093,12 +1212,13 @@ def q(text):
     return "none" if text is None else f"«{text}»"
 
 
-def compare_answer(s, step, ours, ref, add_kind):
-    """Kinds of difference between two answers to STEP."""
+def compare_answer(s, index, ours, ref, add_kind):
+    """Kinds of difference between two answers to the step INDEX of S."""
+    step = s["steps"][index]
     prefix = "answer to a stop" if step["event"] == "stopped" else "answer"
 
     def add(kind):
-        add_kind(prefix + kind[len("answer"):])
+        add_kind(prefix + kind[len("answer"):], ("step", index))
 
     if "error" in ours or "error" in ref:
         if ("error" in ours) != ("error" in ref):
@@ -1171,20 +1291,25 @@ def more_less(add, what, a, b, suffix=""):
     add(f"{what} {'more' if a > b else 'less'}{suffix}")
 
 
-def compare_db(s, ours, ref, add):
+def compare_db(s, ours, ref, add_kind):
+    """Kinds of difference between the two databases' rows of S; each is
+    given with where it is: ("user", id), ("pair", (user, torrent)),
+    ("peer", (user, torrent, peer id)) or ("torrent", id)."""
     uids = {u["id"]: k for k, u in s["users"].items()}
     tids = {t["id"]: k for k, t in s["torrents"].items()}
     for uid in uids:
         a, b = ours["users"].get(uid), ref["users"].get(uid)
         if a and b:
             if a["downloaded"] != b["downloaded"]:
-                add(f"users: download charged {'more' if a['downloaded'] > b['downloaded'] else 'less'}"
-                    " than UNIT3D-Announce")
+                add_kind(f"users: download charged {'more' if a['downloaded'] > b['downloaded'] else 'less'}"
+                         " than UNIT3D-Announce", ("user", uid))
             if a["uploaded"] != b["uploaded"]:
-                add(f"users: upload credited {'more' if a['uploaded'] > b['uploaded'] else 'less'}"
-                    " than UNIT3D-Announce")
+                add_kind(f"users: upload credited {'more' if a['uploaded'] > b['uploaded'] else 'less'}"
+                         " than UNIT3D-Announce", ("user", uid))
     keys = {k for db in (ours, ref) for k in db["history"] if k[0] in uids and k[1] in tids}
     for key in sorted(keys):
+        def add(kind, key=key):
+            add_kind(kind, ("pair", key))
         a, b = ours["history"].get(key), ref["history"].get(key)
         if not b:
             add("history: row only in ours")
@@ -1206,6 +1331,9 @@ def compare_db(s, ours, ref, add):
             add(f"history: seedtime {'more' if a['seedtime'] > b['seedtime'] else 'less'}")
     keys = {k for db in (ours, ref) for k in db["peers"] if k[0] in uids and k[1] in tids}
     for key in sorted(keys):
+        def add(kind, key=key):
+            add_kind(kind, ("peer", key))
+
         a, b = ours["peers"].get(key), ref["peers"].get(key)
         if not b:
             add("peers: row only in ours")
@@ -1223,36 +1351,556 @@ def compare_db(s, ours, ref, add):
         a, b = ours["torrents"].get(tid), ref["torrents"].get(tid)
         if a and b:
             for f in ("seeders", "leechers", "times_completed"):
-                more_less(add, f"torrents: {f}", a[f], b[f], " than UNIT3D-Announce")
+                more_less(lambda kind, tid=tid: add_kind(kind, ("torrent", tid)), f"torrents: {f}",
+                          a[f], b[f], " than UNIT3D-Announce")
 
 
 def claims_of(s, ours, ref):
-    """Issue 41's two claims for one scenario: the columns where ours
-    charged less download, or credited more upload, than UNIT3D-Announce."""
+    """Issue 41's two claims for one scenario: where ours charged less
+    download, or credited more upload, than UNIT3D-Announce, each as
+    (column, where), where as compare_db gives it."""
     uids = {u["id"] for u in s["users"].values()}
     tids = {t["id"] for t in s["torrents"].values()}
     less_down, more_up = [], []
-    for uid in uids:
+    for uid in sorted(uids):
         a, b = ours["users"].get(uid), ref["users"].get(uid)
         if a and b:
             if a["downloaded"] < b["downloaded"]:
-                less_down.append("users.downloaded")
+                less_down.append(("users.downloaded", ("user", uid)))
             if a["uploaded"] > b["uploaded"]:
-                more_up.append("users.uploaded")
-    for key in ref["history"]:
+                more_up.append(("users.uploaded", ("user", uid)))
+    for key in sorted(ref["history"]):
         if key[0] in uids and key[1] in tids:
             a, b = ours["history"].get(key), ref["history"][key]
             a = a or {"downloaded": 0, "actual_downloaded": 0}
             if a["downloaded"] < b["downloaded"]:
-                less_down.append("history.downloaded")
+                less_down.append(("history.downloaded", ("pair", key)))
             if a["actual_downloaded"] < b["actual_downloaded"]:
-                less_down.append("history.actual_downloaded")
-    for key in ours["history"]:
+                less_down.append(("history.actual_downloaded", ("pair", key)))
+    for key in sorted(ours["history"]):
         if key[0] in uids and key[1] in tids:
             a, b = ours["history"][key], ref["history"].get(key) or {"uploaded": 0}
             if a["uploaded"] > b["uploaded"]:
-                more_up.append("history.uploaded")
-    return sorted(set(less_down)), sorted(set(more_up))
+                more_up.append(("history.uploaded", ("pair", key)))
+    return less_down, more_up
+
+
+# ---------------------------------------------------------------------------
+# Explaining: both trackers' accounting replayed, announce by announce,
+# from a scenario's announces and the answers each tracker gave (an
+# announce one refused changes nothing there), each by its own rules:
+# UNIT3D-Announce's as its source at 946b6e7 has them (src/announce.rs,
+# src/scheduler/*.rs), ours' as docs/OPERATIONS.md states them ("How an
+# announce is credited"). Each announce whose credit differs between the
+# two is given the rule that makes it differ; each kind of difference is
+# then explained by the rules of the announces behind it. The replay's
+# rows are checked against both databases, column by column: where they
+# disagree, the replay misses a rule or a tracker has a bug, and the
+# run says so (results.md, "Unexplained differences").
+
+RATE = 1_250_000_000  # ours' max_upload_rate by default (10 Gbit/s), bytes a second
+SLOT_WARNING = "Download slot limit reached."
+STOPPED_UNKNOWN = "Stopped peer doesn't exist."
+PEER_LIMIT = re.compile(r"You already have (\d+) peers on this torrent")
+# Two announces of one user closer than this many seconds (as the driver
+# timed them) may share one of UNIT3D-Announce's flushes (1 s apart).
+SAME_FLUSH = 1.1
+# Ours: a worker hands its batch to the database thread every flush
+# interval (1 s), which flushes 1 s after its previous flush ended: an
+# announce is in the database within about this many seconds, and two
+# announces closer than that may share a flush.
+FLUSH_LAG = 2.5
+
+
+def admitted(answer):
+    return "error" not in answer and answer["failure"] is None
+
+
+def failure_of(answer):
+    return None if "error" in answer else answer["failure"]
+
+
+def factors_of(s, st):
+    """The upload and download percent of announce ST, the same in both:
+    the highest upload and lowest download of the site's, the group's
+    and the torrent's; no download with a token, personal freeleech or a
+    featured torrent, which also doubles upload."""
+    user = s["users"][st["user"]]
+    torrent = s["torrents"][st["torrent"]]
+    _, _, _, _, freeleech, double = next(g for g in GROUPS if g[1] == user["group"])
+    up = max(100, 200 if double else 100, 200 if torrent["doubleup"] else 100)
+    down = min(100, 0 if freeleech else 100, 100 - torrent["free"])
+    if user["personal"] or st["user"] in torrent["tokens"] or torrent["featured"]:
+        down = 0
+    if torrent["featured"]:
+        up = 200
+    return up, down
+
+
+def new_pair():
+    return {"uploaded": 0, "actual_uploaded": 0, "downloaded": 0, "actual_downloaded": 0,
+            "client_uploaded": None, "client_downloaded": None, "seeder": None, "active": None,
+            "completed_at": 0, "completed_by": None, "seedtime": 0.0, "intervals": 0,
+            "spans": [], "last": None, "prev": None, "completed_events": [], "cd_log": []}
+
+
+def union_length(spans):
+    total, end = 0.0, None
+    for a, b in sorted(spans):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
+class Replay:
+    """Scenario S replayed by both trackers' rules, from ANSWERS (each
+    announce's answers, as the driver got them)."""
+
+    def __init__(self, s, answers):
+        self.s = s
+        self.answers_at = [a["at"] for a in answers]
+        self.steps = []
+        self.unexplained_steps = []
+        self.u_pairs, self.o_pairs = {}, {}
+        self.u_peers, self.o_peers = {}, {}
+        self.u_flips, self.o_completions = {}, {}
+        self.u_credits = {}  # user key -> [(at, credited up, credited down)]
+        self.o_done_at = []  # ours' completions of the announce's torrent after it, by the docs' rule
+        u_mem = {}  # UNIT3D-Announce's peers in memory
+        o_rows = {}  # ours' rows in `peers` (the point each peer is credited from)
+        o_mem = set()  # ours' accounts in memory
+        windows = {}  # ours' upload-rate window per (user, torrent)
+        limit_refused = set()  # peers UNIT3D-Announce refused for its peer limit
+        for i, (st, ans) in enumerate(zip(s["steps"], answers)):
+            at = ans["at"]
+            key = (st["user"], st["torrent"], st["peer_id"])
+            pk = (st["user"], st["torrent"])
+            stop = st["event"] == "stopped"
+            seeder = st["left"] == 0
+            up, down = st["uploaded"], st["downloaded"]
+            upf, downf = factors_of(s, st)
+            rec = {"o": admitted(ans["ours"]), "u": admitted(ans["unit3d"]), "reasons": set(),
+                   "o_credit": (0, 0, 0, 0), "u_credit": (0, 0, 0, 0), "o_row": False,
+                   "u_row": False, "o_history": False, "u_history": False, "idle": False,
+                   "torrent": st["torrent"], "pair": pk, "key": key, "stop": stop}
+            # UNIT3D-Announce: src/announce.rs.
+            u_old = u_mem.get(key)
+            if rec["u"]:
+                hidden = not stop and ans["unit3d"]["warning"] == SLOT_WARNING
+                flip = False
+                if stop:
+                    # Each counter on its own, saturating; the peer forgotten.
+                    du, dd = (max(0, up - u_old["up"]), max(0, down - u_old["down"])) if u_old else (0, 0)
+                    if u_old is None:
+                        self.unexplained_steps.append(
+                            f"announce {i + 1}: UNIT3D-Announce admitted a stop of a peer it did not hold")
+                    u_mem.pop(key, None)
+                elif u_old is None:
+                    du = dd = 0  # a new peer: nothing credited
+                else:
+                    # Either counter back: a restarted session, nothing credited.
+                    back = up < u_old["up"] or down < u_old["down"]
+                    du, dd = (0, 0) if back else (up - u_old["up"], down - u_old["down"])
+                    flip = seeder and not u_old["seeder"]
+                if not stop:
+                    u_mem[key] = {"up": up, "down": down, "seeder": seeder}
+                rec["u_credit"] = (upf * du // 100, du, downf * dd // 100, dd)
+                pair = self.u_pairs.setdefault(pk, new_pair())
+                self.book(pair, rec["u_credit"], st, i)
+                pair["active"] = int(not stop)
+                # Seedtime in SQL: from the row's updated_at where the row
+                # was an active seeder and this announce is a seeder's.
+                if pair["prev"] and pair["prev"][1] and pair["prev"][2] and seeder:
+                    pair["seedtime"] += at - pair["prev"][0]
+                    pair["intervals"] += 1
+                pair["prev"] = (at, seeder, not stop)
+                if st["event"] == "completed":
+                    pair["completed_events"].append(i)
+                rec["u_row"] = rec["u_history"] = True
+                self.u_peers[key] = {"uploaded": up, "downloaded": down, "active": int(not stop),
+                                     "seeder": int(seeder), "visible": int(not stop and not hidden), "step": i}
+                if flip:
+                    self.u_flips[st["torrent"]] = self.u_flips.get(st["torrent"], 0) + 1
+                if rec["u_credit"][0] or rec["u_credit"][2]:
+                    self.u_credits.setdefault(st["user"], []).append((at, rec["u_credit"][0], rec["u_credit"][2]))
+            else:
+                failure = failure_of(ans["unit3d"]) or ""
+                if PEER_LIMIT.search(failure):
+                    limit_refused.add(key)
+                if stop and u_old is not None:
+                    self.unexplained_steps.append(
+                        f"announce {i + 1}: UNIT3D-Announce refused a stop of a peer it held")
+            # Ours: docs/OPERATIONS.md, "How an announce is credited".
+            prev = o_rows.get(key)
+            restarted = prev is not None and (up < prev["up"] or down < prev["down"])
+            flagged = False
+            if rec["o"]:
+                hidden = not stop and ans["ours"]["warning"] == SLOT_WARNING
+                pair = self.o_pairs.get(pk)
+                completion = False
+                if prev is None:
+                    # A session nobody recorded: no upload, the download
+                    # past the user's last reported total on the torrent.
+                    du = 0
+                    dd = max(0, down - ((pair["client_downloaded"] or 0) if pair else 0))
+                    # The total as the database may still hold it: the
+                    # flush reads history.client_downloaded, which misses
+                    # what the user reported on the torrent in the same
+                    # flush (up to FLUSH_LAG seconds before).
+                    log = pair["cd_log"] if pair else []
+                    older = [c for t, c in log if t <= at - FLUSH_LAG]
+                    stored = {older[-1] if older else 0} | {c for t, c in log if t > at - FLUSH_LAG}
+                    options = sorted({max(0, down - c) for c in stored} - {dd})
+                    rec["o_options"] = [(downf * o // 100, o) for o in options]
+                else:
+                    du = 0 if restarted or prev["state"] == "stopped" else up - prev["up"]
+                    dd = down - prev["down"] if down >= prev["down"] else down
+                    completion = not stop and prev["state"] != "stopped" and seeder and not prev["seeder"]
+                    if du:
+                        start = max(windows.get(pk, 0.0), prev["at"])
+                        if start + du / RATE > at:
+                            flagged = True
+                        else:
+                            windows[pk] = start + du / RATE
+                # A stop nobody recorded with nothing to charge: no row.
+                rec["idle"] = prev is None and stop and dd == 0
+                if stop:
+                    o_mem.discard(key)
+                else:
+                    o_mem.add(key)
+                rec["o_credit"] = (0 if flagged else upf * du // 100, du, downf * dd // 100, dd)
+                if not rec["idle"]:
+                    o_rows[key] = {"up": up, "down": down, "seeder": seeder,
+                                   "state": "stopped" if stop else "active", "at": at}
+                    self.o_peers[key] = {"uploaded": up, "downloaded": down, "active": int(not stop),
+                                         "seeder": int(seeder), "visible": int(not stop and not hidden),
+                                         "step": i}
+                    rec["o_row"] = True
+                if not rec["idle"] or pair is not None:
+                    pair = self.o_pairs.setdefault(pk, new_pair())
+                    self.book(pair, rec["o_credit"], st, i)
+                    pair["active"] = int(not stop or any(k[:2] == pk for k in o_mem))
+                    if completion and not pair["completed_at"]:
+                        self.o_completions[st["torrent"]] = self.o_completions.get(st["torrent"], 0) + 1
+                        pair["completed_at"], pair["completed_by"] = 1, ("completion", i)
+                    if st["event"] == "completed" and not pair["completed_at"]:
+                        pair["completed_at"], pair["completed_by"] = 1, ("event", i)
+                    if prev is not None and prev["state"] == "active" and prev["seeder"] and seeder:
+                        pair["spans"].append((prev["at"], at))
+                        pair["seedtime"] += at - prev["at"]
+                        pair["intervals"] += 1
+                    pair["cd_log"].append((at, down))
+                    rec["o_history"] = True
+            # The answer's `downloaded`: the torrent's completions, the
+            # site's (none here) and the tracker's since, which count a
+            # user's first completion of the torrent once.
+            self.o_done_at.append(self.o_completions.get(st["torrent"], 0))
+            if rec["o"] and not stop and ans["ours"]["downloaded"] != self.o_done_at[-1]:
+                rec["snatches"] = True
+            # Why the two differ at this announce.
+            r = rec["reasons"]
+            fo, fu = failure_of(ans["ours"]) or "", failure_of(ans["unit3d"]) or ""
+            if rec["o"] and not rec["u"]:
+                if fu == STOPPED_UNKNOWN:
+                    if prev is None:
+                        r.add("unknown_stop")
+                    elif prev["state"] == "stopped":
+                        r.add("after_stop")
+                    elif key in limit_refused:
+                        r.add("peer_limit")
+                elif PEER_LIMIT.search(fu):
+                    r.add("peer_limit")
+            elif rec["u"] and not rec["o"]:
+                if PEER_LIMIT.search(fo):
+                    r.add("peer_limit")
+            elif not rec["o"] and not rec["u"]:
+                if fo != fu and PEER_LIMIT.search(fo) and PEER_LIMIT.search(fu):
+                    r.add("peer_limit")
+            elif rec["o_credit"] != rec["u_credit"]:
+                if prev is None:
+                    r.add("first")
+                elif prev["state"] == "stopped":
+                    r.add("after_stop")
+                elif u_old is None:
+                    if key in limit_refused:
+                        r.add("peer_limit")
+                elif restarted:
+                    r.add("restart")
+                if flagged:
+                    r.add("rate_bound")
+            if (rec["o"] != rec["u"] or (not rec["o"] and fo != fu)
+                    or rec["o_credit"] != rec["u_credit"]) and not r:
+                self.unexplained_steps.append(
+                    f"announce {i + 1}: {'admitted' if rec['o'] else 'refused'} by ours, "
+                    f"{'admitted' if rec['u'] else 'refused'} by UNIT3D-Announce, credits "
+                    f"{rec['o_credit']} and {rec['u_credit']}: no rule says why")
+            self.steps.append(rec)
+
+    @staticmethod
+    def book(pair, credit, st, i):
+        pair["uploaded"] += credit[0]
+        pair["actual_uploaded"] += credit[1]
+        pair["downloaded"] += credit[2]
+        pair["actual_downloaded"] += credit[3]
+        pair["client_uploaded"], pair["client_downloaded"] = st["uploaded"], st["downloaded"]
+        pair["seeder"] = int(st["left"] == 0)
+        pair["last"] = i
+
+    # -- where each difference comes from --------------------------------
+
+    def user_key(self, uid):
+        return next(k for k, u in self.s["users"].items() if u["id"] == uid)
+
+    def torrent_key(self, tid):
+        return next(k for k, t in self.s["torrents"].items() if t["id"] == tid)
+
+    def pair_key(self, pair):
+        return self.user_key(pair[0]), self.torrent_key(pair[1])
+
+    def peer_key(self, peer):
+        return self.user_key(peer[0]), self.torrent_key(peer[1]), peer[2]
+
+    def reasons(self, steps):
+        out = set()
+        for rec in steps:
+            out |= rec["reasons"]
+        return out
+
+    def one_sided(self, pred):
+        """The announces matching PRED that only one tracker admitted."""
+        return [r for r in self.steps if pred(r) and (r["o"] != r["u"] or (not r["o"] and r["reasons"]))]
+
+    def swarm_reasons(self, torrent, until=None):
+        """Why the two swarms of TORRENT differ (at announce UNTIL): the
+        announces only one tracker admitted."""
+        return self.reasons(self.one_sided(
+            lambda r: r["torrent"] == torrent and (until is None or self.steps.index(r) <= until)))
+
+    def credit_reasons(self, pairs, field, more):
+        """Why ours credits more (MORE) or less than UNIT3D-Announce in
+        FIELD (0 credited upload, 1 actual upload, 2 credited download, 3
+        actual download) on PAIRS: the announces that do."""
+        return self.reasons(r for r in self.steps if r["pair"] in pairs
+                            and (r["o_credit"][field] > r["u_credit"][field] if more
+                                 else r["o_credit"][field] < r["u_credit"][field]))
+
+    def latest_reasons(self, pair):
+        """Why the two rows of PAIR end with different announces: each
+        announce after the earlier of the two lasts that only one wrote."""
+        lo, lu = (self.o_pairs.get(pair) or {}).get("last"), (self.u_pairs.get(pair) or {}).get("last")
+        if lo == lu:
+            return set()
+        out = set()
+        first = min(x for x in (lo, lu) if x is not None)
+        for rec in self.steps[first:]:
+            if rec["pair"] == pair and rec["o_history"] != rec["u_history"]:
+                if rec["o_history"] and rec["idle"]:
+                    out.add("idle_stop_history")
+                else:
+                    out |= rec["reasons"]
+        return out
+
+    def user_replaced(self, user):
+        """UNIT3D-Announce's users row lost credit to its flush's
+        replacing: two of the user's credited announces close enough to
+        share a flush."""
+        times = sorted(t for t, _, _ in self.u_credits.get(user, []))
+        return any(b - a < SAME_FLUSH for a, b in zip(times, times[1:]))
+
+    def explain(self, kind, where, ours, ref):
+        """The rules that explain KIND at WHERE (as compare_db and
+        compare_answer give it)."""
+        fam = family_of(kind)
+        what, loc = where
+        if what == "step":
+            rec = self.steps[loc]
+            torrent = rec["torrent"]
+            if fam.endswith("failure reason differs"):
+                return set(rec["reasons"])
+            if fam == "answer to a stop: warning differs":
+                a = self.s["steps"][loc]
+                return {"stop_warning"} if a["event"] == "stopped" and "[ours none" in kind and SLOT_WARNING in kind \
+                    else set()
+            if "downloaded" in fam:
+                return ({"completion_once"} if self.u_flips.get(torrent, 0) != self.o_completions.get(torrent, 0)
+                        else set()) | self.swarm_reasons(torrent, loc)
+            return self.swarm_reasons(torrent, loc)
+        if what == "user":
+            user = self.user_key(loc)
+            pairs = {pk for pk in set(self.o_pairs) | set(self.u_pairs) if pk[0] == user}
+            more = "more" in kind
+            field = 0 if "upload" in kind else 2
+            out = self.credit_reasons(pairs, field, more)
+            if more and self.user_replaced(user):
+                out.add("user_replaced")
+            return out
+        if what == "pair":
+            pair = self.pair_key(loc)
+            o, u = self.o_pairs.get(pair) or new_pair(), self.u_pairs.get(pair) or new_pair()
+            fields = {"history: upload credited": 0, "history: actual_uploaded": 1,
+                      "history: download charged": 2, "history: actual_downloaded": 3}
+            for prefix, field in fields.items():
+                if fam.startswith(prefix + " "):
+                    return self.credit_reasons({pair}, field, fam.endswith("more"))
+            if fam.startswith("history: row only in"):
+                return self.reasons(self.one_sided(lambda r: r["pair"] == pair))
+            if fam in ("history: client_uploaded differs", "history: client_downloaded differs",
+                       "history: seeder differs"):
+                return self.latest_reasons(pair)
+            if fam == "history: active differs":
+                out = self.latest_reasons(pair)
+                last = o["last"]
+                if last is not None and self.steps[last]["stop"] and o["active"] == 1:
+                    out.add("active")
+                return out
+            if fam == "history: completed_at set by ours only":
+                out = set()
+                by = o["completed_by"]
+                if u["completed_events"]:
+                    out.add("completed_at_replaced")
+                elif by and by[0] == "completion":
+                    out.add("completed_at")
+                elif by:
+                    out |= self.steps[by[1]]["reasons"]
+                return out
+            if fam == "history: completed_at set by UNIT3D-Announce only":
+                return self.reasons(self.one_sided(lambda r: r["pair"] == pair))
+            if fam.startswith("history: seedtime"):
+                a, b = ours["history"][loc]["seedtime"], ref["history"][loc]["seedtime"]
+                overlap = o["seedtime"] - union_length(o["spans"])
+                out = set()
+                if a > b and overlap > SEEDTIME_SLACK:
+                    out.add("seedtime_overlap")
+                if abs((a - overlap if overlap > SEEDTIME_SLACK else a) - b) > SEEDTIME_SLACK:
+                    out.add("seedtime")
+                return out
+            return set()
+        if what == "peer":
+            peer = self.peer_key(loc)
+            if fam.startswith("peers: row only in"):
+                return self.reasons(self.one_sided(lambda r: r["key"] == peer))
+            lo, lu = (self.o_peers.get(peer) or {}).get("step"), (self.u_peers.get(peer) or {}).get("step")
+            if lo == lu or lo is None or lu is None:
+                return set()
+            return self.reasons(r for r in self.steps[min(lo, lu):]
+                                if r["key"] == peer and r["o_row"] != r["u_row"])
+        if what == "torrent":
+            torrent = self.torrent_key(loc)
+            if fam == "torrents: times_completed less than UNIT3D-Announce":
+                return {"completion_once"} if self.u_flips.get(torrent, 0) > self.o_completions.get(torrent, 0) \
+                    else set()
+            return self.swarm_reasons(torrent)
+        return set()
+
+    # -- the replay against the databases ---------------------------------
+
+    def settle_options(self, ours):
+        """Ours charges a session's first announce past the total the
+        database holds when it flushes: where the user reported on the
+        torrent shortly before (in the same flush), that is an older one
+        than the replay's. Where a pair's download in the database is
+        one the older totals give, and the replay's is not, take it: each
+        announce so charged gets the rule first_same_flush."""
+        s = self.s
+        for pk, pair in self.o_pairs.items():
+            loc = (s["users"][pk[0]]["id"], s["torrents"][pk[1]]["id"])
+            row = ours["history"].get(loc)
+            want = (pair["downloaded"], pair["actual_downloaded"])
+            if row is None or (row["downloaded"], row["actual_downloaded"]) == want:
+                continue
+            steps = [r for r in self.steps if r["pair"] == pk and r.get("o_options") and r["o_history"]]
+            found = None
+            for choice in itertools.islice(itertools.product(*[[None] + r["o_options"] for r in steps]), 4096):
+                got = list(want)
+                for r, o in zip(steps, choice):
+                    if o is not None:
+                        got[0] += o[0] - r["o_credit"][2]
+                        got[1] += o[1] - r["o_credit"][3]
+                if got == [row["downloaded"], row["actual_downloaded"]]:
+                    found = choice
+                    break
+            if found is None:
+                continue
+            for r, o in zip(steps, found):
+                if o is not None:
+                    pair["downloaded"] += o[0] - r["o_credit"][2]
+                    pair["actual_downloaded"] += o[1] - r["o_credit"][3]
+                    r["o_credit"] = (r["o_credit"][0], r["o_credit"][1], o[0], o[1])
+                    if r["o_credit"] == r["u_credit"]:
+                        r["reasons"].clear()
+                    r["reasons"].add("first_same_flush")
+
+    def check(self, ours, ref):
+        """Where the replay's rows disagree with the databases: a list of
+        (where, text)."""
+        self.settle_options(ours)
+        out = []
+        s = self.s
+        for side, db, pairs, peers in (("ours", ours, self.o_pairs, self.o_peers),
+                                       ("UNIT3D-Announce", ref, self.u_pairs, self.u_peers)):
+            for pk, p in sorted(pairs.items()):
+                loc = (s["users"][pk[0]]["id"], s["torrents"][pk[1]]["id"])
+                row = db["history"].get(loc)
+                if row is None:
+                    out.append((("pair", loc), f"{side}: history row expected, none"))
+                    continue
+                for f in ("uploaded", "actual_uploaded", "downloaded", "actual_downloaded",
+                          "client_uploaded", "client_downloaded", "seeder", "active", "completed_at"):
+                    want = p[f]
+                    if f == "completed_at" and side != "ours":
+                        want = int(bool(p["completed_events"]))
+                        if want and not row[f] and any(
+                                0 <= self.t(j) - self.t(e) < SAME_FLUSH
+                                for e in p["completed_events"] for j in range(e + 1, len(self.steps))
+                                if self.steps[j]["pair"] == pk and self.steps[j]["u"]):
+                            continue  # replaced within a flush
+                    if row[f] != want:
+                        out.append((("pair", loc), f"{side}: history.{f} {row[f]}, replay {want}"))
+                if abs(row["seedtime"] - p["seedtime"]) > p["intervals"] + SEEDTIME_SLACK:
+                    out.append((("pair", loc), f"{side}: history.seedtime {row['seedtime']}, "
+                                               f"replay {p['seedtime']:.1f}"))
+            for key, p in sorted(peers.items()):
+                loc = (s["users"][key[0]]["id"], s["torrents"][key[1]]["id"], key[2])
+                row = db["peers"].get(loc)
+                if row is None:
+                    out.append((("peer", loc), f"{side}: peers row expected, none"))
+                    continue
+                for f in ("uploaded", "downloaded", "active", "seeder", "visible"):
+                    if row[f] != p[f]:
+                        out.append((("peer", loc), f"{side}: peers.{f} {row[f]}, replay {p[f]}"))
+            for uk, u in s["users"].items():
+                want = [sum(p[f] for pk, p in pairs.items() if pk[0] == uk) for f in ("uploaded", "downloaded")]
+                row = db["users"].get(u["id"])
+                got = [row["uploaded"], row["downloaded"]] if row else [0, 0]
+                if got != want and not (side != "ours" and all(g <= w for g, w in zip(got, want))
+                                        and self.user_replaced(uk)):
+                    out.append((("user", u["id"]), f"{side}: users (uploaded, downloaded) {got}, replay {want}"))
+            counts = self.o_completions if side == "ours" else self.u_flips
+            for tk, t in s["torrents"].items():
+                row = db["torrents"].get(t["id"])
+                live = [p for k, p in peers.items() if k[1] == tk and p["active"] and p["visible"]]
+                want = {"times_completed": counts.get(tk, 0),
+                        "seeders": sum(1 for p in live if p["seeder"]),
+                        "leechers": sum(1 for p in live if not p["seeder"])}
+                for f, v in want.items():
+                    if row and row[f] != v:
+                        out.append((("torrent", t["id"]), f"{side}: torrents.{f} {row[f]}, replay {v}"))
+        # Rows the replay does not expect.
+        uids = {u["id"] for u in s["users"].values()}
+        tids = {t["id"] for t in s["torrents"].values()}
+        for side, db, pairs in (("ours", ours, self.o_pairs), ("UNIT3D-Announce", ref, self.u_pairs)):
+            want = {(s["users"][pk[0]]["id"], s["torrents"][pk[1]]["id"]) for pk in pairs}
+            for loc in db["history"]:
+                if loc[0] in uids and loc[1] in tids and loc not in want:
+                    out.append((("pair", loc), f"{side}: history row the replay does not make"))
+        return out
+
+    def t(self, i):
+        return self.answers_at[i]
 
 
 def fmt_answer(a):
@@ -1266,10 +1914,23 @@ def fmt_answer(a):
             f"{w}; peers {peers}")
 
 
-def detail(s, answers, ours, ref, kinds, claims):
+def fmt_where(where):
+    what, loc = where
+    if what == "step":
+        return f"announce {loc + 1}"
+    if what == "pair":
+        return f"history ({loc[0]}, {loc[1]})"
+    if what == "peer":
+        return f"peer ({loc[0]}, {loc[1]}, {loc[2]})"
+    return f"{what} {loc}"
+
+
+def detail(s, answers, ours, ref, res, replay):
     out = [f"# {s['name']} ({s['kind']})", ""]
     if s["note"]:
         out += [s["note"], ""]
+    if s["reference"] != "main":
+        out += ["Played against UNIT3D-Announce at its default MAX_PEERS_PER_TORRENT_PER_USER (3).", ""]
     out.append("Users: " + ", ".join(
         f"{k} = id {u['id']} ({u['group']}{', personal freeleech' if u['personal'] else ''}"
         f"{', cannot download' if not u['can_download'] else ''})" for k, u in s["users"].items()))
@@ -1280,22 +1941,34 @@ def detail(s, answers, ours, ref, kinds, claims):
         f"{k} = user {p['user']}, {p['peer_id']}, {p['ip']}, ports {'/'.join(map(str, p['ports']))}"
         for k, p in s["peers"].items()))
     out.append("Features: " + (", ".join(s["features"]) or "-"))
-    out += ["", "## Differences", ""]
-    out += [f"- {k}" + (f" (rule: {rule_of(k)})" if rule_of(k) else "") for k in kinds]
-    if claims[0] or claims[1]:
-        out += ["", "## Claims", ""]
-        if claims[0]:
-            out.append(f"- download charged less than UNIT3D-Announce: {', '.join(claims[0])}")
-        if claims[1]:
-            out.append(f"- upload credited more than UNIT3D-Announce: {', '.join(claims[1])}")
+    out += ["", "## Differences", "", "Each with where it is and the rules that explain it "
+            "(`RULES` and `Replay` in deploy/diff-unit3d.py).", ""]
+    for f in res["found"]:
+        rules = ", ".join(rule_name(r) for r in f["rules"]) or "**unexplained**"
+        out.append(f"- {f['kind']} ({fmt_where(f['where'])}): {rules}")
+    if res["unexplained"]:
+        out += ["", "## Unexplained", ""] + [f"- {fmt_where(u['where'])}: {u['text']}" for u in res["unexplained"]]
+    for name, title in (("download_never_less", "download charged less than UNIT3D-Announce"),
+                        ("upload_never_more", "upload credited more than UNIT3D-Announce")):
+        if res["claims"][name]:
+            out += ["", f"## Claim failing: {title}", ""]
+            for c in res["claims"][name]:
+                rules = ", ".join(rule_name(r) for r in c["rules"]) or "**no rule: a finding**"
+                out.append(f"- {c['column']} ({fmt_where(c['where'])}): {rules}")
     out += ["", "## Announces", "",
-            "| # | at s | peer | torrent | event | uploaded | downloaded | left | from | ours | UNIT3D-Announce |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+            "Why: the rule that makes this announce's credit or admission differ, as the replay finds it.", "",
+            "| # | at s | peer | torrent | event | uploaded | downloaded | left | from | ours | UNIT3D-Announce | why |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, (st, a) in enumerate(zip(s["steps"], answers)):
+        why = [rule_name(r) for r in sorted(replay.steps[i]["reasons"])]
+        if replay.steps[i].get("snatches"):
+            why.append(rule_name("answer_snatches") + f" (ours' {a['ours']['downloaded']}, the torrent's "
+                       f"completions by the docs' rule {replay.o_done_at[i]})")
+        why = ", ".join(why) or "-"
         out.append(f"| {i + 1} | {a['at']} | {st['peer']} ({st['user']}) | {st['torrent']} | "
                    f"{st['event'] if st['event'] is not None else '-'} | {st['uploaded']} | "
                    f"{st['downloaded']} | {st['left']} | {st['ip']}:{st['port']} | "
-                   f"{fmt_answer(a['ours'])} | {fmt_answer(a['unit3d'])} |")
+                   f"{fmt_answer(a['ours'])} | {fmt_answer(a['unit3d'])} | {why} |")
     uids = {u["id"]: k for k, u in s["users"].items()}
     tids = {t["id"]: k for k, t in s["torrents"].items()}
 
@@ -1309,12 +1982,16 @@ def detail(s, answers, ours, ref, kinds, claims):
                 cells = " | ".join(str(r[c]) for c in cols) if r else " | ".join("(none)" for _ in cols)
                 out.append(f"| {key} | {side} | {cells} |")
 
-    pick = lambda d, f: {k: v for k, v in d.items() if f(k)}
+    def pick(d, f):
+        return {k: v for k, v in d.items() if f(k)}
+
+    def inscen(k):
+        return k[0] in uids and k[1] in tids
+
     table("users", ["uploaded", "downloaded"], pick(ours["users"], lambda k: k in uids),
           pick(ref["users"], lambda k: k in uids), "user")
     hcols = ["uploaded", "actual_uploaded", "client_uploaded", "downloaded", "actual_downloaded",
              "client_downloaded", "seeder", "active", "immune", "completed_at", "seedtime"]
-    inscen = lambda k: k[0] in uids and k[1] in tids
     table("history (completed_at: 1 if set)", hcols, pick(ours["history"], inscen),
           pick(ref["history"], inscen), "(user, torrent)")
     pcols = ["ip", "port", "active", "visible", "seeder", "uploaded", "downloaded"]
@@ -1326,6 +2003,81 @@ def detail(s, answers, ours, ref, kinds, claims):
     return "\n".join(out) + "\n"
 
 
+# The claims' columns: which counter, and which field of the replay's
+# credit (0 credited upload, 2 credited download, 3 actual download).
+CLAIM_FIELDS = {"users.downloaded": 2, "history.downloaded": 2, "history.actual_downloaded": 3,
+                "users.uploaded": 0, "history.uploaded": 0}
+
+
+def explain_scenario(s, answers, ours, ref):
+    """Every difference of S with its place and rules, the claims failing
+    with theirs, and what no rule explains."""
+    found = []
+
+    def add(kind, where):
+        if not any(f["kind"] == kind and f["where"] == where for f in found):
+            found.append({"kind": kind, "where": where})
+
+    for i, ans in enumerate(answers):
+        compare_answer(s, i, ans["ours"], ans["unit3d"], add)
+    compare_db(s, ours, ref, add)
+    replay = Replay(s, answers)
+    disagree = replay.check(ours, ref)
+    unexplained = [{"where": ("step", None), "text": t} for t in replay.unexplained_steps]
+    unexplained += [{"where": w, "text": f"the replay disagrees with the database: {t}"} for w, t in disagree]
+    doubtful = {w for w, _ in disagree}
+    for f in found:
+        rules = replay.explain(f["kind"], f["where"], ours, ref)
+        f["rules"] = sorted(rules & set(rules_of(f["kind"])))
+        if not f["rules"] or f["where"] in doubtful:
+            why = (f"rules found {', '.join(sorted(rules))}, none of the kind's" if rules and not f["rules"]
+                   else "the replay disagrees with the database there" if f["rules"] else "no rule found")
+            f["rules"] = [] if f["where"] in doubtful else f["rules"]
+            unexplained.append({"where": f["where"], "text": f"{f['kind']}: {why}"})
+    less_down, more_up = claims_of(s, ours, ref)
+    claims = {}
+    for name, items, more in (("download_never_less", less_down, False), ("upload_never_more", more_up, True)):
+        claims[name] = []
+        for column, where in items:
+            field = CLAIM_FIELDS[column]
+            what, loc = where
+            if what == "user":
+                user = replay.user_key(loc)
+                pairs = {pk for pk in set(replay.o_pairs) | set(replay.u_pairs) if pk[0] == user}
+            else:
+                user, pairs = None, {replay.pair_key(loc)}
+            rules = replay.credit_reasons(pairs, field, more)
+            if user is not None and more and replay.user_replaced(user):
+                rules.add("user_replaced")
+            if where in doubtful:
+                rules = set()
+            claims[name].append({"column": column, "where": where, "rules": sorted(rules)})
+    kinds = []
+    for f in found:
+        if f["kind"] not in kinds:
+            kinds.append(f["kind"])
+    # Where ours departs from its documented rules, whether or not that
+    # makes a difference with UNIT3D-Announce.
+    departures = {r for rec in replay.steps for r in rec["reasons"] if RULE_INFO[r][2] == FINDING}
+    if any(rec.get("snatches") for rec in replay.steps):
+        departures.add("answer_snatches")
+    departures = sorted(departures)
+    return {"found": found, "kinds": kinds, "unexplained": unexplained, "claims": claims,
+            "departures": departures}, replay
+
+
+# The case that shows UNIT3D-Announce's peer limit one short, on purpose.
+OFF_BY_ONE_CASE = "peer-limit-unit3d-default"
+
+
+def off_by_one(s, answers):
+    """Whether the case shows the off-by-one: UNIT3D-Announce at its
+    default 3 refuses the user's third peer, which ours admits."""
+    third = answers[2]
+    f = failure_of(third["unit3d"]) or ""
+    return admitted(third["ours"]) and bool(PEER_LIMIT.search(f)) and "3 peers" in f
+
+
 def compare(args):
     with open(os.path.join(args.out, "plan.json")) as f:
         p = json.load(f)
@@ -1333,86 +2085,157 @@ def compare(args):
     with open(os.path.join(args.out, "answers.json")) as f:
         a = json.load(f)
     answers = a["answers"]
-    ours, ref = read_db(args.ours_db), read_db(args.unit3d_db)
-    per = {}
-    claims = {}
-    for s in scenarios:
-        kinds = []
-
-        def add(kind, kinds=kinds):
-            if kind not in kinds:
-                kinds.append(kind)
-
-        for st, ans in zip(s["steps"], answers[s["name"]]):
-            compare_answer(s, st, ans["ours"], ans["unit3d"], add)
-        compare_db(s, ours, ref, add)
-        per[s["name"]] = kinds
-        claims[s["name"]] = claims_of(s, ours, ref)
+    rows = os.path.join(args.out, "rows.json")
+    if args.ours_db:
+        dbs = {"ours": read_db(args.ours_db), "main": read_db(args.unit3d_db),
+               "default": read_db(args.unit3d_default_db)}
+        with open(rows, "w") as f:
+            json.dump({side: {table: [[list(k) if isinstance(k, tuple) else k, v] for k, v in t.items()]
+                              for table, t in db.items()} for side, db in dbs.items()}, f)
+    else:
+        # Again from the rows a run read (OUT/rows.json), its databases gone.
+        with open(rows) as f:
+            dbs = {side: {table: {tuple(k) if isinstance(k, list) else k: v for k, v in t}
+                          for table, t in db.items()} for side, db in json.load(f).items()}
+    ours = dbs["ours"]
+    refs = {"main": dbs["main"], "default": dbs["default"]}
+    results = {}
     details = os.path.join(args.out, "details")
     os.makedirs(details, exist_ok=True)
     for f in os.listdir(details):
         os.remove(os.path.join(details, f))
     for s in scenarios:
-        if per[s["name"]] or claims[s["name"]][0] or claims[s["name"]][1]:
+        ref = refs[s["reference"]]
+        res, replay = explain_scenario(s, answers[s["name"]], ours, ref)
+        results[s["name"]] = res
+        if res["found"] or res["unexplained"] or any(res["claims"].values()) or res["departures"]:
             with open(os.path.join(details, s["name"] + ".md"), "w") as f:
-                f.write(detail(s, answers[s["name"]], ours, ref, per[s["name"]], claims[s["name"]]))
-    write_results(args, p, a, scenarios, per, claims)
+                f.write(detail(s, answers[s["name"]], ours, ref, res, replay))
+    case = next((s for s in scenarios if s["name"] == OFF_BY_ONE_CASE), None)
+    shown = case is not None and off_by_one(case, answers[case["name"]])
+    write_results(args, p, a, scenarios, results, shown)
 
 
-def write_results(args, p, a, scenarios, per, claims):
+def write_results(args, p, a, scenarios, results, shown):
     kind_of = {s["name"]: s["kind"] for s in scenarios}
+    size = {s["name"]: len(s["steps"]) for s in scenarios}
     n = len(scenarios)
     nscripted = sum(1 for s in scenarios if s["kind"] == "scripted")
-    differing = [s["name"] for s in scenarios if per[s["name"]]]
-    by_kind = {}
-    for name in (s["name"] for s in scenarios):
-        for k in per[name]:
-            by_kind.setdefault(k, []).append(name)
+    differing = [s["name"] for s in scenarios if results[s["name"]]["kinds"]]
+    by_kind, by_rule, kind_rules = {}, {}, {}
+    for s in scenarios:
+        name = s["name"]
+        for f in results[name]["found"]:
+            names = by_kind.setdefault(f["kind"], [])
+            if name not in names:
+                names.append(name)
+            for r in f["rules"]:
+                kind_rules.setdefault(f["kind"], {}).setdefault(r, set()).add(name)
+                by_rule.setdefault(r, set()).add(name)
+        for r in results[name]["departures"]:
+            by_rule.setdefault(r, set()).add(name)
+    unexplained = [(s["name"], u) for s in scenarios for u in results[s["name"]]["unexplained"]]
 
     def split(names):
         sc = [x for x in names if kind_of[x] == "scripted"]
         return sc, [x for x in names if kind_of[x] == "random"]
 
-    def cases(names, most=12):
-        sc, rnd = split(names)
-        shown = ", ".join(f"`{x}`" for x in sc)
-        if not sc and rnd:
-            shown = "random: " + ", ".join(f"`{x}`" for x in rnd[:4]) + (" ..." if len(rnd) > 4 else "")
-        return shown or "-"
+    def cases(names, most=4):
+        sc, rnd = split(sorted(names, key=lambda x: (kind_of[x] != "scripted", size[x], x)))
+        shown_ = sc[:most] + rnd[:max(0, most - len(sc))]
+        return ", ".join(f"`{x}`" for x in shown_) + (" ..." if len(names) > len(shown_) else "") or "-"
+
+    claim_titles = (("download_never_less", "download charged by ours never less than UNIT3D-Announce's"),
+                    ("upload_never_more", "upload credited by ours never more than UNIT3D-Announce's"))
+    claim_rows = []
+    for key, title in claim_titles:
+        failing = [s["name"] for s in scenarios if results[s["name"]]["claims"][key]]
+        rules, lacking = {}, []
+        for name in failing:
+            for c in results[name]["claims"][key]:
+                if not c["rules"]:
+                    lacking.append(name)
+                for r in c["rules"]:
+                    rules.setdefault(r, set()).add(name)
+        why = "; ".join(f"{rule_name(r)} ({len(v)})" for r, v in sorted(rules.items(), key=lambda kv: -len(kv[1])))
+        if lacking:
+            why += ("; " if why else "") + f"**no rule ({len(set(lacking))}): a finding**"
+        claim_rows.append(f"| {title} | {n - len(failing)} | {len(failing)} | {why or '-'} |")
+
+    # The summary: what docs/OPERATIONS.md shows.
+    ours_label = args.title.split(".", 1)[0] if args.title else "Ours"
+    summary = [f"{ours_label} against UNIT3D-Announce 946b6e7, side by side on UNIT3D's real schema "
+               f"(`deploy/diff-unit3d`): {n} scenarios ({nscripted} scripted, {n - nscripted} random), "
+               f"{sum(size.values())} announces; {len(differing)} differ. Each difference, with the "
+               "rule that explains it (a row of the table \"Where it differs from UNIT3D-Announce\", or "
+               "UNIT3D-Announce's bug) and the scenarios it appears in:", "",
+               "| rule | whose | scenarios | e.g. |", "|---|---|---|---|"]
+    for r, names in sorted(by_rule.items(), key=lambda kv: (RULE_INFO[kv[0]][2] != OURS, -len(kv[1]), kv[0])):
+        summary.append(f"| {rule_name(r)} | {RULE_INFO[r][2]} | {len(names)} | {cases(names, 2)} |")
+    summary += ["", "| issue 41's claim | holds in | fails in | explained by (scenarios) |", "|---|---|---|---|"]
+    summary += claim_rows
+    summary += ["", f"Unexplained differences: **{len(unexplained)}**"
+                + (f" (in {len({x for x, _ in unexplained})} scenarios; see results.md)" if unexplained else "")
+                + ". UNIT3D-Announce runs with MAX_PEERS_PER_TORRENT_PER_USER 4, which admits 3 as ours' 3 "
+                "does; one case against its default 3 "
+                + ("shows it admitting 2 (`peer-limit-unit3d-default`)." if shown
+                   else "was to show it admitting 2, and **did not** (`peer-limit-unit3d-default`).")]
 
     lines = ["# UNIT3D-Announce side by side: differences", ""]
     lines += [f"{args.title}" if args.title else "", ""]
-    lines += [f"{n} scenarios ({nscripted} scripted, {n - nscripted} random from seed {p['seed']}), "
-              f"{sum(len(s['steps']) for s in scenarios)} announces to each tracker in "
-              f"{a['seconds']} s. Differing: **{len(differing)} of {n}** "
-              f"({len(split(differing)[0])} scripted, {len(split(differing)[1])} random).", ""]
-    lines += ["## Issue 41's claims", "",
-              "| claim | holds in | fails in | columns where it fails (scenarios) | scripted cases failing |",
-              "|---|---|---|---|---|"]
-    for i, claim in enumerate(("download charged by ours never less than UNIT3D-Announce's",
-                               "upload credited by ours never more than UNIT3D-Announce's")):
-        failing = [s["name"] for s in scenarios if claims[s["name"]][i]]
-        cols = {}
+    lines += ["## Summary", ""] + summary
+    lines += ["", "## Findings: differences ours makes by no documented rule", ""]
+    findings = [r for r in by_rule if RULE_INFO[r][2] == FINDING]
+    if not findings:
+        lines.append("None.")
+    for r in sorted(findings):
+        names = sorted(by_rule[r], key=lambda x: (size[x], x))
+        scripted_ = [x for x in names if kind_of[x] == "scripted"]
+        lines.append(f"- **{rule_name(r)}** (docs row: {RULE_INFO[r][1]}): {len(names)} scenarios, "
+                     f"the smallest `{names[0]}` ({size[names[0]]} announces)"
+                     + (f", scripted: {', '.join(f'`{x}`' for x in scripted_)}" if scripted_ else "")
+                     + "; see details/NAME.md.")
+    unseen = [rule_name(r) for r in RULE_INFO if r not in by_rule]
+    lines += ["", "Rules no scenario shows in this run: " + ("; ".join(unseen) or "none") + "."]
+    lines += ["", "## Issue 41's claims, scenario by scenario", ""]
+    for key, title in claim_titles:
+        failing = [s["name"] for s in scenarios if results[s["name"]]["claims"][key]]
+        lines.append(f"- {title}: " + ("holds in every scenario." if not failing else
+                                      f"fails in {len(failing)}:"))
         for name in failing:
-            for c in claims[name][i]:
-                cols[c] = cols.get(c, 0) + 1
-        lines.append(f"| {claim} | {n - len(failing)} | {len(failing)} | "
-                     + (", ".join(f"{c} ({v})" for c, v in sorted(cols.items())) or "-")
-                     + f" | {cases(failing) if failing else '-'} |")
+            for c in results[name]["claims"][key]:
+                rules = ", ".join(rule_name(r) for r in c["rules"]) or "**no rule: a finding**"
+                lines.append(f"  - `{name}`, {c['column']} ({fmt_where(c['where'])}): {rules}")
+    lines += ["", "## Unexplained differences", ""]
+    if not unexplained:
+        lines.append("None: every difference in every scenario is explained by a rule, and the replay "
+                     "of both trackers' rules agrees with both databases, column by column.")
+    for name, u in unexplained:
+        lines.append(f"- `{name}`, {fmt_where(u['where']) if u['where'][1] is not None else 'replay'}: "
+                     f"{u['text']}")
+    lines += ["", f"## Off-by-one of UNIT3D-Announce's peer limit", "",
+              "UNIT3D-Announce at 946b6e7 inserts a new peer before it counts the user's peers, so the new "
+              "one counts itself: MAX_PEERS_PER_TORRENT_PER_USER 3 admits 2. This run gives it 4 (it admits "
+              "3, as ours' 3 does) and plays `peer-limit-unit3d-default` against a third process at its "
+              "default 3: " + ("it refused the user's third peer, which ours admitted." if shown else
+                               "**it did not refuse the user's third peer**: see details/peer-limit-unit3d-default.md.")]
     lines += ["", "## Differences by kind", "",
-              "Each kind with the scenarios it appears in (a scenario may show several kinds), "
-              "the rule that explains it (`RULES` in deploy/diff-unit3d.py; none yet: raw "
-              "kinds), and the scripted cases among them.", "",
-              "| difference | rule | scenarios | scripted | random | scripted cases |",
+              "Each kind with the rules that explain it, per scenario (`RULES` lists the rules each kind can "
+              "have; the replay of the scenario's announces picks them), and the scenarios it appears in "
+              "(a scenario may show several kinds). The answers to a `stopped` are kinds of their own "
+              f"(\"answer to a stop\"). Seedtime counts as equal within {SEEDTIME_SLACK} s: both count whole "
+              "seconds from clocks (UNIT3D-Announce at its flushes), so the seedtime kinds of scenarios near "
+              "that move between two runs; the other kinds repeat.", "",
+              "| difference | rules (scenarios) | scenarios | scripted | random | e.g. |",
               "|---|---|---|---|---|---|"]
     for k, names in sorted(by_kind.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         sc, rnd = split(names)
-        lines.append(f"| {k} | {rule_of(k) or '-'} | {len(names)} | {len(sc)} | {len(rnd)} | "
-                     f"{cases(names)} |")
-    lines += ["", f"Seedtime counts as equal within {SEEDTIME_SLACK} s: both count whole seconds from "
-              "clocks (UNIT3D-Announce at its flushes), so the seedtime kinds of scenarios near "
-              "that move between two runs; the other kinds repeat. The answers to a `stopped` are "
-              "kinds of their own (\"answer to a stop\")."]
+        rules = "; ".join(f"{rule_name(r)} ({len(v)})" for r, v in
+                          sorted(kind_rules.get(k, {}).items(), key=lambda kv: -len(kv[1])))
+        lacking = [x for x in names if any(f["kind"] == k and not f["rules"] for f in results[x]["found"])]
+        if lacking:
+            rules += ("; " if rules else "") + f"**unexplained ({len(lacking)})**"
+        lines.append(f"| {k} | {rules} | {len(names)} | {len(sc)} | {len(rnd)} | {cases(names)} |")
     feats = {}
     for s in scenarios:
         for f in s["features"]:
@@ -1420,33 +2243,44 @@ def write_results(args, p, a, scenarios, per, claims):
     lines += ["", "## What the differing scenarios do", "",
               "| the scenario has | scenarios | differing | of which scripted |", "|---|---|---|---|"]
     for f, names in sorted(feats.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        d = [x for x in names if per[x]]
+        d = [x for x in names if results[x]["kinds"]]
         lines.append(f"| {f} | {len(names)} | {len(d)} | {len(split(d)[0])} |")
-    same = [s["name"] for s in scenarios if not per[s["name"]] and s["kind"] == "scripted"]
+    same = [s["name"] for s in scenarios if not results[s["name"]]["kinds"] and s["kind"] == "scripted"]
     lines += ["", "Scripted cases with no difference: " + (", ".join(f"`{x}`" for x in same) or "none"),
-              "", "Each differing scenario: `details/NAME.md` (its announces and both answers, "
-              "its rows in both databases)."]
+              "", "Each differing scenario: `details/NAME.md` (its differences with their rules, its "
+              "announces with both answers and the rule behind each, its rows in both databases)."]
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    summary = {
+    with open(os.path.join(args.out, "summary-for-docs.md"), "w") as f:
+        f.write("\n".join(summary) + "\n")
+
+    def where_json(w):
+        return [w[0], list(w[1]) if isinstance(w[1], tuple) else w[1]]
+
+    out = {
         "title": args.title, "seed": p["seed"], "scenarios": n, "scripted": nscripted,
-        "announces": sum(len(s["steps"]) for s in scenarios), "drive_seconds": a["seconds"],
-        "differing": len(differing),
-        "claims": {
-            "download_never_less": {
-                "fails_in": [x for x in per if claims[x][0]],
-                "columns": {x: claims[x][0] for x in per if claims[x][0]}},
-            "upload_never_more": {
-                "fails_in": [x for x in per if claims[x][1]],
-                "columns": {x: claims[x][1] for x in per if claims[x][1]}}},
-        "kinds": [{"kind": k, "family": family_of(k), "rule": rule_of(k), "scenarios": names}
+        "announces": sum(size.values()), "drive_seconds": a["seconds"],
+        "differing": len(differing), "off_by_one_shown": shown,
+        "rules": {r: {"name": v[0], "docs_row": v[1], "whose": v[2],
+                      "scenarios": sorted(by_rule.get(r, ()))} for r, v in RULE_INFO.items()},
+        "claims": {key: {"fails_in": [x for x in results if results[x]["claims"][key]],
+                         "failures": {x: [{"column": c["column"], "where": where_json(c["where"]),
+                                           "rules": c["rules"]} for c in results[x]["claims"][key]]
+                                      for x in results if results[x]["claims"][key]}}
+                   for key, _ in claim_titles},
+        "unexplained": [{"scenario": x, "where": where_json(u["where"]), "text": u["text"]}
+                        for x, u in unexplained],
+        "kinds": [{"kind": k, "family": family_of(k), "rules": {r: sorted(v) for r, v in kind_rules.get(k, {}).items()},
+                   "scenarios": names}
                   for k, names in sorted(by_kind.items(), key=lambda kv: (-len(kv[1]), kv[0]))],
-        "per_scenario": {s["name"]: {"kind": s["kind"], "features": s["features"],
-                                     "differences": per[s["name"]]} for s in scenarios},
+        "per_scenario": {s["name"]: {"kind": s["kind"], "reference": s["reference"], "features": s["features"],
+                                     "differences": [{"kind": f["kind"], "where": where_json(f["where"]),
+                                                      "rules": f["rules"]} for f in results[s["name"]]["found"]]}
+                         for s in scenarios},
     }
     with open(os.path.join(args.out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=1)
-    print("\n".join(lines))
+        json.dump(out, f, indent=1)
+    print("\n".join(lines[:lines.index("## Differences by kind")]))
 
 
 def main():
@@ -1460,10 +2294,12 @@ def main():
     d.add_argument("out")
     d.add_argument("--ours", required=True)
     d.add_argument("--unit3d", required=True)
+    d.add_argument("--unit3d-default", required=True)
     c = sub.add_parser("compare")
     c.add_argument("out")
-    c.add_argument("--ours-db", required=True)
-    c.add_argument("--unit3d-db", required=True)
+    c.add_argument("--ours-db", help="without the three: again from OUT/rows.json")
+    c.add_argument("--unit3d-db")
+    c.add_argument("--unit3d-default-db")
     c.add_argument("--title", default="")
     args = ap.parse_args()
     {"plan": plan, "drive": drive, "compare": compare}[args.cmd](args)
