@@ -85,6 +85,12 @@ pub(crate) struct UserOnTorrent {
     /// torrent is spent: each credited upload takes its bytes' time at the
     /// bound, after the previous one's, across the user's peers.
     pub(crate) upload_until_us: u64,
+    /// Unix microseconds until which the user's seeding here is counted
+    /// (see `Step::seeded_until_us`).
+    pub(crate) seeded_until_us: u64,
+    /// One of the user's peers completed the torrent here: the ledger's
+    /// snatches count a user once, as `times_completed` does.
+    pub(crate) completed: bool,
 }
 
 impl UserOnTorrent {

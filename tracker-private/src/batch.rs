@@ -156,6 +156,11 @@ pub struct Step {
     pub factors: Factors,
     /// Its upload broke the upload-rate bound: recorded, not credited.
     pub flagged: bool,
+    /// Unix microseconds until which the user's other peers on the torrent
+    /// were counted as seeding already: this step's seedtime counts from
+    /// then, when that is after its previous point, so that a user seeding
+    /// from several peers at once earns the time once (0: none).
+    pub seeded_until_us: u64,
 }
 
 /// What announces credit: added up.
@@ -225,8 +230,9 @@ pub fn step_credit(prev: &Point, step: &Step, rules: &CreditRules) -> Credit {
     let p = &step.point;
     let (up, down) = reported(prev, p);
     let seedtime = if prev.is_active() && prev.seeder && p.seeder {
+        let from = prev.at_us.max(step.seeded_until_us) / MICROS;
         p.at_secs()
-            .saturating_sub(prev.at_secs())
+            .saturating_sub(from)
             .min(rules.max_seedtime_step)
     } else {
         0
@@ -313,6 +319,11 @@ pub struct Claim {
     pub last: Step,
     /// Every step is a stop.
     pub stops_only: bool,
+    /// For a claim with no base, whose first step may be a session's first
+    /// announce: the download its user's client last reported on the
+    /// torrent before it, in this tracker's batches not yet written (None:
+    /// the database's `history.client_downloaded` tells).
+    pub prior: Option<u64>,
 }
 
 /// A claim's latest run: the steps after the ledger forgot the peer.
@@ -338,6 +349,7 @@ impl Claim {
             resumed: None,
             last: step,
             stops_only: step.kind == StepKind::Stopped,
+            prior: None,
         }
     }
 
@@ -480,10 +492,28 @@ pub struct HistoryMark {
     pub completed_at: Option<u64>,
     pub created_at: u64,
     pub updated_at: u64,
+    /// Only stops of peers the ledger did not know made it: what they
+    /// report may be nobody's session, so any other announce's mark
+    /// replaces theirs, and a flush that finds none of their peers
+    /// recorded writes no history for them.
+    pub weak: bool,
 }
 
 impl HistoryMark {
     fn merge(&mut self, later: &HistoryMark) {
+        match (self.weak, later.weak) {
+            (false, true) => {
+                self.created_at = self.created_at.min(later.created_at);
+                return;
+            }
+            (true, false) => {
+                let created_at = self.created_at.min(later.created_at);
+                *self = *later;
+                self.created_at = created_at;
+                return;
+            }
+            _ => {}
+        }
         self.agent = later.agent;
         self.client_uploaded = later.client_uploaded;
         self.client_downloaded = later.client_downloaded;
@@ -692,7 +722,8 @@ pub struct Batch {
 impl Batch {
     /// Merges `later` (what came after this batch, from the same tracker)
     /// into it.
-    pub fn merge(&mut self, later: Batch, rules: &CreditRules) {
+    pub fn merge(&mut self, mut later: Batch, rules: &CreditRules) {
+        self.stamp_priors(&mut later);
         for (key, entry) in later.peers {
             self.merge_peer(key, entry, rules);
         }
@@ -718,6 +749,8 @@ impl Batch {
         rules: &CreditRules,
         mut admit: impl FnMut(UserId) -> bool,
     ) -> usize {
+        let mut later = later;
+        self.stamp_priors(&mut later);
         let mut dropped = 0;
         let mut unmarked = ahash::AHashSet::new();
         for (key, mark) in later.history {
@@ -745,6 +778,30 @@ impl Batch {
         }
         self.settled.merge(later.settled);
         dropped
+    }
+
+    /// Gives each claim of `later` that this batch does not hold, and that
+    /// may open a session nobody recorded, the download its user's client
+    /// last reported on the torrent in this batch: reported before it, and
+    /// not yet in the database's history.
+    fn stamp_priors(&self, later: &mut Batch) {
+        if self.history.is_empty() {
+            return;
+        }
+        for (key, entry) in &mut later.peers {
+            let claim = &mut entry.claim;
+            if claim.base.is_none() && claim.prior.is_none() && !self.peers.contains_key(key) {
+                claim.prior = (self.history.get(&(key.user_id, key.torrent_id)))
+                    .filter(|mark| !mark.weak)
+                    .map(|mark| mark.client_downloaded);
+            }
+        }
+    }
+
+    /// A stop's mark from a peer the ledger did not know: kept only where
+    /// the pair has none.
+    pub fn merge_history_weak(&mut self, key: (UserId, TorrentId), mark: HistoryMark) {
+        self.merge_history(key, HistoryMark { weak: true, ..mark });
     }
 
     // One row at a time, as an announce makes them: no batch of its own to
@@ -870,6 +927,7 @@ mod tests {
                 completed_at: None,
                 created_at: 10,
                 updated_at: 10,
+                weak: false,
             },
         );
         // Room for one key: the mark takes it, the peer goes too.
@@ -929,6 +987,7 @@ mod tests {
                 download: 100,
             },
             flagged: false,
+            seeded_until_us: 0,
         }
     }
 

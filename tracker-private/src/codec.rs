@@ -11,9 +11,11 @@
 //! - Version 4 (written): seven u32 counts (peer claims, history marks,
 //!   unregistered info-hashes, then the settled rows: peers, history,
 //!   users, torrents), then those rows in that order. A point's flags are
-//!   seeder, active and stopped (neither: expired). A claim ends with a
-//!   flag byte and, when 1, its latest run (the step before it, its first
-//!   step, and two credits).
+//!   seeder, active and stopped (neither: expired). A step ends with the
+//!   time its user's seeding was counted until (u64). A claim ends with a
+//!   flag byte and, when 1, its prior report (u64), then a flag byte and,
+//!   when 1, its latest run (the step before it, its first step, and two
+//!   credits). A history mark's flags end with `weak`.
 //! - Version 3 (read): the same, but a claim also carries the credit of
 //!   its steps after a stop nobody recorded (now counted like the rest),
 //!   a point only seeder and active (a step's kind tells a stop), and a
@@ -54,9 +56,9 @@ const VERSION: u16 = 4;
 const MIN_ENTRY: usize = 1 + 8 + 4 * 4;
 const MIN_PEER: usize = 4 + 4 + 20 + 1 + 4 + 2 + 1 + 3 * 8 + 1 + 2 * 8;
 const POINT_LEN: usize = 3 * 8 + 1;
-const STEP_LEN: usize = POINT_LEN + 1 + 2 + 1 + 1;
+const STEP_LEN: usize = POINT_LEN + 1 + 2 + 1 + 1 + 8;
 const CREDIT_LEN: usize = 5 * 8 + 1;
-const MIN_CLAIM: usize = MIN_PEER + 1 + 2 * STEP_LEN + CREDIT_LEN + 1 + 1;
+const MIN_CLAIM: usize = MIN_PEER + 1 + 2 * STEP_LEN + CREDIT_LEN + 1 + 1 + 1;
 const MIN_MARK: usize = 4 + 4 + 1 + 2 * 8 + 1 + 3 * 8;
 const MIN_HISTORY: usize = 4 + 4 + 1 + 7 * 8 + 1 + 3 * 8;
 const USER_LEN: usize = 4 + 2 * 8;
@@ -178,6 +180,7 @@ fn put_step(out: &mut Vec<u8>, step: &Step) {
     out.extend_from_slice(&step.factors.upload.to_le_bytes());
     out.push(step.factors.download);
     out.push(u8::from(step.flagged));
+    out.extend_from_slice(&step.seeded_until_us.to_le_bytes());
 }
 
 fn put_claim(out: &mut Vec<u8>, claim: &Claim) {
@@ -192,6 +195,13 @@ fn put_claim(out: &mut Vec<u8>, claim: &Claim) {
     put_credit(out, &claim.rest);
     put_step(out, &claim.last);
     out.push(u8::from(claim.stops_only));
+    match claim.prior {
+        Some(prior) => {
+            out.push(1);
+            out.extend_from_slice(&prior.to_le_bytes());
+        }
+        None => out.push(0),
+    }
     match &claim.resumed {
         Some(run) => {
             out.push(1);
@@ -226,6 +236,7 @@ fn put_mark(out: &mut Vec<u8>, mark: &HistoryMark) {
         mark.active,
         mark.immune,
         mark.completed_at.is_some(),
+        mark.weak,
     ]));
     out.extend_from_slice(&mark.completed_at.unwrap_or(0).to_le_bytes());
     out.extend_from_slice(&mark.created_at.to_le_bytes());
@@ -445,7 +456,7 @@ fn read_batch(r: &mut Reader<'_>, version: u16) -> Result<Batch, CodecError> {
     }
     for _ in 0..history {
         let key = (r.u32()?, r.u32()?);
-        let mark = read_mark(r)?;
+        let mark = read_mark(r, version)?;
         insert_new(&mut batch.history, key, mark, "history")?;
     }
     read_unregistered(r, unregistered, &mut batch.unregistered)?;
@@ -604,11 +615,13 @@ fn read_step(r: &mut Reader<'_>, version: u16) -> Result<Step, CodecError> {
         download: r.u8()?,
     };
     let [flagged] = r.flags("step flags")?;
+    let seeded_until_us = if version == VERSION_3 { 0 } else { r.u64()? };
     Ok(Step {
         point,
         kind,
         factors,
         flagged,
+        seeded_until_us,
     })
 }
 
@@ -628,7 +641,12 @@ fn read_claim(r: &mut Reader<'_>, version: u16) -> Result<Claim, CodecError> {
     }
     let last = read_step(r, version)?;
     let stops_only = r.flags::<1>("claim flags")?[0];
-    // Version 3 claims were one run.
+    // Version 3 claims had no prior report and were one run.
+    let prior = match if version == VERSION_3 { 0 } else { r.u8()? } {
+        0 => None,
+        1 => Some(r.u64()?),
+        _ => return Err(CodecError::Invalid("claim prior flag")),
+    };
     let flag = if version == VERSION_3 { 0 } else { r.u8()? };
     let resumed = match flag {
         0 => None,
@@ -647,6 +665,7 @@ fn read_claim(r: &mut Reader<'_>, version: u16) -> Result<Claim, CodecError> {
         resumed,
         last,
         stops_only,
+        prior,
     })
 }
 
@@ -667,10 +686,15 @@ fn read_credit(r: &mut Reader<'_>) -> Result<Credit, CodecError> {
     })
 }
 
-fn read_mark(r: &mut Reader<'_>) -> Result<HistoryMark, CodecError> {
+fn read_mark(r: &mut Reader<'_>, version: u16) -> Result<HistoryMark, CodecError> {
     let agent = r.agent()?;
     let (client_uploaded, client_downloaded) = (r.u64()?, r.u64()?);
-    let [seeder, active, immune, completed] = r.flags("history flags")?;
+    let [seeder, active, immune, completed, weak] = if version == VERSION_3 {
+        let [seeder, active, immune, completed] = r.flags("history flags")?;
+        [seeder, active, immune, completed, false]
+    } else {
+        r.flags("history flags")?
+    };
     let completed_at = r.u64()?;
     if !completed && completed_at != 0 {
         return Err(CodecError::Invalid("completed_at"));
@@ -685,6 +709,7 @@ fn read_mark(r: &mut Reader<'_>) -> Result<HistoryMark, CodecError> {
         completed_at: completed.then_some(completed_at),
         created_at: r.u64()?,
         updated_at: r.u64()?,
+        weak,
     })
 }
 

@@ -326,6 +326,20 @@ impl Ledger {
                 None => flagged = true,
             }
         }
+        // Seedtime once per user: a peer seeding beside another of its
+        // user's counts from where that one's counting reached.
+        let mut seeded_until_us = 0;
+        if previous.is_some_and(|old| old.point.seeder) && seeder {
+            let on = swarm.users.entry(user.id).or_default();
+            seeded_until_us = on.seeded_until_us;
+            on.seeded_until_us = on.seeded_until_us.max(now_us);
+        }
+        // A user's first completion here counts one snatch, however many of
+        // its peers complete.
+        let first_snatch = completed && {
+            let on = swarm.users.entry(user.id).or_default();
+            !std::mem::replace(&mut on.completed, true)
+        };
 
         let account = Account {
             point,
@@ -387,7 +401,7 @@ impl Ledger {
         if flagged {
             self.flagged += 1;
         }
-        if completed {
+        if first_snatch {
             *self.snatches.entry(torrent.id).or_insert(0) += 1;
         }
         let step = Step {
@@ -395,19 +409,37 @@ impl Ledger {
             kind,
             factors,
             flagged,
+            seeded_until_us,
         };
         let rules = self.config.credit_rules();
         let state = point.state;
+        let pair = (user.id, torrent.id);
+        let mut claim = Claim::of(previous.map(|old| old.point), step);
+        if previous.is_none() {
+            // What the user's client reported on the torrent before, not
+            // yet written: a session's first announce is charged past it.
+            claim.prior = (self.batch.history.get(&pair))
+                .filter(|mark| !mark.weak)
+                .map(|mark| mark.client_downloaded);
+        }
         self.batch.merge_peer(
             key,
             PeerEntry {
                 row: account.row(state, now_secs),
-                claim: Claim::of(previous.map(|old| old.point), step),
+                claim,
             },
             &rules,
         );
-        self.batch.merge_history(
-            (user.id, torrent.id),
+        // A stop of a peer this ledger does not know may be nobody's
+        // session: its mark yields to any other.
+        let merge_history = if previous.is_none() && stopped {
+            Batch::merge_history_weak
+        } else {
+            Batch::merge_history
+        };
+        merge_history(
+            &mut self.batch,
+            pair,
             HistoryMark {
                 agent: a.agent,
                 client_uploaded: a.uploaded,
@@ -418,6 +450,7 @@ impl Ledger {
                 completed_at: (a.event == AnnounceEvent::Completed).then_some(now_secs),
                 created_at: now_secs,
                 updated_at: now_secs,
+                weak: false,
             },
         );
 
@@ -568,6 +601,7 @@ impl Ledger {
                     download: 100,
                 },
                 flagged: false,
+                seeded_until_us: 0,
             };
             self.batch.merge_peer(
                 key,

@@ -20,8 +20,9 @@
 //!   inactive TTL;
 //! - nobody recorded the peer: its first step is a session's first
 //!   announce, which credits no upload and is charged the download it
-//!   reports past the user's last reported total on the torrent
-//!   (`history.client_downloaded`; see [`first_credit`]).
+//!   reports past the user's last report on the torrent before it (this
+//!   tracker's unwritten batches, else `history.client_downloaded`; see
+//!   [`first_credit`]).
 //!
 //! Every byte between two announces of a peer is credited once, whichever
 //! trackers saw them and in whichever order their flushes land. The
@@ -291,7 +292,9 @@ pub fn settle(
             until_us: stored_history.map_or(0, |h| h.updated_at.saturating_mul(MICROS)),
             used: false,
         });
-        let last_reported = stored_history.map_or(0, |h| h.client_downloaded);
+        let last_reported = (entry.claim.prior)
+            .or(stored_history.map(|h| h.client_downloaded))
+            .unwrap_or(0);
         let (credit, newer_row) =
             match settle_claim(row.as_ref(), &entry.claim, last_reported, rules, window) {
                 Settlement::Credited(credit) => (credit, false),
@@ -363,8 +366,9 @@ pub fn settle(
             );
             row.completed_at = row.completed_at.or(Some(mark.updated_at));
         }
-        // Idle stops alone make no history row where there is none.
-        if !wrote && stored_history.is_none() {
+        // Idle stops alone write no history: what they report is nobody's
+        // session.
+        if !wrote {
             continue;
         }
         out.credited.add(&credit);
@@ -400,8 +404,9 @@ pub fn pairs_needing_history(
             Settlement::Credited(credit) | Settlement::Uncovered(credit) => credit,
             Settlement::Superseded => Credit::default(),
         };
-        let unreported =
-            unrecorded(row.as_ref(), &entry.claim, rules) && entry.claim.first.point.downloaded > 0;
+        let unreported = unrecorded(row.as_ref(), &entry.claim, rules)
+            && entry.claim.prior.is_none()
+            && entry.claim.first.point.downloaded > 0;
         let unknown_stop = row.is_none() && entry.claim.is_unknown_stop();
         if credit.completed || window.used || unreported || unknown_stop {
             pairs.push((key.user_id, key.torrent_id));

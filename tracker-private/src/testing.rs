@@ -216,21 +216,24 @@ fn arb_history_mark() -> impl Strategy<Value = HistoryMark> {
     (
         arb_agent(),
         any::<(u64, u64)>(),
-        any::<(bool, bool, bool)>(),
+        any::<(bool, bool, bool, bool)>(),
         any::<Option<u64>>(),
         any::<(u64, u64)>(),
     )
         .prop_map(
-            |(agent, (up, down), (seeder, active, immune), completed_at, (c, u))| HistoryMark {
-                agent,
-                client_uploaded: up,
-                client_downloaded: down,
-                seeder,
-                active,
-                immune,
-                completed_at,
-                created_at: c,
-                updated_at: u,
+            |(agent, (up, down), (seeder, active, immune, weak), completed_at, (c, u))| {
+                HistoryMark {
+                    agent,
+                    client_uploaded: up,
+                    client_downloaded: down,
+                    seeder,
+                    active,
+                    immune,
+                    completed_at,
+                    created_at: c,
+                    updated_at: u,
+                    weak,
+                }
             },
         )
 }
@@ -271,14 +274,22 @@ fn arb_point() -> impl Strategy<Value = Point> {
 }
 
 fn arb_step() -> impl Strategy<Value = Step> {
-    (arb_point(), 0u8..3, any::<(u16, u8)>(), any::<bool>()).prop_map(
-        |(point, kind, (upload, download), flagged)| Step {
-            point,
-            kind: [StepKind::Announce, StepKind::Stopped, StepKind::Expired][usize::from(kind)],
-            factors: Factors { upload, download },
-            flagged,
-        },
+    (
+        arb_point(),
+        0u8..3,
+        any::<(u16, u8)>(),
+        any::<bool>(),
+        any::<u64>(),
     )
+        .prop_map(
+            |(point, kind, (upload, download), flagged, seeded_until_us)| Step {
+                point,
+                kind: [StepKind::Announce, StepKind::Stopped, StepKind::Expired][usize::from(kind)],
+                factors: Factors { upload, download },
+                flagged,
+                seeded_until_us,
+            },
+        )
 }
 
 fn arb_credit() -> impl Strategy<Value = Credit> {
@@ -309,15 +320,19 @@ fn arb_claim() -> impl Strategy<Value = Claim> {
         resumed,
         arb_step(),
         any::<bool>(),
+        any::<Option<u64>>(),
     )
-        .prop_map(|(base, first, rest, resumed, last, stops_only)| Claim {
-            base,
-            first,
-            rest,
-            resumed,
-            last,
-            stops_only,
-        })
+        .prop_map(
+            |(base, first, rest, resumed, last, stops_only, prior)| Claim {
+                base,
+                first,
+                rest,
+                resumed,
+                last,
+                stops_only,
+                prior,
+            },
+        )
 }
 
 fn arb_rows() -> impl Strategy<Value = Rows> {
