@@ -200,6 +200,31 @@ impl Swarm {
         self.peers.insert((user, peer), account);
     }
 
+    /// Puts `user`'s `peer`'s account in, over the one it held (`held`):
+    /// in place where it stays in the same list (the common announce),
+    /// else out of one list and into another.
+    pub(crate) fn put(&mut self, user: UserId, peer: PeerId, account: Account, held: bool) {
+        if held {
+            if let Some(old) = self.peers.get_mut(&(user, peer)) {
+                let same_list = !old.hidden
+                    && !account.hidden
+                    && old.point.seeder == account.point.seeder
+                    && IpFamily::of(old.ip) == IpFamily::of(account.ip);
+                if same_list {
+                    let slot = old.slot;
+                    *old = Account { slot, ..account };
+                    let list = self.lists.of_mut(account.point.seeder, account.ip);
+                    if let Some(listed) = list.get_mut(slot as usize) {
+                        listed.addr = account.addr();
+                    }
+                    return;
+                }
+            }
+            self.remove(user, &peer);
+        }
+        self.insert(user, peer, account);
+    }
+
     /// Takes `user`'s `peer` out, if held. The user's entry stays (its
     /// upload window) until [`Swarm::forget_user_if_gone`].
     pub(crate) fn remove(&mut self, user: UserId, peer: &PeerId) -> Option<Account> {

@@ -217,18 +217,19 @@ impl Ledger {
         };
         let stopped = a.event == AnnounceEvent::Stopped;
         let swarm = self.swarms.get(&torrent.id);
-        let known = swarm.is_some_and(|s| s.get(user.id, &a.peer_id).is_some());
+        let previous = swarm.and_then(|s| s.get(user.id, &a.peer_id)).copied();
+        let held = swarm.map(|s| s.user(user.id)).unwrap_or_default();
         let max = self.config.max_peers_per_torrent_per_user;
-        // UNIT3D-Announce's limit counts the user's visible peers only.
-        if !known && !stopped && swarm.map_or(0, |s| s.user(user.id).visible) >= max {
-            return Err(Refusal::TooManyPeers { max });
-        }
-        if !known
-            && !stopped
-            && (self.accounts >= self.config.max_peers
-                || swarm.map_or(0, Swarm::len) >= self.config.max_peers_per_torrent)
-        {
-            return Err(Refusal::TrackerFull);
+        if previous.is_none() && !stopped {
+            // UNIT3D-Announce's limit counts the user's visible peers only.
+            if held.visible >= max {
+                return Err(Refusal::TooManyPeers { max });
+            }
+            if self.accounts >= self.config.max_peers
+                || swarm.map_or(0, Swarm::len) >= self.config.max_peers_per_torrent
+            {
+                return Err(Refusal::TrackerFull);
+            }
         }
         let factors = Factors::of(site, user, group, torrent);
         let immune = rules::immune(site, user, group);
@@ -239,11 +240,6 @@ impl Ledger {
         // already counted keeps its slot, a hidden one gets one once free.
         // Taken atomically: workers admitting one user's leechers at once
         // cannot pass the limit.
-        let previous = self
-            .swarms
-            .get(&torrent.id)
-            .and_then(|s| s.get(user.id, &a.peer_id))
-            .copied();
         let was_leeching = previous.is_some_and(|old| old.leeching());
         let wants_leeching = !stopped && !seeder;
         let slot = match (was_leeching, wants_leeching) {
@@ -259,9 +255,8 @@ impl Ledger {
         }
         // Hidden leechers are bounded apart, by the same number: they hold
         // memory here as the visible ones do.
-        let hidden_held = (self.swarms.get(&torrent.id))
-            .map_or(0, |s| s.user(user.id).hidden)
-            .saturating_sub(u16::from(previous.is_some_and(|old| old.hidden)));
+        let hidden_held =
+            (held.hidden).saturating_sub(u16::from(previous.is_some_and(|old| old.hidden)));
         if hidden && hidden_held >= max {
             return Err(Refusal::TooManyPeers { max });
         }
@@ -274,8 +269,6 @@ impl Ledger {
             }
         }
 
-        let swarm = self.swarms.entry(torrent.id).or_default();
-        let previous = swarm.remove(user.id, &a.peer_id);
         if let Some(old) = &previous {
             self.by_time.remove(&(old.last_seen(), key));
             self.accounts = self.accounts.saturating_sub(1);
@@ -295,10 +288,8 @@ impl Ledger {
         let completed =
             previous.is_some_and(|old| !stopped && seeder && !old.point.seeder && !old.completed);
         let already_completed = previous.is_some_and(|old| old.completed);
+        let start = self.next_random();
 
-        // The upload-rate bound, over the real time since the peer's
-        // previous announce, after what the user's other peers on this
-        // torrent were credited: announcing faster gains nothing.
         let point = Point {
             uploaded: a.uploaded,
             downloaded: a.downloaded,
@@ -315,31 +306,34 @@ impl Ledger {
         } else {
             StepKind::Announce
         };
-        let uploaded = previous.map_or(0, |old| reported(&old.point, &point).0);
-        let rate = self.config.max_upload_rate;
+        let swarm = self.swarms.entry(torrent.id).or_default();
         let mut flagged = false;
-        if let (Some(old), true) = (&previous, rate != 0 && uploaded != 0) {
-            let on = swarm.users.entry(user.id).or_default();
-            let start = on.upload_until_us.max(old.point.at_us);
-            match within_upload_bound(start, uploaded, rate, now_us) {
-                Some(until) => on.upload_until_us = until,
-                None => flagged = true,
-            }
-        }
-        // Seedtime once per user: a peer seeding beside another of its
-        // user's counts from where that one's counting reached.
         let mut seeded_until_us = 0;
-        if previous.is_some_and(|old| old.point.seeder) && seeder {
+        let mut first_snatch = false;
+        if let Some(old) = &previous {
             let on = swarm.users.entry(user.id).or_default();
-            seeded_until_us = on.seeded_until_us;
-            on.seeded_until_us = on.seeded_until_us.max(now_us);
+            // The upload-rate bound, over the real time since the peer's
+            // previous announce, after what the user's other peers on this
+            // torrent were credited: announcing faster gains nothing.
+            let uploaded = reported(&old.point, &point).0;
+            let rate = self.config.max_upload_rate;
+            if rate != 0 && uploaded != 0 {
+                let start = on.upload_until_us.max(old.point.at_us);
+                match within_upload_bound(start, uploaded, rate, now_us) {
+                    Some(until) => on.upload_until_us = until,
+                    None => flagged = true,
+                }
+            }
+            // Seedtime once per user: a peer seeding beside another of its
+            // user's counts from where that one's counting reached.
+            if old.point.seeder && seeder {
+                seeded_until_us = on.seeded_until_us;
+                on.seeded_until_us = on.seeded_until_us.max(now_us);
+            }
+            // A user's first completion here counts one snatch, however
+            // many of its peers complete.
+            first_snatch = completed && !std::mem::replace(&mut on.completed, true);
         }
-        // A user's first completion here counts one snatch, however many of
-        // its peers complete.
-        let first_snatch = completed && {
-            let on = swarm.users.entry(user.id).or_default();
-            !std::mem::replace(&mut on.completed, true)
-        };
 
         let account = Account {
             point,
@@ -354,9 +348,12 @@ impl Ledger {
             slot: 0,
         };
         if stopped {
+            if previous.is_some() {
+                swarm.remove(user.id, &a.peer_id);
+            }
             swarm.forget_user_if_gone(user.id);
         } else {
-            swarm.insert(user.id, a.peer_id, account);
+            swarm.put(user.id, a.peer_id, account, previous.is_some());
             self.by_time.insert((now_secs, key));
             self.accounts += 1;
         }
@@ -378,23 +375,19 @@ impl Ledger {
             }
         }
         if answered {
-            let start = self.next_random();
-            let swarm = self.swarms.get(&torrent.id);
-            swarm.into_iter().for_each(|swarm| {
-                swarm.pick(
-                    Pick {
-                        user: user.id,
-                        family,
-                        want: usize::try_from(a.numwant).unwrap_or(usize::MAX),
-                        seeders: !seeder && !seed_list_refused,
-                        leechers: !leech_list_refused,
-                        start,
-                    },
-                    peers,
-                )
-            });
+            swarm.pick(
+                Pick {
+                    user: user.id,
+                    family,
+                    want: usize::try_from(a.numwant).unwrap_or(usize::MAX),
+                    seeders: !seeder && !seed_list_refused,
+                    leechers: !leech_list_refused,
+                    start,
+                },
+                peers,
+            );
         }
-        if self.swarms.get(&torrent.id).is_some_and(Swarm::is_empty) {
+        if swarm.is_empty() {
             self.swarms.remove(&torrent.id);
         }
 
