@@ -330,9 +330,14 @@ impl Ledger {
                 seeded_until_us = on.seeded_until_us;
                 on.seeded_until_us = on.seeded_until_us.max(now_us);
             }
-            // A user's first completion here counts one snatch, however
-            // many of its peers complete.
-            first_snatch = completed && !std::mem::replace(&mut on.completed, true);
+        }
+        // A user's first completion here counts one snatch, however many of
+        // its peers complete: a leecher turned seeder, or a seeder's
+        // `completed` (as the flush counts `times_completed`).
+        let completes = completed || (a.event == AnnounceEvent::Completed && seeder && !stopped);
+        if completes {
+            let on = swarm.users.entry(user.id).or_default();
+            first_snatch = !std::mem::replace(&mut on.completed, true);
         }
 
         let account = Account {
@@ -440,7 +445,9 @@ impl Ledger {
                 seeder,
                 active: user_still_active,
                 immune,
-                completed_at: (a.event == AnnounceEvent::Completed).then_some(now_secs),
+                // A `completed` from a client still leeching completed
+                // nothing (UNIT3D-Announce sets `completed_at` for it too).
+                completed_at: (a.event == AnnounceEvent::Completed && seeder).then_some(now_secs),
                 created_at: now_secs,
                 updated_at: now_secs,
                 weak: false,

@@ -149,18 +149,38 @@ fn a_user_completes_a_torrent_once_however_its_peers_flip() {
 }
 
 #[test]
-fn a_new_seeder_does_not_count_as_completing() {
+fn a_new_seeder_completes_only_by_its_event() {
     let site = site();
     let mut ledger = Ledger::new(LedgerConfig::default());
     let mut db = MemoryDb::default();
-    let mut a = announce(1, 1, 1);
-    a.left = 0;
-    a.event = AnnounceEvent::Completed;
-    let admitted = ledger.admit(&site, &a, at(100)).unwrap();
+    // A seeder from its first announce (a cross-seed, a client restarted)
+    // completed nothing here.
+    let mut seeding = announce(1, 1, 1);
+    seeding.left = 0;
+    let admitted = ledger.admit(&site, &seeding, at(100)).unwrap();
     assert!(!admitted.completed && admitted.seeder);
     flush(&mut ledger, &mut db);
     assert_eq!(db.torrents[&1].times_completed, 0);
     assert_eq!(db.torrents[&1].seeders, 1);
+    // One that says it completed (the tracker missed it leeching) is the
+    // user's first completion: counted once, `completed_at` set, as a
+    // leecher turned seeder would be; a later real completion of another
+    // of its peers adds nothing.
+    let mut said = announce(2, 1, 2);
+    said.left = 0;
+    said.event = AnnounceEvent::Completed;
+    ledger.admit(&site, &said, at(200)).unwrap();
+    flush(&mut ledger, &mut db);
+    assert_eq!(db.torrents[&1].times_completed, 1);
+    assert_eq!(db.history[&(2, 1)].completed_at, Some(200));
+    let mut other = announce(2, 1, 3);
+    ledger.admit(&site, &other, at(300)).unwrap();
+    other.event = AnnounceEvent::Completed;
+    other.left = 0;
+    ledger.admit(&site, &other, at(400)).unwrap();
+    flush(&mut ledger, &mut db);
+    assert_eq!(db.torrents[&1].times_completed, 1);
+    assert_eq!(ledger.snatches(1), 1);
 }
 
 #[test]

@@ -354,8 +354,13 @@ pub fn settle(
         let stored_history = history(user_id, torrent_id);
         let mut row = HistoryRow::of(mark, &credit);
         // The user's first completion of the torrent (the pairs are
-        // unique here).
-        if credit.completed && !stored_history.is_some_and(|h| h.completed) {
+        // unique here): a leecher of one session announcing as a seeder,
+        // or a `completed` event, whichever came first (the event alone
+        // sets `completed_at`, as UNIT3D-Announce sets it, which marks the
+        // completion counted).
+        if (credit.completed || mark.completed_at.is_some())
+            && !stored_history.is_some_and(|h| h.completed)
+        {
             out.rows.add_torrent(
                 torrent_id,
                 TorrentRow {
@@ -408,7 +413,10 @@ pub fn pairs_needing_history(
             && entry.claim.prior.is_none()
             && entry.claim.first.point.downloaded > 0;
         let unknown_stop = row.is_none() && entry.claim.is_unknown_stop();
-        if credit.completed || window.used || unreported || unknown_stop {
+        let completes = credit.completed
+            || (batch.history.get(&(key.user_id, key.torrent_id)))
+                .is_some_and(|mark| mark.completed_at.is_some());
+        if completes || window.used || unreported || unknown_stop {
             pairs.push((key.user_id, key.torrent_id));
         }
     }
