@@ -134,8 +134,12 @@ RULE_INFO = {
                    "an announce after a `stopped`, a second `stopped`", OURS),
     "unknown_stop": ("unknown stop credited from its row",
                      "a stop of a peer this tracker does not know", OURS),
-    "completion_once": ("completion once per user and torrent", "completions", OURS),
+    "completion_once": ("completion once per user and torrent (a leecher turned seeder, or a seeder's "
+                        "`completed`)",
+                        "completions", OURS),
     "completed_at": ("completed_at without the event", "completions", OURS),
+    "completed_leeching": ("no completed_at for a `completed` from a client still leeching",
+                           "completions", OURS),
     "active": ("history.active while another peer stays",
                "`history.active` when one of a user's two peers stops", OURS),
     "stop_warning": ("no warning on a stop", "the answer to a `stopped`", OURS),
@@ -148,10 +152,8 @@ RULE_INFO = {
                               "completions", THEIRS),
     "peer_limit": ("max_peers_per_torrent_per_user admits its number (UNIT3D-Announce one fewer)",
                    "`max_peers_per_torrent_per_user` = 3", THEIRS),
-    "times_completed_event": ("times_completed skips a user's first completion once a `completed` that "
-                              "was none set completed_at", "completions", FINDING),
-    "snatches_again": ("answers' downloaded counts a user's completion again after all its peers stopped",
-                       "completions", FINDING),
+    "snatches_again": ("answers' downloaded counts a user's completion again once all its peers left",
+                       "completions", OURS),
 }
 
 # Each kind of difference (by its family: the text before any " [" that
@@ -213,7 +215,7 @@ RULES = {
     "history: active differs": ("active",) + LATEST,
     "history: immune differs": (),
     "history: completed_at set by ours only": ("completed_at", "completed_at_replaced", "peer_limit"),
-    "history: completed_at set by UNIT3D-Announce only": ("peer_limit",),
+    "history: completed_at set by UNIT3D-Announce only": ("peer_limit", "completed_leeching"),
     "history: seedtime more": ("seedtime",),
     "history: seedtime less": ("seedtime",),
     "peers: row only in ours": ("unknown_stop", "after_stop", "peer_limit"),
@@ -227,8 +229,8 @@ RULES = {
     "torrents: seeders less than UNIT3D-Announce": ("peer_limit",),
     "torrents: leechers more than UNIT3D-Announce": ("peer_limit",),
     "torrents: leechers less than UNIT3D-Announce": ("peer_limit",),
-    "torrents: times_completed more than UNIT3D-Announce": ("peer_limit",),
-    "torrents: times_completed less than UNIT3D-Announce": ("completion_once", "times_completed_event"),
+    "torrents: times_completed more than UNIT3D-Announce": ("peer_limit", "completion_once"),
+    "torrents: times_completed less than UNIT3D-Announce": ("completion_once",),
 }
 
 
@@ -1582,9 +1584,11 @@ class Replay:
                 since = max(prev["at"], on["seeded_until"]) if seeding else None
                 if held and prev["seeder"] and seeder:
                     on["seeded_until"] = max(on["seeded_until"], at)
-                # The answers' snatches: a user's first completion while
+                # The answers' snatches: a user's first completion (a
+                # leecher turned seeder, or a seeder's `completed`) while
                 # ours holds it on the torrent.
-                if held and completion and not on["completed"]:
+                completes = completion or (st["event"] == "completed" and seeder and not stop)
+                if completes and not on["completed"]:
                     on["completed"] = True
                     self.o_snatches[st["torrent"]] = self.o_snatches.get(st["torrent"], 0) + 1
                 # A stop nobody recorded with nothing to charge: no row,
@@ -1607,16 +1611,17 @@ class Replay:
                     pair = self.o_pairs.setdefault(pk, new_pair())
                     self.book(pair, rec["o_credit"], st, i)
                     pair["active"] = int(not stop or any(k[:2] == pk for k in o_mem))
-                    if completion and not pair["done"]:
+                    # times_completed: a user's first completion (a leecher
+                    # turned seeder, or a seeder's `completed`, which sets
+                    # completed_at), once.
+                    first = completion or (st["event"] == "completed" and seeder)
+                    if first and not pair["done"]:
                         pair["done"] = True
                         self.o_firsts[st["torrent"]] = self.o_firsts.get(st["torrent"], 0) + 1
-                    # times_completed: where the history has no completed_at
-                    # yet (set by a `completed` too).
-                    if completion and not pair["completed_at"]:
+                    if first and not pair["completed_at"]:
                         self.o_completions[st["torrent"]] = self.o_completions.get(st["torrent"], 0) + 1
-                        pair["completed_at"], pair["completed_by"] = 1, ("completion", i)
-                    if st["event"] == "completed" and not pair["completed_at"]:
-                        pair["completed_at"], pair["completed_by"] = 1, ("event", i)
+                        pair["completed_at"] = 1
+                        pair["completed_by"] = ("completion", i) if completion else ("event", i)
                     if seeding:
                         pair["seedtime"] += at - since
                         # Ours counts whole seconds between announces: each
@@ -1676,8 +1681,6 @@ class Replay:
                     f"{'admitted' if rec['u'] else 'refused'} by UNIT3D-Announce, credits "
                     f"{rec['o_credit']} and {rec['u_credit']}: no rule says why")
             self.steps.append(rec)
-        if any(self.o_completions.get(t, 0) < n for t, n in self.o_firsts.items()):
-            self.departures.add("times_completed_event")
 
     @staticmethod
     def book(pair, credit, st, i):
@@ -1808,7 +1811,11 @@ class Replay:
                     out |= self.steps[by[1]]["reasons"]
                 return out
             if fam == "history: completed_at set by UNIT3D-Announce only":
-                return self.reasons(self.one_sided(lambda r: r["pair"] == pair))
+                out = self.reasons(self.one_sided(lambda r: r["pair"] == pair))
+                if any(r["pair"] == pair and self.s["steps"][i]["event"] == "completed"
+                       and self.s["steps"][i]["left"] > 0 for i, r in enumerate(self.steps)):
+                    out.add("completed_leeching")
+                return out
             if fam.startswith("history: seedtime"):
                 # Both count it once per user; where the replays of the two
                 # differ, by the intervals each counts.
@@ -1827,8 +1834,10 @@ class Replay:
             torrent = self.torrent_key(loc)
             if fam == "torrents: times_completed less than UNIT3D-Announce":
                 firsts = self.o_firsts.get(torrent, 0)
-                return ({"completion_once"} if self.u_flips.get(torrent, 0) > firsts else set()) | \
-                    ({"times_completed_event"} if self.o_completions.get(torrent, 0) < firsts else set())
+                return {"completion_once"} if self.u_flips.get(torrent, 0) > firsts else set()
+            if fam == "torrents: times_completed more than UNIT3D-Announce":
+                once = self.o_completions.get(torrent, 0) > self.u_flips.get(torrent, 0)
+                return ({"completion_once"} if once else set()) | self.swarm_reasons(torrent)
             return self.swarm_reasons(torrent)
         return set()
 
