@@ -104,6 +104,8 @@ pub struct Ledger {
     by_time: BTreeSet<(u64, PeerKey)>,
     batch: Batch,
     accounts: usize,
+    /// Visible seeders and leechers on every torrent here (the metrics').
+    listed: (u64, u64),
     flagged: u64,
     /// Unregistered info-hash rows dropped past
     /// `max_unregistered_per_batch`, since start.
@@ -218,6 +220,7 @@ impl Ledger {
         let stopped = a.event == AnnounceEvent::Stopped;
         let swarm = self.swarms.get(&torrent.id);
         let previous = swarm.and_then(|s| s.get(user.id, &a.peer_id)).copied();
+        let listed_before = swarm.map_or((0, 0), |s| (s.seeders(), s.leechers()));
         let held = swarm.map(|s| s.user(user.id)).unwrap_or_default();
         let max = self.config.max_peers_per_torrent_per_user;
         if previous.is_none() && !stopped {
@@ -364,6 +367,7 @@ impl Ledger {
         }
         let user_still_active = !stopped || swarm.user(user.id).peers() > 0;
         let (seeders, leechers) = (swarm.seeders(), swarm.leechers());
+        self.listed = moved(self.listed, listed_before, (seeders, leechers));
         // Lists are counted as UNIT3D-Announce counts them: only for an
         // answer that carries peers at all (a peer staying, not held back,
         // on a torrent with leechers), a seed list for a leecher where
@@ -510,6 +514,7 @@ impl Ledger {
     /// written. A later row for a peer already restored replaces it.
     pub fn restore(&mut self, key: PeerKey, row: &PeerRow) {
         let swarm = self.swarms.entry(key.torrent_id).or_default();
+        let before = (swarm.seeders(), swarm.leechers());
         if let Some(old) = swarm.remove(key.user_id, &key.peer_id) {
             if let (Some(counts), true) = (&self.slots, old.leeching()) {
                 counts.change(key.user_id, false);
@@ -519,6 +524,7 @@ impl Ledger {
         }
         if !row.active {
             swarm.forget_user_if_gone(key.user_id);
+            self.listed = moved(self.listed, before, (swarm.seeders(), swarm.leechers()));
             if swarm.is_empty() {
                 self.swarms.remove(&key.torrent_id);
             }
@@ -546,6 +552,7 @@ impl Ledger {
             counts.change(key.user_id, true);
         }
         swarm.insert(key.user_id, key.peer_id, account);
+        self.listed = moved(self.listed, before, (swarm.seeders(), swarm.leechers()));
         self.by_time.insert((row.updated_at, key));
         self.accounts += 1;
     }
@@ -579,9 +586,11 @@ impl Ledger {
             let Some(swarm) = self.swarms.get_mut(&key.torrent_id) else {
                 continue;
             };
+            let before = (swarm.seeders(), swarm.leechers());
             let Some(account) = swarm.remove(key.user_id, &key.peer_id) else {
                 continue;
             };
+            self.listed = moved(self.listed, before, (swarm.seeders(), swarm.leechers()));
             swarm.forget_user_if_gone(key.user_id);
             if let (Some(counts), true) = (&self.slots, account.leeching()) {
                 counts.change(key.user_id, false);
@@ -623,6 +632,17 @@ impl Ledger {
     /// Peers accounted for.
     pub fn accounts(&self) -> usize {
         self.accounts
+    }
+
+    /// Torrents with an account here.
+    pub fn torrents(&self) -> usize {
+        self.swarms.len()
+    }
+
+    /// Visible seeders and leechers on every torrent here, as each
+    /// torrent's counts count them.
+    pub fn listed(&self) -> (u64, u64) {
+        self.listed
     }
 
     /// Snatches of `torrent` counted by this ledger since it started.
@@ -688,6 +708,19 @@ impl Ledger {
                     })
             })
     }
+}
+
+/// `total` with one torrent's counts gone from `before` to `after`.
+fn moved(total: (u64, u64), before: (u32, u32), after: (u32, u32)) -> (u64, u64) {
+    let shift = |total: u64, before: u32, after: u32| {
+        total
+            .saturating_sub(u64::from(before))
+            .saturating_add(u64::from(after))
+    };
+    (
+        shift(total.0, before.0, after.0),
+        shift(total.1, before.1, after.1),
+    )
 }
 
 #[cfg(test)]

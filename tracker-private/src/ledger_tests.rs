@@ -614,6 +614,40 @@ fn peer_lists_are_of_the_announcers_family_and_reach_every_peer() {
     assert_eq!(got, [std::net::SocketAddr::new(v6_seeder.ip, 6881)]);
 }
 
+/// The metrics' totals follow every announce, restore and expiry.
+#[test]
+fn the_listed_totals_are_the_torrents_counts() {
+    let site = site();
+    let mut ledger = Ledger::new(LedgerConfig::default());
+    let sum = |ledger: &Ledger| {
+        let (s1, l1) = ledger.counts(1);
+        let (s2, l2) = ledger.counts(2);
+        (u64::from(s1 + s2), u64::from(l1 + l2))
+    };
+    let mut seeder = announce(1, 1, 1);
+    seeder.left = 0;
+    ledger.admit(&site, &seeder, at(100)).unwrap();
+    ledger.admit(&site, &announce(2, 1, 2), at(100)).unwrap();
+    ledger.admit(&site, &announce(2, 2, 3), at(5000)).unwrap();
+    assert_eq!((ledger.listed(), ledger.torrents()), ((1, 2), 2));
+    // A leecher turned seeder, a seeder that stops.
+    let mut done = announce(2, 1, 2);
+    done.left = 0;
+    ledger.admit(&site, &done, at(200)).unwrap();
+    assert_eq!(ledger.listed(), sum(&ledger));
+    seeder.event = AnnounceEvent::Stopped;
+    ledger.admit(&site, &seeder, at(300)).unwrap();
+    assert_eq!(ledger.listed(), (1, 1));
+    let row = PeerRow {
+        seeder: true,
+        ..testing::any_peer_row()
+    };
+    ledger.restore(key(1, 2, 9), &row);
+    assert_eq!(ledger.listed(), (2, 1));
+    ledger.expire(5000 + 7201);
+    assert_eq!((ledger.listed(), ledger.torrents()), ((0, 0), 0));
+}
+
 #[test]
 fn hidden_leechers_are_bounded_apart_from_the_visible() {
     let mut records = testing::records();

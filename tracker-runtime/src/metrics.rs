@@ -161,10 +161,10 @@ families! {
     STORE_FULL = "tracker_store_full_total", Counter,
         "Announces the swarm store could not take in full because a limit was reached, and torrents it dropped to make room for new ones when full (torrent_evicted), by kind.";
     TORRENTS = "tracker_torrents", Gauge,
-        "Torrents stored.";
+        "Torrents stored (in private mode, the torrents with peers accounted).";
     /// Label: role (seeder, leecher).
     PEERS = "tracker_peers", Gauge,
-        "Peers stored, by role; expired peers count until the clean-up reaches them.";
+        "Peers stored, by role; expired peers count until the clean-up reaches them (in private mode, the visible peers accounted).";
     /// Label: result (saved, failed). Exported by worker 0 alone: snapshots
     /// are the process's, not a worker's.
     SNAPSHOTS = "tracker_snapshots_total", Counter,
@@ -315,7 +315,7 @@ tracker_requests_total{worker=\"0\",protocol=\"udp\",action=\"connect\",family=\
 tracker_requests_total{worker=\"0\",protocol=\"http\",action=\"announce\",family=\"ipv6\"} 7
 tracker_requests_total{worker=\"1\",protocol=\"udp\",action=\"connect\",family=\"ipv4\"} 2
 tracker_requests_total{worker=\"1\",protocol=\"http\",action=\"announce\",family=\"ipv6\"} 7
-# HELP tracker_torrents Torrents stored.
+# HELP tracker_torrents Torrents stored (in private mode, the torrents with peers accounted).
 # TYPE tracker_torrents gauge
 tracker_torrents{worker=\"0\"} 10
 tracker_torrents{worker=\"1\"} 20

@@ -511,18 +511,22 @@ impl Shard {
         ] {
             out.push(Sample::new(&STORE_FULL, labels, count));
         }
-        let peers = store.peer_count();
-        out.push(Sample::new(&TORRENTS, &[], store.torrent_count() as u64));
-        out.push(Sample::new(
-            &PEERS,
-            &[("role", "seeder")],
-            peers.seeders as u64,
-        ));
-        out.push(Sample::new(
-            &PEERS,
-            &[("role", "leecher")],
-            peers.leechers as u64,
-        ));
+        // A private tracker's swarms are its ledger's (the store holds
+        // none of them).
+        let (torrents, seeders, leechers) = match self.private_swarms() {
+            Some(swarms) => swarms,
+            None => {
+                let peers = store.peer_count();
+                (
+                    store.torrent_count() as u64,
+                    peers.seeders as u64,
+                    peers.leechers as u64,
+                )
+            }
+        };
+        out.push(Sample::new(&TORRENTS, &[], torrents));
+        out.push(Sample::new(&PEERS, &[("role", "seeder")], seeders));
+        out.push(Sample::new(&PEERS, &[("role", "leecher")], leechers));
         self.rtc_samples(&store, out);
         self.private_samples(out);
     }

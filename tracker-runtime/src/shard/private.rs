@@ -310,6 +310,14 @@ impl Shard {
         }
     }
 
+    /// The private swarms' torrents, seeders and leechers, when private
+    /// mode is on.
+    pub(super) fn private_swarms(&self) -> Option<(u64, u64, u64)> {
+        let ledger = self.private.get()?.ledger.borrow();
+        let (seeders, leechers) = ledger.listed();
+        Some((ledger.torrents() as u64, seeders, leechers))
+    }
+
     /// The private mode's samples, when on.
     pub(super) fn private_samples(&self, out: &mut Vec<Sample>) {
         if let Some(private) = self.private.get() {
