@@ -4,14 +4,14 @@
 //! (counts, intervals, peers, warning) so that one test body serves both.
 
 use super::site_db::{info_hash, passkey};
-use super::udp_client::Client;
+use super::udp_client::{announce_packet_of, Client};
 use super::wire::target;
 use super::Tracker;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 use tracker_proto::http::bencode;
-use tracker_proto::udp::{AnnounceOptions, AnnounceRequest, Request, Response};
+use tracker_proto::udp::Response;
 use tracker_proto::{AnnounceEvent, PeerId};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -206,25 +206,16 @@ impl Peer {
     ) -> Result<Answer, String> {
         let mut client = Client::new(&SocketAddr::new(self.from, 0).to_string(), tracker);
         let txid = client.txid();
-        let mut packet = Vec::new();
-        Request::Announce(AnnounceRequest {
-            connection_id: client.connection_id,
-            transaction_id: txid,
-            info_hash: info_hash(self.torrent),
-            peer_id: PeerId(self.id),
-            downloaded,
-            left,
-            uploaded,
-            event,
-            ip_address: 0,
-            key: 0,
-            num_want: -1,
-            port: self.port,
-            options: AnnounceOptions::EMPTY,
-        })
-        .write(&mut packet);
         let url = format!("/announce/{}", passkey(self.user));
-        AnnounceOptions::write_url_data(&mut packet, url.as_bytes());
+        let packet = announce_packet_of(
+            (client.connection_id, txid),
+            info_hash(self.torrent),
+            self.id,
+            self.port,
+            (uploaded, downloaded, left),
+            event,
+            Some(&url),
+        );
         let raw = client.exchange(&packet);
         match Response::parse(&raw, client.family()).expect("a BEP 15 answer") {
             Response::Announce {

@@ -191,16 +191,29 @@ impl Client {
 /// with these totals (uploaded, downloaded, left), and `url` as its URLData
 /// (BEP 41), if any.
 pub fn announce_packet(
+    ids: (tracker_proto::udp::ConnectionId, TransactionId),
+    info_hash: InfoHash,
+    port: u16,
+    totals: (u64, u64, u64),
+    event: AnnounceEvent,
+    url: Option<&str>,
+) -> Vec<u8> {
+    let mut peer_id = [b'-'; 20];
+    peer_id[..2].copy_from_slice(&port.to_be_bytes());
+    announce_packet_of(ids, info_hash, peer_id, port, totals, event, url)
+}
+
+/// [`announce_packet`] of the peer id `peer_id`, whatever its port.
+pub fn announce_packet_of(
     (connection_id, transaction_id): (tracker_proto::udp::ConnectionId, TransactionId),
     info_hash: InfoHash,
+    peer_id: [u8; 20],
     port: u16,
     (uploaded, downloaded, left): (u64, u64, u64),
     event: AnnounceEvent,
     url: Option<&str>,
 ) -> Vec<u8> {
     use tracker_proto::udp::{AnnounceOptions, AnnounceRequest, Request};
-    let mut peer_id = [b'-'; 20];
-    peer_id[..2].copy_from_slice(&port.to_be_bytes());
     let mut packet = Vec::new();
     Request::Announce(AnnounceRequest {
         connection_id,
