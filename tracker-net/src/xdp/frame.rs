@@ -7,10 +7,14 @@
 //! error here: the XDP program is to pass such frames to the kernel's
 //! stack, so seeing one means the program and this parser disagree.
 //!
-//! Incoming UDP checksums are not verified: veth and NICs that offload
-//! checksums hand over partial checksums (`CHECKSUM_PARTIAL`), and the
-//! kernel's own path does not check them in that case either. The IPv4
-//! header checksum is checked, as the kernel's `ip_rcv` always does.
+//! Checksums are verified as the kernel's stack verifies them: the IPv4
+//! header's always (`ip_rcv`), the UDP checksum unless an IPv4 datagram
+//! carries none (0), and an IPv6 datagram without one is refused (RFC
+//! 8200; `udp6` drops it). One form of a wrong UDP checksum is taken: the
+//! pseudo-header's sum alone, which a sender on the same host leaves for
+//! its device to finish (`CHECKSUM_PARTIAL`). Over a veth, or in generic
+//! mode, frames from a local stack carry it; the kernel trusts them by the
+//! mark on their buffer, which an XDP program cannot see.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
@@ -104,11 +108,15 @@ pub enum FrameError {
     /// UDP port 0 as source or destination: nothing sends from it or
     /// listens on it, and an answer could not be addressed.
     ZeroPort,
+    /// The UDP checksum does not verify.
+    BadUdpChecksum,
+    /// An IPv6 datagram whose UDP checksum is 0: none, which IPv6 forbids.
+    NoUdpChecksum,
 }
 
 impl FrameError {
     /// Every error, to register their metrics ahead.
-    pub const ALL: [FrameError; 11] = [
+    pub const ALL: [FrameError; 13] = [
         FrameError::Short,
         FrameError::NotIp,
         FrameError::BadVersion,
@@ -120,6 +128,8 @@ impl FrameError {
         FrameError::BadChecksum,
         FrameError::BadUdpLength,
         FrameError::ZeroPort,
+        FrameError::BadUdpChecksum,
+        FrameError::NoUdpChecksum,
     ];
 
     /// A name for metric labels and logs.
@@ -136,13 +146,15 @@ impl FrameError {
             FrameError::BadChecksum => "bad_checksum",
             FrameError::BadUdpLength => "bad_udp_length",
             FrameError::ZeroPort => "zero_port",
+            FrameError::BadUdpChecksum => "bad_udp_checksum",
+            FrameError::NoUdpChecksum => "no_udp_checksum",
         }
     }
 }
 
 /// Parses a received Ethernet frame into the UDP datagram it carries. Bytes
-/// after the IP packet (Ethernet padding) are ignored. The UDP checksum is
-/// not verified (see the module's doc).
+/// after the IP packet (Ethernet padding) are ignored. Both checksums are
+/// verified (see the module's doc).
 pub fn parse(frame: &[u8]) -> Result<Datagram<'_>, FrameError> {
     let (local_mac, rest) = frame.split_first_chunk::<6>().ok_or(FrameError::Short)?;
     let (client_mac, rest) = rest.split_first_chunk::<6>().ok_or(FrameError::Short)?;
@@ -207,6 +219,10 @@ fn parse_ipv4(packet: &[u8]) -> Result<(SocketAddr, SocketAddr, &[u8]), FrameErr
         return Err(FrameError::BadChecksum);
     }
     let (source_port, destination_port) = parse_udp(udp, payload.len())?;
+    // 0: the sender computed no checksum, which IPv4 allows.
+    if udp[6..8] != [0, 0] {
+        verify_udp_checksum(udp, payload, sum_words(&header[12..20]))?;
+    }
     let source = Ipv4Addr::new(header[12], header[13], header[14], header[15]);
     let destination = Ipv4Addr::new(header[16], header[17], header[18], header[19]);
     Ok((
@@ -242,6 +258,10 @@ fn parse_ipv6(packet: &[u8]) -> Result<(SocketAddr, SocketAddr, &[u8]), FrameErr
         .and_then(|datagram| datagram.get(UDP_HEADER_LEN..))
         .ok_or(FrameError::BadIpLength)?;
     let (source_port, destination_port) = parse_udp(udp, payload.len())?;
+    if udp[6..8] == [0, 0] {
+        return Err(FrameError::NoUdpChecksum);
+    }
+    verify_udp_checksum(udp, payload, sum_words(source) + sum_words(destination))?;
     Ok((
         SocketAddr::V6(SocketAddrV6::new(
             Ipv6Addr::from(*source),
@@ -260,7 +280,7 @@ fn parse_ipv6(packet: &[u8]) -> Result<(SocketAddr, SocketAddr, &[u8]), FrameErr
 }
 
 /// The source and destination ports of a UDP header whose length must
-/// match the IP layer's. The checksum is not read (see the module's doc).
+/// match the IP layer's. The checksum is left to `verify_udp_checksum`.
 fn parse_udp(udp: &[u8; UDP_HEADER_LEN], payload_len: usize) -> Result<(u16, u16), FrameError> {
     let length = usize::from(u16::from_be_bytes([udp[4], udp[5]]));
     if length != UDP_HEADER_LEN + payload_len {
@@ -272,6 +292,28 @@ fn parse_udp(udp: &[u8; UDP_HEADER_LEN], payload_len: usize) -> Result<(u16, u16
         return Err(FrameError::ZeroPort);
     }
     Ok((source_port, destination_port))
+}
+
+/// Checks a datagram's UDP checksum (not 0: the callers handle "none"),
+/// the pseudo-header's two addresses summing to `address_sum`: the
+/// pseudo-header, the header and the payload must sum to 0xFFFF, or the
+/// checksum field must hold the pseudo-header's sum alone (the partial
+/// checksum of a local sender, see the module's doc).
+fn verify_udp_checksum(
+    udp: &[u8; UDP_HEADER_LEN],
+    payload: &[u8],
+    address_sum: u64,
+) -> Result<(), FrameError> {
+    // The UDP length field, which parse_udp checked against the IP layer.
+    let length = u64::from(u16::from_be_bytes([udp[4], udp[5]]));
+    let pseudo_header_sum = address_sum + u64::from(IPPROTO_UDP) + length;
+    if fold(pseudo_header_sum + sum_words(udp) + sum_words(payload)) == 0xFFFF {
+        return Ok(());
+    }
+    if u16::from_be_bytes([udp[6], udp[7]]) == fold(pseudo_header_sum) {
+        return Ok(());
+    }
+    Err(FrameError::BadUdpChecksum)
 }
 
 /// Bytes of link, network and UDP header an answer to `asked` starts with.
@@ -674,19 +716,79 @@ mod tests {
     fn ipv4_mapped_addresses_stay_ipv6() {
         let mut frame = REQUEST_V6.to_vec();
         frame[22..38].copy_from_slice(&"::ffff:192.0.2.1".parse::<Ipv6Addr>().unwrap().octets());
+        fix_udp_checksum(&mut frame);
         let client = parse(&frame).unwrap().headers.client;
         assert_eq!(client, "[::ffff:192.0.2.1]:1234".parse().unwrap());
         assert!(client.is_ipv6());
     }
 
+    /// Where a frame's UDP checksum field is.
+    fn udp_checksum_at(frame: &[u8]) -> usize {
+        let (at, v4) = network_offset(frame);
+        at + if v4 { 20 } else { 40 } + 6
+    }
+
+    /// Recomputes the UDP checksum of a frame after an edit.
+    fn fix_udp_checksum(frame: &mut [u8]) {
+        let at = udp_checksum_at(frame);
+        frame[at..at + 2].copy_from_slice(&[0, 0]);
+        let checksum = match !reference_sums(frame).1 {
+            0 => 0xFFFF,
+            checksum => checksum,
+        };
+        frame[at..at + 2].copy_from_slice(&checksum.to_be_bytes());
+    }
+
     #[test]
-    fn the_udp_checksum_is_not_verified() {
-        for (mut frame, _) in requests() {
-            let udp_checksum = frame.len() - 5;
-            frame[udp_checksum] ^= 0x5A;
-            assert_eq!(parse(&frame).unwrap().payload, [1, 2, 3]);
-            frame[udp_checksum..udp_checksum + 2].copy_from_slice(&[0, 0]);
-            assert_eq!(parse(&frame).unwrap().payload, [1, 2, 3]);
+    fn a_wrong_udp_checksum_is_refused() {
+        for (frame, _) in requests() {
+            let at = udp_checksum_at(&frame);
+            for (byte, flip) in [(at, 0x5A), (at + 1, 0x01), (frame.len() - 1, 0x80)] {
+                let mut wrong = frame.clone();
+                wrong[byte] ^= flip;
+                assert_eq!(parse(&wrong), Err(FrameError::BadUdpChecksum), "{byte}");
+            }
+            // A bit changed in an address the pseudo-header covers (the
+            // IPv4 header's own checksum made right again).
+            let mut wrong = frame.clone();
+            wrong[at - 10] ^= 0x04;
+            if network_offset(&wrong).1 {
+                fix_ipv4_checksum(&mut wrong);
+            }
+            assert_eq!(parse(&wrong), Err(FrameError::BadUdpChecksum));
+        }
+    }
+
+    #[test]
+    fn ipv4_may_carry_no_udp_checksum_but_ipv6_must() {
+        for (mut frame, headers) in requests() {
+            let at = udp_checksum_at(&frame);
+            frame[at..at + 2].copy_from_slice(&[0, 0]);
+            if headers.client.is_ipv4() {
+                assert_eq!(parse(&frame).unwrap().payload, [1, 2, 3]);
+            } else {
+                assert_eq!(parse(&frame), Err(FrameError::NoUdpChecksum));
+            }
+        }
+    }
+
+    #[test]
+    fn a_local_senders_partial_checksum_is_taken() {
+        // The pseudo-header sums of REQUEST_V4 (0A00 0001 0A00 0002 0011
+        // 000B: 141F) and of REQUEST_V6 (2DBA, 2DBB, 000B, 0011: 5B91), as
+        // the kernel writes them for its device to finish.
+        for (mut frame, headers) in requests() {
+            let at = udp_checksum_at(&frame);
+            let partial: u16 = if headers.client.is_ipv4() {
+                0x141F
+            } else {
+                0x5B91
+            };
+            frame[at..at + 2].copy_from_slice(&partial.to_be_bytes());
+            assert_eq!(parse(&frame).unwrap().headers, headers);
+            // One off is wrong.
+            frame[at..at + 2].copy_from_slice(&(partial + 1).to_be_bytes());
+            assert_eq!(parse(&frame), Err(FrameError::BadUdpChecksum));
         }
     }
 
