@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tracing::info;
 use tracker_net::xdp::bpf::{self, AttachMode};
-use tracker_net::xdp::ebpf::{steering_program, Fallback, Target};
+use tracker_net::xdp::ebpf::{steering_program, Fallback, Steering, Target};
 use tracker_net::xdp::link;
 use tracker_net::xdp::xsk::{Xsk, XskConfig, XDP_PACKET_HEADROOM};
 use tracker_udp::config::XdpConfig;
@@ -72,8 +72,14 @@ pub fn attach(
         let plan = Interface::plan(name, config, listen)?;
         let map = bpf::create_xsk_map(plan.queue_count)
             .map_err(|e| format!("udp.xdp: cannot create the socket map for {name}: {e}"))?;
-        let program = steering_program(&plan.targets, map.as_raw_fd(), Fallback::Pass)
-            .map_err(|e| format!("udp.xdp: {name}: {e}"))?;
+        let program = steering_program(&Steering {
+            targets: &plan.targets,
+            mac: plan.mac,
+            loopback_is_martian: !plan.route_localnet,
+            xsk_map_fd: map.as_raw_fd(),
+            fallback: Fallback::Pass,
+        })
+        .map_err(|e| format!("udp.xdp: {name}: {e}"))?;
         let program = bpf::load_xdp(&program, "tracker_udp")
             .map_err(|e| format!("udp.xdp: the kernel refused the XDP program for {name}: {e}"))?;
         for (n, &queue) in plan.queues.iter().enumerate() {
@@ -141,6 +147,10 @@ struct Interface {
     /// The queues taken, in the order workers are given them.
     queues: Vec<u32>,
     targets: Vec<Target>,
+    /// Its Ethernet address: the program takes frames sent to it only.
+    mac: [u8; 6],
+    /// Whether it takes sources in 127.0.0.0/8 (`route_localnet`).
+    route_localnet: bool,
 }
 
 impl Interface {
@@ -168,6 +178,9 @@ impl Interface {
                 config.frame_size
             ));
         }
+        let mac = link::mac(name).map_err(|e| format!("udp.xdp.interfaces: {e}"))?;
+        let route_localnet =
+            link::route_localnet(name).map_err(|e| format!("udp.xdp.interfaces: {e}"))?;
         let addresses = link::addresses(name)
             .map_err(|e| format!("udp.xdp.interfaces: cannot read {name}'s addresses: {e}"))?;
         let targets = targets(listen, &addresses);
@@ -182,6 +195,8 @@ impl Interface {
             queue_count,
             queues,
             targets,
+            mac,
+            route_localnet,
         })
     }
 }

@@ -655,14 +655,14 @@ fn netlink_request(request: &[u8]) -> io::Result<Option<NetlinkReply>> {
     }
 }
 
-fn align4(n: usize) -> usize {
+pub(super) fn align4(n: usize) -> usize {
     (n + 3) & !3
 }
 
 /// The attributes (`struct nlattr`: length, type, value, padded to 4
 /// bytes) in `bytes`, each as its type (flags removed) and value; a
 /// malformed one ends them.
-fn attributes_of(mut bytes: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+pub(super) fn attributes_of(mut bytes: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     std::iter::from_fn(move || {
         let header = bytes.first_chunk::<NLA_HDRLEN>()?;
         let len = usize::from(u16::from_ne_bytes([header[0], header[1]]));
@@ -837,7 +837,14 @@ mod tests {
             ip: "0.0.0.0".parse().unwrap(),
             port: 6969,
         }];
-        let program = ebpf::steering_program(&targets, map.as_raw_fd(), Fallback::Pass).unwrap();
+        let program = ebpf::steering_program(&ebpf::Steering {
+            targets: &targets,
+            mac: [2, 0, 0, 0, 0, 1],
+            loopback_is_martian: true,
+            xsk_map_fd: map.as_raw_fd(),
+            fallback: Fallback::Pass,
+        })
+        .unwrap();
         load_xdp(&program, "steering").unwrap()
     }
 

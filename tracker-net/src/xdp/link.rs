@@ -1,6 +1,7 @@
 //! What the host says of a network interface: its index, how many queues
-//! XDP may see on it, its addresses and its MTU. Plain syscalls (ioctl on a
-//! throwaway datagram socket, getifaddrs), no netlink.
+//! XDP may see on it, its addresses, its MTU, its Ethernet address and
+//! whether it takes loopback sources. Plain syscalls (ioctl on a throwaway
+//! datagram socket, getifaddrs, /proc/sys), no netlink.
 
 use std::ffi::CString;
 use std::io;
@@ -169,6 +170,57 @@ pub fn mtu(name: &str) -> io::Result<u32> {
     })
 }
 
+/// The interface's Ethernet address (SIOCGIFHWADDR). An interface of
+/// another link type (a tunnel, say) is an error: the XDP program reads
+/// Ethernet headers.
+pub fn mac(name: &str) -> io::Result<[u8; 6]> {
+    let socket = control_socket()?;
+    let mut ifreq = ifreq_for(name)?;
+    // SAFETY: SIOCGIFHWADDR with a valid ifreq; the kernel writes
+    // ifru_hwaddr.
+    let rc = unsafe { libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFHWADDR as _, &mut ifreq) };
+    if rc != 0 {
+        let err = io::Error::last_os_error();
+        return Err(io::Error::new(
+            err.kind(),
+            format!("interface {name}: link address: {err}"),
+        ));
+    }
+    // SAFETY: SIOCGIFHWADDR answered through ifru_hwaddr.
+    let address = unsafe { ifreq.ifr_ifru.ifru_hwaddr };
+    if address.sa_family != libc::ARPHRD_ETHER {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "interface {name} is not Ethernet (link type {})",
+                address.sa_family
+            ),
+        ));
+    }
+    let mut mac = [0u8; 6];
+    for (to, from) in mac.iter_mut().zip(address.sa_data) {
+        *to = from as u8;
+    }
+    Ok(mac)
+}
+
+/// Whether the kernel takes IPv4 packets from 127.0.0.0/8 that arrive on
+/// the interface (`route_localnet`, in `net.ipv4.conf.all` or the
+/// interface's own: either one set); by default it drops them as martians.
+/// Read from /proc/sys, which shows the reading thread's network namespace.
+pub fn route_localnet(name: &str) -> io::Result<bool> {
+    c_name(name)?;
+    let mut set = false;
+    for scope in ["all", name] {
+        let path = format!("/proc/sys/net/ipv4/conf/{scope}/route_localnet");
+        let text = std::fs::read_to_string(&path).map_err(|err| {
+            io::Error::new(err.kind(), format!("interface {name}: {path}: {err}"))
+        })?;
+        set |= text.trim() != "0";
+    }
+    Ok(set)
+}
+
 fn c_name(name: &str) -> io::Result<CString> {
     if name.is_empty() || name.len() >= libc::IFNAMSIZ {
         return Err(io::Error::new(
@@ -296,7 +348,7 @@ pub(crate) mod testnet {
 
 #[cfg(test)]
 mod tests {
-    use super::testnet::{ip, Netns};
+    use super::testnet::{ip, mac_of, Netns};
     use super::*;
 
     #[test]
@@ -377,6 +429,15 @@ mod tests {
             assert!(!addrs.contains(&"127.0.0.1".parse().unwrap()));
             assert!(addresses("sb").unwrap().is_empty());
             assert!(addresses("trk-no-such0").unwrap().is_empty());
+
+            assert_eq!(mac("qa").unwrap(), mac_of(&ns, "qa"));
+            assert!(!route_localnet("qa").unwrap());
+            std::fs::write("/proc/sys/net/ipv4/conf/qa/route_localnet", "1").unwrap();
+            assert!(route_localnet("qa").unwrap());
+            assert!(!route_localnet("qb").unwrap());
+            std::fs::write("/proc/sys/net/ipv4/conf/all/route_localnet", "1").unwrap();
+            assert!(route_localnet("qb").unwrap());
+            assert!(mac("lo").unwrap_err().to_string().contains("not Ethernet"));
 
             let err = mtu("trk-no-such0").unwrap_err();
             assert!(err.to_string().contains("trk-no-such0"), "{err}");

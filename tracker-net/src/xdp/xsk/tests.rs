@@ -285,7 +285,7 @@ fn wait_readable(xsk: &Xsk, timeout: Duration) -> bool {
 #[test]
 fn receives_and_answers_on_veth_with_the_steering_program() {
     use super::super::bpf::{attach_xdp, create_xsk_map, load_xdp, map_set, AttachMode};
-    use super::super::ebpf::{steering_program, Fallback, Target};
+    use super::super::ebpf::{steering_program, Fallback, Steering, Target};
 
     let pair = veth_pair();
     let macs = (mac_of(&pair.a, "va"), mac_of(&pair.b, "vb"));
@@ -329,7 +329,14 @@ fn receives_and_answers_on_veth_with_the_steering_program() {
                 ip: tracker.0.into(),
                 port: tracker.1,
             };
-            let program = steering_program(&[target], map.as_raw_fd(), Fallback::Pass).unwrap();
+            let program = steering_program(&Steering {
+                targets: &[target],
+                mac: macs.0,
+                loopback_is_martian: true,
+                xsk_map_fd: map.as_raw_fd(),
+                fallback: Fallback::Pass,
+            })
+            .unwrap();
             let program = load_xdp(&program, "xsk_test").unwrap();
             let _link = attach_xdp(program.as_fd(), ifindex, mode)
                 .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
