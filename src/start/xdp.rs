@@ -3,16 +3,18 @@
 //! worker), and the BPF link that attaches the program. The link is held
 //! until the workers stop; closing it, or the process ending however it
 //! ends, detaches the program, and the kernel's sockets take the traffic.
+//! First of all, the routing table is read and followed (`route`): the
+//! workers answer only clients it sends back out of their interface.
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use tracing::info;
+use tracing::{info, warn};
 use tracker_net::xdp::bpf::{self, AttachMode};
 use tracker_net::xdp::ebpf::{steering_program, Fallback, Steering, Target};
-use tracker_net::xdp::link;
 use tracker_net::xdp::xsk::{Xsk, XskConfig, XDP_PACKET_HEADROOM};
+use tracker_net::xdp::{link, route};
 use tracker_udp::config::XdpConfig;
 
 use crate::start::bind::WorkerSockets;
@@ -62,6 +64,9 @@ pub fn attach(
         return Ok(None);
     }
     check_capabilities()?;
+    route::shared(route_read_failed).map_err(|e| {
+        format!("udp.xdp: cannot read the routing table (netlink, RTM_GETROUTE): {e}")
+    })?;
     let mut attached = Attached {
         links: Vec::new(),
         _programs: Vec::new(),
@@ -137,6 +142,14 @@ pub fn attach(
         attached._maps.push(map);
     }
     Ok(Some(attached))
+}
+
+/// The follower of the routing table could not read it again.
+fn route_read_failed(e: &std::io::Error) {
+    warn!(
+        "udp.xdp: reading the routing table again failed ({e}); AF_XDP answers by the last \
+         one read, and tries again in a second"
+    );
 }
 
 /// What one interface is given.

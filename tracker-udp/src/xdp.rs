@@ -6,6 +6,14 @@
 //! queue, so an announce lands where the NIC's hash put it, not at its
 //! torrent's owner: announces for other workers cross the mesh as they do
 //! without steering (`announces_routed{route="forwarded"}` says how many).
+//!
+//! What the kernel's stack would drop is dropped here too, or never gets
+//! here: the program passes frames to another MAC address, VLAN-tagged
+//! frames and martian sources to the kernel; this loop drops what fails
+//! the checksums (`frame::parse`) and datagrams from clients the routing
+//! table does not send back out of the socket's interface (no route, a
+//! blackhole, the host's own or a broadcast address, another interface),
+//! each counted by its kind.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -15,7 +23,10 @@ use std::time::Instant;
 
 use tracing::warn;
 use tracker_net::udp::{BATCH, MAX_DATAGRAM};
-use tracker_net::xdp::frame::{answer_header_len, parse, write_answer, FrameHeaders};
+use tracker_net::xdp::frame::{
+    answer_header_len, parse, write_answer, Datagram, FrameError, FrameHeaders,
+};
+use tracker_net::xdp::route::{self, RouteView};
 use tracker_net::xdp::xsk::{Descriptor, XdpStatistics, Xsk};
 use tracker_runtime::counters;
 use tracker_runtime::metrics::{Label, MetricSource, Sample, UDP_ERRORS};
@@ -48,6 +59,15 @@ counters! {
         /// dropped. What the program does not take passes to the kernel,
         /// so these are malformed or hostile.
         pub bad_frames: Counter => UDP_ERRORS { kind = "bad_frame" },
+        /// Datagrams whose UDP checksum is wrong, or missing over IPv6:
+        /// dropped, as the kernel drops them.
+        pub bad_udp_checksums: Counter => UDP_ERRORS { kind = "bad_udp_checksum" },
+        /// Datagrams from a client the routing table does not send back out
+        /// of the interface they came in by (no route, a blackhole,
+        /// unreachable or prohibit route, the host's own or a broadcast
+        /// address, a route by another interface): dropped, as the kernel's
+        /// sockets could not answer them there.
+        pub no_route: Counter => UDP_ERRORS { kind = "no_route" },
     }
 }
 
@@ -121,6 +141,37 @@ impl MetricSource for XdpCounters {
         self.stats.samples(SCOPE, out);
         self.frames.samples(SCOPE, out);
         kernel_drop_samples(&self.sockets.borrow(), out);
+    }
+}
+
+/// The datagram a received frame holds, if the kernel's stack would have
+/// let it through: counted by its kind where not.
+fn admit<'a>(
+    frame: &'a [u8],
+    routes: &RouteView,
+    ifindex: u32,
+    frames: &FrameStats,
+) -> Option<Datagram<'a>> {
+    match parse(frame) {
+        Ok(datagram)
+            if routes
+                .table()
+                .leads_out_of(datagram.headers.client.ip(), ifindex) =>
+        {
+            Some(datagram)
+        }
+        Ok(_) => {
+            frames.no_route.inc();
+            None
+        }
+        Err(FrameError::BadUdpChecksum | FrameError::NoUdpChecksum) => {
+            frames.bad_udp_checksums.inc();
+            None
+        }
+        Err(_) => {
+            frames.bad_frames.inc();
+            None
+        }
     }
 }
 
@@ -265,6 +316,11 @@ impl UdpService {
         let fd = xsk.fd().as_raw_fd();
         // SAFETY: the socket is in `path`, which this loop holds to its end.
         let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        let ifindex = xsk.ifindex();
+        // The start read the routes before it opened a socket.
+        let mut routes = route::installed()
+            .ok_or("AF_XDP: a socket without the routing table to check its clients by")?
+            .view();
         let path = Rc::new(XdpPath {
             xsk: RefCell::new(xsk),
             forwarded: RefCell::new(XdpBatch::default()),
@@ -319,24 +375,23 @@ impl UdpService {
                 continue;
             }
             {
+                routes.refresh();
                 let xsk = path.xsk.borrow();
                 self.prefetch(received.iter().filter_map(|&d| {
                     let datagram = parse(xsk.frame(d)).ok()?;
                     Some((datagram.payload, datagram.headers.client))
                 }));
+                let frames = &path.counters.frames;
                 for &d in &received {
-                    match parse(xsk.frame(d)) {
-                        Ok(datagram) => {
-                            stats.bytes_in.add(datagram.payload.len() as u64);
-                            self.handle_contained(
-                                datagram.payload,
-                                datagram.headers,
-                                &path,
-                                &mut tx,
-                                &mut forwards,
-                            );
-                        }
-                        Err(_) => path.counters.frames.bad_frames.inc(),
+                    if let Some(datagram) = admit(xsk.frame(d), &routes, ifindex, frames) {
+                        stats.bytes_in.add(datagram.payload.len() as u64);
+                        self.handle_contained(
+                            datagram.payload,
+                            datagram.headers,
+                            &path,
+                            &mut tx,
+                            &mut forwards,
+                        );
                     }
                 }
             }

@@ -8,10 +8,13 @@
 //! - `bpf`: bpf(2): maps, loading, BPF links, test runs.
 //! - `xsk`: one AF_XDP socket, its UMEM and its four rings.
 //! - `link`: what the host says of an interface (index, queues,
-//!   addresses).
+//!   addresses, MAC address).
+//! - `route`: the kernel's routing table, followed as it changes: which
+//!   clients an answer may go back to through the interface.
 
 pub mod bpf;
 pub mod ebpf;
 pub mod frame;
 pub mod link;
+pub mod route;
 pub mod xsk;
