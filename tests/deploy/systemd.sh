@@ -20,7 +20,9 @@
 #     the unit's LimitMEMLOCK= and LimitNOFILE=, which exceed the box's hard
 #     limits (lowered to them, the unit runs: no FAIL), and the tracker gets
 #     exactly that and says it lowered its connections to fit; it serves as
-#     the tracker user, a second run changes nothing, and USR2 hands over.
+#     the tracker user; a second run with --enable changes nothing and
+#     leaves the tracker running, a run with a new binary or a new unit
+#     restarts it, and USR2 hands over.
 # The unit runs as shipped, without a drop-in: its limits are above what
 # systemd may set in the box (no CAP_SYS_RESOURCE), and systemd since v183
 # sets the closest it may, the box's hard limits (8 MiB, and this host's
@@ -311,7 +313,30 @@ say "check-host: LimitMEMLOCK lowered to $memlock_kib KiB, LimitNOFILE to 1024, 
 check_sandbox
 probe udp=127.0.0.1:6969 https=https://127.0.0.1:6970/announce wss=wss://127.0.0.1:6970/announce
 
-in_box /opt/deploy/install --binary /opt/deploy/tracker >"$work/install-again.log" 2>&1 ||
+say "deploy/install --enable again: nothing changed, the tracker left running"
+running=$(main_pid)
+in_box /opt/deploy/install --binary /opt/deploy/tracker --enable >"$work/install-again.log" 2>&1 ||
     die "deploy/install (again) failed: $(cat "$work/install-again.log")"
-grep "installed " "$work/install-again.log" && die "a second deploy/install changed files"
+grep "^install: installed " "$work/install-again.log" && die "a second deploy/install changed files"
+grep "left running" "$work/install-again.log" >/dev/null || die "the second deploy/install did not leave the tracker running: $(cat "$work/install-again.log")"
+[ "$(main_pid)" = "$running" ] || die "the second deploy/install --enable restarted the tracker (pid $running -> $(main_pid))"
+[ "$(in_box systemctl show --property NRestarts --value tracker.service)" = 0 ] || die "the tracker restarted"
+
+say "deploy/install --enable with a new binary, then a new unit: each restarts the tracker"
+# Another file that is the same program: bytes after the ELF's end.
+in_box sh -c 'cat /opt/deploy/tracker >/opt/deploy/tracker-new && printf x >>/opt/deploy/tracker-new && chmod 0755 /opt/deploy/tracker-new'
+in_box /opt/deploy/install --binary /opt/deploy/tracker-new --enable >"$work/install-binary.log" 2>&1 ||
+    die "deploy/install (new binary) failed: $(cat "$work/install-binary.log")"
+grep "restarted tracker, which ran an older /usr/local/bin/tracker" "$work/install-binary.log" >/dev/null ||
+    die "a new binary did not restart the tracker: $(cat "$work/install-binary.log")"
+[ "$(main_pid)" != "$running" ] || die "the tracker still runs as pid $running after a new binary"
+wait_udp 6969 30
+running=$(main_pid)
+in_box sh -c 'printf "# a local note\n" >>/opt/deploy/tracker.service'
+in_box /opt/deploy/install --binary /opt/deploy/tracker-new --enable >"$work/install-unit.log" 2>&1 ||
+    die "deploy/install (new unit) failed: $(cat "$work/install-unit.log")"
+grep "restarted tracker, which ran an older /etc/systemd/system/tracker.service" "$work/install-unit.log" >/dev/null ||
+    die "a new unit did not restart the tracker: $(cat "$work/install-unit.log")"
+[ "$(main_pid)" != "$running" ] || die "the tracker still runs as pid $running after a new unit"
+wait_udp 6969 30
 hand_over
