@@ -152,27 +152,23 @@ fn admit<'a>(
     ifindex: u32,
     frames: &FrameStats,
 ) -> Option<Datagram<'a>> {
-    match parse(frame) {
-        Ok(datagram)
-            if routes
-                .table()
-                .leads_out_of(datagram.headers.client.ip(), ifindex) =>
-        {
-            Some(datagram)
-        }
-        Ok(_) => {
-            frames.no_route.inc();
-            None
-        }
+    let datagram = match parse(frame) {
+        Ok(datagram) => datagram,
         Err(FrameError::BadUdpChecksum | FrameError::NoUdpChecksum) => {
             frames.bad_udp_checksums.inc();
-            None
+            return None;
         }
         Err(_) => {
             frames.bad_frames.inc();
-            None
+            return None;
         }
+    };
+    let client = datagram.headers.client.ip();
+    if !routes.table().leads_out_of(client, ifindex) {
+        frames.no_route.inc();
+        return None;
     }
+    Some(datagram)
 }
 
 /// One AF_XDP socket, shared by its receive loop and the tasks that answer
