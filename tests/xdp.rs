@@ -832,83 +832,331 @@ fn malformed_frames_never_crash_or_answer_wrongly() {
     assert!(tracker.is_running());
 }
 
+/// One hand-made request of `what_the_kernel_drops_is_dropped_over_xdp_too`,
+/// sent to each tracker of the pair: what it is, and whether the socket
+/// path answers it.
+struct Case {
+    what: String,
+    answered: bool,
+    /// The frame for the tracker on `port`, carrying transaction `txid`.
+    frame: Box<dyn Fn(u16, i32) -> Vec<u8>>,
+}
+
+/// The audit of issue 42: raw frames that the kernel's stack drops, or
+/// cannot answer, each sent to the tracker with AF_XDP and to the one
+/// without; both must answer the same frames (and only the ordinary ones),
+/// and AF_XDP must still serve.
 #[test]
-fn one_vlan_tag_is_taken_and_answered_with_its_tag() {
-    use frame::{ethernet_tagged, udp_v4, udp_v6, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
+fn what_the_kernel_drops_is_dropped_over_xdp_too() {
+    use frame::{ethernet, ethernet_tagged, udp_v4, udp_v6, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
+    use std::net::{Ipv4Addr, Ipv6Addr};
     let hosts = TwoHosts::new();
-    let tracker = start_xdp(&hosts, false);
+    let (mut xdp, mut sockets) = start_pair(&hosts, |_| String::new());
     let (srv_mac, cli_mac) = (hosts.mac(Side::Srv), hosts.mac(Side::Cli));
+    let (cli4, srv4, cli6, srv6) = (hosts.cli_v4, hosts.srv_v4, hosts.cli_v6, hosts.srv_v6);
+
+    // Routes the server's kernel cannot answer by: a blackhole, and a
+    // route out of another interface (a second veth pair), set after the
+    // start, so that the trackers must follow the change.
+    for args in [
+        &[
+            "link", "add", "name", "veth-t1", "type", "veth", "peer", "name", "veth-t2",
+        ][..],
+        &["link", "set", "veth-t1", "up"],
+        &["link", "set", "veth-t2", "up"],
+        &["route", "add", "blackhole", "198.51.100.0/24"],
+        &["-6", "route", "add", "blackhole", "2001:db8:b1ac::/48"],
+        &["route", "add", "203.0.113.0/24", "dev", "veth-t1"],
+        &["-6", "route", "add", "2001:db8:d0::/48", "dev", "veth-t1"],
+    ] {
+        hosts.ip(Side::Srv, args);
+    }
+    // The trackers read the table again a few milliseconds after a change.
+    std::thread::sleep(Duration::from_millis(500));
+
     let cli_ifindex = hosts.ifindex(Side::Cli);
-    // The client's end has no VLAN device (and the kernel may have no
-    // 802.1Q at all): the answers are read off the link, with their tag.
     let (link, capture) = hosts.cli(|| (RawLink::new(cli_ifindex), Capture::new(cli_ifindex)));
-    let answer_to = |txid: i32| {
-        move |c: &Captured| {
+
+    // A connect from `src`, port RAW_PORT (or the tracker's own port, with
+    // `own_port`), in an untagged frame to `macs.0` from `macs.1`, its IPv4
+    // or IPv6 packet edited by `edit`.
+    fn connect4(
+        macs: ([u8; 6], [u8; 6]),
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        own_port: bool,
+        edit: fn(&mut Vec<u8>),
+    ) -> impl Fn(u16, i32) -> Vec<u8> {
+        move |port, txid| {
+            let sport = if own_port { port } else { RAW_PORT };
+            let mut ip = udp_v4(src, dst, sport, port, &connect_packet(txid));
+            edit(&mut ip);
+            ethernet(macs.0, macs.1, ETHERTYPE_IPV4, &ip)
+        }
+    }
+    fn connect6(
+        macs: ([u8; 6], [u8; 6]),
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        own_port: bool,
+        edit: fn(&mut Vec<u8>),
+    ) -> impl Fn(u16, i32) -> Vec<u8> {
+        move |port, txid| {
+            let sport = if own_port { port } else { RAW_PORT };
+            let mut ip = udp_v6(src, dst, sport, port, &connect_packet(txid));
+            edit(&mut ip);
+            ethernet(macs.0, macs.1, ETHERTYPE_IPV6, &ip)
+        }
+    }
+    let macs = (srv_mac, cli_mac);
+    let same: fn(&mut Vec<u8>) = |_| {};
+    let mut cases: Vec<Case> = Vec::new();
+    let mut case = |what: &str, answered: bool, frame: Box<dyn Fn(u16, i32) -> Vec<u8>>| {
+        cases.push(Case {
+            what: what.to_string(),
+            answered,
+            frame,
+        })
+    };
+
+    // Ordinary requests, answered by both.
+    case(
+        "IPv4",
+        true,
+        Box::new(connect4(macs, cli4, srv4, false, same)),
+    );
+    case(
+        "IPv6",
+        true,
+        Box::new(connect6(macs, cli6, srv6, false, same)),
+    );
+    // No UDP checksum, which IPv4 allows.
+    let no_checksum: fn(&mut Vec<u8>) = |ip| ip[26..28].copy_from_slice(&[0, 0]);
+    case(
+        "IPv4 without a UDP checksum",
+        true,
+        Box::new(connect4(macs, cli4, srv4, false, no_checksum)),
+    );
+    // The broadcast MAC address: the kernel takes it (the program passes
+    // it, and the tracker's sockets answer).
+    for v6 in [false, true] {
+        let what = format!("{} to the broadcast MAC", if v6 { "IPv6" } else { "IPv4" });
+        let frame: Box<dyn Fn(u16, i32) -> Vec<u8>> = if v6 {
+            Box::new(connect6(([0xff; 6], cli_mac), cli6, srv6, false, same))
+        } else {
+            Box::new(connect4(([0xff; 6], cli_mac), cli4, srv4, false, same))
+        };
+        case(&what, true, frame);
+    }
+
+    // Spoofed and martian sources.
+    let subnet_broadcast = Ipv4Addr::from(u32::from(srv4) | 0xff);
+    for src in [
+        "127.0.0.1",
+        "0.0.0.0",
+        "255.255.255.255",
+        "224.0.0.1",
+        "192.0.2.1",    // no route
+        "198.51.100.7", // a blackhole
+        "203.0.113.7",  // a route out of another interface
+    ] {
+        let ip: Ipv4Addr = src.parse().unwrap();
+        let what = format!("from {src}");
+        case(
+            &what,
+            false,
+            Box::new(connect4(macs, ip, srv4, false, same)),
+        );
+    }
+    case(
+        "from the subnet's broadcast address",
+        false,
+        Box::new(connect4(macs, subnet_broadcast, srv4, false, same)),
+    );
+    case(
+        "from the server's own IPv4 address and port",
+        false,
+        Box::new(connect4(macs, srv4, srv4, true, same)),
+    );
+    for src in [
+        "::1",
+        "ff02::1",
+        "::",
+        "2001:db8:ffff::1", // no route
+        "2001:db8:b1ac::7", // a blackhole
+        "2001:db8:d0::7",   // a route out of another interface
+    ] {
+        let ip: Ipv6Addr = src.parse().unwrap();
+        let what = format!("from {src}");
+        case(
+            &what,
+            false,
+            Box::new(connect6(macs, ip, srv6, false, same)),
+        );
+    }
+    let mapped = cli4.to_ipv6_mapped();
+    case(
+        "from the client's IPv4-mapped address",
+        false,
+        Box::new(connect6(macs, mapped, srv6, false, same)),
+    );
+    case(
+        "from the server's own IPv6 address and port",
+        false,
+        Box::new(connect6(macs, srv6, srv6, true, same)),
+    );
+
+    // Frames for another host's MAC address.
+    let other_mac = [0x02, 0x42, 0, 0, 0, 0x99];
+    case(
+        "IPv4 to another MAC",
+        false,
+        Box::new(connect4((other_mac, cli_mac), cli4, srv4, false, same)),
+    );
+    case(
+        "IPv6 to another MAC",
+        false,
+        Box::new(connect6((other_mac, cli_mac), cli6, srv6, false, same)),
+    );
+
+    // Wrong or missing UDP checksums.
+    let wrong4: fn(&mut Vec<u8>) = |ip| ip[26] ^= 0x5a;
+    let wrong6: fn(&mut Vec<u8>) = |ip| ip[46] ^= 0x5a;
+    let none6: fn(&mut Vec<u8>) = |ip| ip[46..48].copy_from_slice(&[0, 0]);
+    case(
+        "IPv4 with a wrong UDP checksum",
+        false,
+        Box::new(connect4(macs, cli4, srv4, false, wrong4)),
+    );
+    case(
+        "IPv6 with a wrong UDP checksum",
+        false,
+        Box::new(connect6(macs, cli6, srv6, false, wrong6)),
+    );
+    case(
+        "IPv6 without a UDP checksum",
+        false,
+        Box::new(connect6(macs, cli6, srv6, false, none6)),
+    );
+
+    // 802.1Q tags of a VLAN the server has no interface for (one tag, and
+    // two).
+    for (tags, name) in [(&[7u16][..], "VLAN 7"), (&[7, 8], "VLANs 7 and 8")] {
+        let tags = tags.to_vec();
+        let tags6 = tags.clone();
+        case(
+            &format!("IPv4 tagged for {name}"),
+            false,
+            Box::new(move |port, txid| {
+                let ip = udp_v4(cli4, srv4, RAW_PORT, port, &connect_packet(txid));
+                ethernet_tagged(srv_mac, cli_mac, &tags, ETHERTYPE_IPV4, &ip)
+            }),
+        );
+        case(
+            &format!("IPv6 tagged for {name}"),
+            false,
+            Box::new(move |port, txid| {
+                let ip = udp_v6(cli6, srv6, RAW_PORT, port, &connect_packet(txid));
+                ethernet_tagged(srv_mac, cli_mac, &tags6, ETHERTYPE_IPV6, &ip)
+            }),
+        );
+    }
+
+    // Each case to each tracker: transaction id 10000 + 100 * case, + 1
+    // for the tracker without AF_XDP.
+    let txid = |case: usize, port: u16| 10_000 + 100 * case as i32 + i32::from(port == SOCKET_PORT);
+    for (i, case) in cases.iter().enumerate() {
+        for port in [XDP_PORT, SOCKET_PORT] {
+            link.send(&(case.frame)(port, txid(i, port)))
+                .unwrap_or_else(|e| panic!("sending {}: {e}", case.what));
+        }
+    }
+
+    // Every answer from either tracker on the link, until a while after
+    // the last one expected.
+    let expected: usize = 2 * cases.iter().filter(|c| c.answered).count();
+    let mut answers: Vec<(u16, i32, SocketAddr)> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut quiet_until: Option<Instant> = None;
+    loop {
+        let until = quiet_until.unwrap_or(deadline).min(deadline);
+        let from_a_tracker = |c: &Captured| {
             udp_in_frame(c).is_some_and(|d| {
-                d.dst.port() == RAW_PORT && d.payload.get(4..8) == Some(&txid.to_be_bytes()[..])
+                [XDP_PORT, SOCKET_PORT].contains(&d.src.port())
+                    && [IpAddr::from(srv4), IpAddr::from(srv6)].contains(&d.src.ip())
             })
+        };
+        let Some(captured) = capture.next(
+            until.saturating_duration_since(Instant::now()),
+            from_a_tracker,
+        ) else {
+            break;
+        };
+        let datagram = udp_in_frame(&captured).unwrap();
+        let txid = match datagram.payload.get(4..8) {
+            Some(txid) => i32::from_be_bytes(txid.try_into().unwrap()),
+            None => -1,
+        };
+        answers.push((datagram.src.port(), txid, datagram.dst));
+        if answers.len() >= expected && quiet_until.is_none() {
+            quiet_until = Some(Instant::now() + Duration::from_millis(1000));
         }
-    };
-    // Priority 5, VLAN 7: the answer carries the request's whole TCI.
-    let tci = (5 << 13) | 7;
-    let request = |txid: i32, v6: bool| {
-        let (src, dst) = (hosts.addr(Side::Cli, v6), hosts.addr(Side::Srv, v6));
-        match (src, dst) {
-            (IpAddr::V4(src), IpAddr::V4(dst)) => (
-                ETHERTYPE_IPV4,
-                udp_v4(src, dst, RAW_PORT, XDP_PORT, &connect_packet(txid)),
-            ),
-            (IpAddr::V6(src), IpAddr::V6(dst)) => (
-                ETHERTYPE_IPV6,
-                udp_v6(src, dst, RAW_PORT, XDP_PORT, &connect_packet(txid)),
-            ),
-            _ => unreachable!(),
+    }
+
+    let mut wrong = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        for port in [XDP_PORT, SOCKET_PORT] {
+            let got = answers
+                .iter()
+                .filter(|(from, id, _)| *from == port && *id == txid(i, port))
+                .count();
+            let tracker = if port == XDP_PORT {
+                "with AF_XDP"
+            } else {
+                "without"
+            };
+            if got != usize::from(case.answered) {
+                wrong.push(format!(
+                    "{}: {got} answers from the tracker {tracker}, {} expected",
+                    case.what,
+                    usize::from(case.answered)
+                ));
+            }
         }
-    };
-
-    for (txid, v6) in [(7001, false), (7002, true)] {
-        let (ethertype, ip) = request(txid, v6);
-        link.send(&ethernet_tagged(srv_mac, cli_mac, &[tci], ethertype, &ip))
-            .expect("send a tagged frame");
-        let answer = capture
-            .next(Duration::from_secs(3), answer_to(txid))
-            .unwrap_or_else(|| panic!("no answer to the tagged request {txid}"));
-        assert_eq!(answer.vlan, Some(tci), "{txid}: the answer's 802.1Q tag");
-        assert_eq!(answer.frame[..6], cli_mac, "{txid}: destination MAC");
-        assert_eq!(answer.frame[6..12], srv_mac, "{txid}: source MAC");
-        let datagram = udp_in_frame(&answer).unwrap();
-        assert_eq!(
-            datagram.src,
-            SocketAddr::new(hosts.addr(Side::Srv, v6), XDP_PORT)
-        );
-        assert_eq!(
-            datagram.dst,
-            SocketAddr::new(hosts.addr(Side::Cli, v6), RAW_PORT)
-        );
-        assert_eq!(datagram.payload.len(), 16);
-        assert_eq!(
-            datagram.payload[..4],
-            [0; 4],
-            "{txid}: not a connect answer"
-        );
     }
-    assert_eq!(requests(&hosts, &tracker, "xdp", "connect"), 2);
+    assert!(
+        wrong.is_empty(),
+        "{}\nevery answer (port, transaction, to): {answers:?}",
+        wrong.join("\n")
+    );
 
-    // Two tags: the program passes it, and the server has no VLAN for it.
-    let (ethertype, ip) = request(7003, false);
-    link.send(&ethernet_tagged(
-        srv_mac,
-        cli_mac,
-        &[tci, tci],
-        ethertype,
-        &ip,
-    ))
-    .expect("send a double-tagged frame");
-    if let Some(answer) = capture.next(Duration::from_millis(700), answer_to(7003)) {
-        panic!("a frame with two tags was answered: {answer:02x?}");
+    // The ordinary ones over AF_XDP, the broadcast MAC ones over its
+    // sockets, the rest dropped, each counted by its kind.
+    let errors = |kind| udp_errors(&hosts, &xdp, "xdp", kind);
+    settles_at(
+        9,
+        "tracker_udp_errors_total{path=\"xdp\",kind=\"no_route\"}",
+        || errors("no_route"),
+    );
+    assert_eq!(errors("bad_udp_checksum"), 3);
+    assert_eq!(errors("bad_frame"), 0);
+    assert_eq!(requests(&hosts, &xdp, "xdp", "connect"), 3);
+    let before = requests(&hosts, &sockets, "socket", "connect");
+    assert!(
+        requests(&hosts, &xdp, "socket", "connect") >= 2,
+        "the broadcast MAC's requests, over the sockets"
+    );
+
+    // And AF_XDP still serves clients.
+    for v6 in [false, true] {
+        let to = SocketAddr::new(hosts.addr(Side::Srv, v6), XDP_PORT);
+        connect(&client_socket(&hosts, to), to);
+        let to = SocketAddr::new(hosts.addr(Side::Srv, v6), SOCKET_PORT);
+        connect(&client_socket(&hosts, to), to);
     }
-    assert_eq!(requests(&hosts, &tracker, "xdp", "connect"), 2);
-    assert_eq!(bad_frames(&hosts, &tracker), 0);
+    assert_eq!(requests(&hosts, &xdp, "xdp", "connect"), 5);
+    assert_eq!(requests(&hosts, &sockets, "socket", "connect"), before + 2);
+    assert!(xdp.is_running() && sockets.is_running());
 }
 
 /// A UDP datagram read from a frame, its checksums verified.
