@@ -5,7 +5,9 @@
 //! Taken: Ethernet II with at most one 802.1Q tag, IPv4 without options or
 //! fragments, IPv6 with UDP as its first next header. Anything else is an
 //! error here: the XDP program is to pass such frames to the kernel's
-//! stack, so seeing one means the program and this parser disagree.
+//! stack, so seeing one means the program and this parser disagree. (The
+//! program passes tagged frames too, for the kernel to judge by the VLANs
+//! the host has; a tag is still parsed here, and kept in an answer.)
 //!
 //! Checksums are verified as the kernel's stack verifies them: the IPv4
 //! header's always (`ip_rcv`), the UDP checksum unless an IPv4 datagram
