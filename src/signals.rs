@@ -21,7 +21,7 @@ use tracker_runtime::reloadable::Reloadable;
 use tracker_runtime::shutdown::Shutdown;
 
 use crate::config::Config;
-use crate::handover::Successors;
+use crate::handover::{MainPid, Successors};
 use crate::reload::{Reloader, TimeLimit};
 
 pub use libc::{SIGHUP, SIGINT, SIGTERM, SIGUSR2};
@@ -113,6 +113,9 @@ pub struct Reloaded {
 /// SIGHUP asks the reload thread to reread the files (see `reload`) and
 /// returns at once: whatever a reload waits for, a stop is taken. SIGUSR2
 /// starts an upgrade (see `upgrade`), a successor listed in `successors`.
+/// Once this tracker has handed over (`main_pid`), SIGTERM or SIGINT exits
+/// at once, with status 0: the successor has the swarms (and the same
+/// stop, from a service manager), and the PID file names it first.
 pub fn spawn_signal_handler(
     signals: BlockedSignals,
     config: &Config,
@@ -120,6 +123,7 @@ pub fn spawn_signal_handler(
     access: Option<Arc<Reloadable<AccessList>>>,
     shutdown: Arc<Shutdown>,
     successors: Arc<Successors>,
+    main_pid: Arc<MainPid>,
 ) -> Result<(), String> {
     let reloader = Reloader::spawn(reload(config, tls, access))
         .map_err(|e| format!("cannot start the reload thread: {e}"))?;
@@ -142,6 +146,11 @@ pub fn spawn_signal_handler(
                         "{name}: stopping: answering requests in flight (up to {drain} s), \
                          {saving}; another {name} exits at once"
                     );
+                } else if main_pid.has_handed_over() && main_pid.exiting().is_ok() {
+                    info!(
+                        "{name} after the hand-over: exiting now; the new tracker has the swarms"
+                    );
+                    std::process::exit(0);
                 } else {
                     warn!("{name} again: exiting at once, without saving the swarms");
                     std::process::exit(128 + signal);

@@ -538,7 +538,13 @@ fn a_successor_lost_after_go_is_killed_and_the_old_tracker_serves_again() {
     use std::os::unix::process::ExitStatusExt;
     let control = TempPath::new("tracker-test-control", "sock");
     let config = control_config(&control.0);
-    let mut old = Tracker::builder().udp(None).config(&config).start();
+    let pid_file = TempPath::new("tracker-test", "pid");
+    let pid_file_var = pid_file.0.to_str().unwrap();
+    let mut old = Tracker::builder()
+        .udp(None)
+        .config(&config)
+        .env("PIDFILE", pid_file_var)
+        .start();
     let (hashes, before) = fill(old.udp[0]);
     let mut client = Client::new("127.0.0.9:0", old.udp[0]);
     for mode in ["hang-up", "silent"] {
@@ -560,18 +566,107 @@ fn a_successor_lost_after_go_is_killed_and_the_old_tracker_serves_again() {
         assert_eq!(status.signal(), Some(libc::SIGKILL), "{mode}");
         // The same swarms, and the same connection id still good.
         assert_eq!(client.scrape(&hashes), before, "{mode}");
+        // The service's main process is still this one.
+        assert_eq!(read_pid_file(&pid_file.0), Some(old.pid()), "{mode}");
     }
     // It hands over as before.
     let new = Tracker::builder()
         .udp(Some(old.udp[0]))
         .config(&config)
+        .env("PIDFILE", pid_file_var)
         .arg("--take-over")
         .start();
     let (code, log) = old.wait_exit(Duration::from_secs(30));
     assert_eq!(code, Some(0), "{log}");
     assert_eq!(log.matches("killed it; serving again").count(), 2, "{log}");
+    assert_eq!(read_pid_file(&pid_file.0), Some(new.pid()), "{log}");
     let mut client = Client::new("127.0.0.13:0", new.udp[0]);
     assert_eq!(client.scrape(&hashes), before);
+}
+
+/// The pid the PID file holds.
+fn read_pid_file(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Under systemd, the PID file (`$PIDFILE`, from the unit's `PIDFile=`)
+/// names the process that serves: the tracker, from its start; the
+/// successor SIGUSR2 started, as the old tracker exits, once it has written
+/// its state file (systemd reads the file when the main process exits and
+/// supervises the process it names, its own child by then: issue 42).
+#[test]
+fn the_pid_file_names_the_successor_as_the_old_tracker_exits() {
+    let control = TempPath::new("tracker-test-control", "sock");
+    let state = TempPath::new("tracker-test-handover", "state");
+    let pid_file = TempPath::new("tracker-test", "pid");
+    let config = control_config(&control.0);
+    let mut old = Tracker::builder()
+        .udp(None)
+        .config(&config)
+        .state_file(&state.0)
+        .env("PIDFILE", pid_file.0.to_str().unwrap())
+        .start();
+    let old_pid = old.pid();
+    assert_eq!(read_pid_file(&pid_file.0), Some(old_pid));
+    let (hashes, before) = fill(old.udp[0]);
+    let mut cmdline = std::fs::read(format!("/proc/{old_pid}/cmdline")).unwrap();
+    cmdline.extend_from_slice(b"--take-over\0");
+    old.signal(libc::SIGUSR2);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while old.is_running() {
+        assert!(std::time::Instant::now() < deadline, "no hand-over");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let new_pid = pid_running(&cmdline).expect("the successor, running");
+    assert_eq!(read_pid_file(&pid_file.0), Some(new_pid as u32));
+    let mut client = Client::new("127.0.0.15:0", old.udp[0]);
+    assert_eq!(client.scrape(&hashes), before);
+    // SAFETY: a signal to the successor, which this test started.
+    unsafe { libc::kill(new_pid, libc::SIGTERM) };
+    while !gone(new_pid) {
+        assert!(std::time::Instant::now() < deadline, "no stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (code, log) = old.wait_exit(Duration::from_secs(5));
+    assert_eq!(code, Some(0), "{log}");
+    let path = pid_file.0.display();
+    let saved = log.find("stopped: saved 2 torrents").expect("the old one's save");
+    let named = log
+        .find(&format!("PID file {path}: pid {new_pid}, the new tracker"))
+        .expect("the successor named");
+    assert!(saved < named, "named before the save: {log}");
+    assert!(log.contains(&format!("PID file {path}: this process")), "{log}");
+    // The old one named it; it did not name itself.
+    assert!(!log.contains("did not name itself there"), "{log}");
+}
+
+/// A successor of a tracker that keeps no PID file (one of an earlier
+/// version, which told systemd `MAINPID=` instead; here one started
+/// without `$PIDFILE`) names itself there before it lets that one exit.
+#[test]
+fn a_successor_names_itself_where_its_predecessor_kept_no_pid_file() {
+    if !is_root() {
+        eprintln!("skipped: needs root (a successor started by hand must be root)");
+        return;
+    }
+    let control = TempPath::new("tracker-test-control", "sock");
+    let pid_file = TempPath::new("tracker-test", "pid");
+    let config = control_config(&control.0);
+    let old = Tracker::builder().udp(None).config(&config).start();
+    let (hashes, before) = fill(old.udp[0]);
+    let new = Tracker::builder()
+        .udp(Some(old.udp[0]))
+        .config(&config)
+        .env("PIDFILE", pid_file.0.to_str().unwrap())
+        .arg("--take-over")
+        .start();
+    let (code, log) = old.wait_exit(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{log}");
+    assert_eq!(read_pid_file(&pid_file.0), Some(new.pid()), "{log}");
+    let mut client = Client::new("127.0.0.16:0", new.udp[0]);
+    assert_eq!(client.scrape(&hashes), before);
+    let log = new.stop();
+    assert!(log.contains("did not name itself there"), "{log}");
 }
 
 /// A lost successor that the old tracker cannot kill (root's, while the old

@@ -17,8 +17,8 @@ use tracker_swarm::state::{Framed, Section};
 use crate::start::bind::WorkerSockets;
 
 use super::{
-    distribute, notify_main_pid, peer_pid, read_line, write_manifest, ControlFile, Handed, Kind,
-    Manifest, STEP_TIMEOUT, VERSION,
+    distribute, peer_pid, read_line, write_manifest, ControlFile, Handed, Kind, Manifest,
+    STEP_TIMEOUT, VERSION,
 };
 
 /// Copies of every socket a hand-over gives away (its own descriptors, so
@@ -293,15 +293,19 @@ impl Handing {
         Ok(())
     }
 
+    /// The new tracker, which has the swarms: its pidfd.
+    pub fn into_successor(self) -> OwnedFd {
+        self.successor
+    }
+
     /// After a hand-over failed past `go`: kills the new tracker, which
     /// holds every socket and must not serve on them beside this one, and
     /// gives the sockets back for this one's workers, with the control
     /// socket. Err when it cannot be killed (it runs as root, this one not).
     pub fn reclaim(self, workers: usize) -> Result<(Vec<WorkerSockets>, UnixListener), String> {
         let pid = self.pid();
-        // Before the kill: the service manager must not take the death of
-        // a process it was told is the main one for the service's.
-        notify_main_pid();
+        // The service manager was told nothing of it: the PID file names
+        // it only as this one exits (see `pid_file`).
         match pidfd_signal(&self.successor, libc::SIGKILL) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}

@@ -28,27 +28,29 @@
 //! still holds. Only one it cannot kill makes it save its state file and
 //! exit 1, for a restart.
 //!
+//! Under systemd, the PID file (`pid_file`) names the process that serves:
+//! the old one names its successor as it exits, and systemd, reading it
+//! then, supervises the successor as its own child.
+//!
 //! `give` is the running tracker's side (and how SIGUSR2 starts a
 //! successor), `take` the new one's; the manifest and the checks both sides
 //! make are here.
 
 mod control;
 mod give;
+mod pid_file;
 mod take;
 
 pub use control::{bind_control, ControlFile};
 pub use give::{copies, serve_control, start_successor, Handing, Pending, Successors};
+pub use pid_file::{MainPid, PidFile};
 pub use take::TakeOver;
 
 use std::io::{self, BufRead, Read};
 use std::net::{TcpListener, UdpSocket};
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::Path;
 use std::time::Duration;
-
-use tracing::warn;
 
 use tracker_net::fd_pass::peer_credentials;
 use tracker_proto::{decode_hex, Hex};
@@ -206,29 +208,6 @@ fn distribute(
         }
     }
     Ok((per_worker, control))
-}
-
-/// Tells the service manager that started the tracker (systemd, through
-/// `$NOTIFY_SOCKET`, with `NotifyAccess=all`) that this process is now the
-/// service's main one: a new tracker before the old one exits, or an old
-/// one that serves again after a hand-over failed.
-pub(crate) fn notify_main_pid() {
-    use std::os::linux::net::SocketAddrExt;
-    use std::os::unix::net::{SocketAddr as UnixAddr, UnixDatagram};
-    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
-        return;
-    };
-    let path = path.as_encoded_bytes();
-    let addr = match path.strip_prefix(b"@") {
-        Some(name) => UnixAddr::from_abstract_name(name),
-        None => UnixAddr::from_pathname(Path::new(std::ffi::OsStr::from_bytes(path))),
-    };
-    let message = format!("MAINPID={}\n", std::process::id());
-    let sent = UnixDatagram::unbound()
-        .and_then(|socket| addr.and_then(|addr| socket.send_to_addr(message.as_bytes(), &addr)));
-    if let Err(e) = sent {
-        warn!("cannot tell the service manager this is the main process now: {e}");
-    }
 }
 
 /// One line, without its newline; at most 256 bytes.

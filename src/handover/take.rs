@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 
+use tracing::{info, warn};
 use tracker_net::fd_pass::recv_with_fds;
 use tracker_swarm::state::StateFile;
 
@@ -13,8 +14,8 @@ use crate::config::Config;
 use crate::start::bind::WorkerSockets;
 
 use super::{
-    check_peer, distribute, notify_main_pid, parse_manifest, read_line, ControlFile, Handed, Kind,
-    Manifest, MAX_MANIFEST, STEP_TIMEOUT, VERSION,
+    check_peer, distribute, parse_manifest, peer_pid, read_line, ControlFile, Handed, Kind,
+    Manifest, PidFile, MAX_MANIFEST, STEP_TIMEOUT, VERSION,
 };
 
 /// The new tracker's side: connected, with the old one's sockets.
@@ -142,8 +143,11 @@ impl TakeOver {
     /// bytes, checked; and what waits for the old tracker to be gone.
     /// `before_ok` runs once the old tracker has stopped, before it is told
     /// to exit: its failure leaves the old tracker to serve again.
+    /// `pid_file`: the service's PID file, which the old tracker names this
+    /// one in as it exits, unless it does not keep one (see `pid_file`).
     pub fn swarms(
         mut self,
+        pid_file: Option<&PidFile>,
         before_ok: impl FnOnce() -> Result<(), String>,
     ) -> Result<(Vec<u8>, Predecessor), String> {
         let fail = |e: io::Error| {
@@ -174,10 +178,34 @@ impl TakeOver {
         }
         StateFile::parse(&bytes).map_err(|e| fail(io::Error::other(e.to_string())))?;
         before_ok()?;
-        // Before the old one exits on our `ok`: the service is ours now.
-        notify_main_pid();
+        if let Some(file) = pid_file {
+            name_self_for(file, peer_pid(&self.stream));
+        }
         (&self.stream).write_all(b"ok\n").map_err(fail)?;
         Ok((bytes, Predecessor(self.stream)))
+    }
+}
+
+/// Before the `ok` that makes the predecessor exit: a predecessor that
+/// keeps the PID file (it names it) names this one as it exits. One that
+/// does not (a tracker of an earlier version, which told systemd
+/// `MAINPID=` instead) leaves it to this one, now, so that systemd finds it
+/// there when the predecessor exits.
+fn name_self_for(file: &PidFile, predecessor: i32) {
+    if u32::try_from(predecessor).is_ok_and(|pid| file.names(pid)) {
+        return;
+    }
+    match file.write(std::process::id()) {
+        Ok(()) => info!(
+            "PID file {}: this process (pid {predecessor}, which it takes over from, did not \
+             name itself there)",
+            file.path().display()
+        ),
+        Err(e) => warn!(
+            "cannot write the PID file {}: {e}; systemd (PIDFile=) may take pid \
+             {predecessor}'s exit for the service's",
+            file.path().display()
+        ),
     }
 }
 

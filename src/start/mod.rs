@@ -60,6 +60,9 @@ pub fn run(
 ) -> Result<(), String> {
     let host = check_host(&mut config)?;
     let workers = host.placements.len();
+    // The service manager's PID file (systemd's PIDFile=), which follows
+    // hand-overs (see `handover::PidFile`).
+    let main_pid = Arc::new(handover::MainPid::new(handover::PidFile::from_env()));
     // The site's users and torrents, before anything is bound: a database
     // that cannot be read is a start-up error, said at once.
     let private = PrivateMode::load(&config)?;
@@ -96,22 +99,32 @@ pub fn run(
     let first = match predecessor {
         // Everything that can fail at the start has: now the predecessor
         // stops and hands over its swarms.
-        Some(taken) => take_swarms(taken, &config, sockets, control, control_file.as_mut())?,
+        Some(taken) => take_swarms(
+            taken,
+            &config,
+            sockets,
+            control,
+            control_file.as_mut(),
+            main_pid.file(),
+        )?,
         // Read, and its writability checked, as the user that writes it at
         // the stop (inside the chroot, if any, where the same path names
         // it): the directory is that user's, and root must not follow what
         // it planted.
-        None => Round {
-            sockets,
-            swarms: state_path
-                .as_deref()
-                .and_then(state_file::load)
-                .map(Arc::new),
-            source: config.state.file.clone(),
-            control,
-            attached,
-            before_first_snapshot: None,
-        },
+        None => {
+            main_pid.started();
+            Round {
+                sockets,
+                swarms: state_path
+                    .as_deref()
+                    .and_then(state_file::load)
+                    .map(Arc::new),
+                source: config.state.file.clone(),
+                control,
+                attached,
+                before_first_snapshot: None,
+            }
+        }
     };
     let shutdown = Shutdown::new(workers);
     let successors = Arc::new(handover::Successors::default());
@@ -122,6 +135,7 @@ pub fn run(
         access.clone(),
         shutdown.clone(),
         successors.clone(),
+        main_pid.clone(),
     )?;
     let serving = Serving {
         handover_timeout: Duration::from_secs(config.runtime.handover_timeout_secs.into()),
@@ -135,15 +149,16 @@ pub fn run(
         state_path,
         hand_over: Arc::new(handover::Pending::default()),
         successors,
+        main_pid: main_pid.clone(),
     };
     let sections = serving.serve_until_stopped(first, &mut control_file)?;
     match &serving.state_path {
-        Some(path) => state_file::save(path, &sections),
-        None => {
-            info!("stopped (no state file configured: the swarms are not saved)");
-            Ok(())
-        }
+        Some(path) => state_file::save(path, &sections)?,
+        None => info!("stopped (no state file configured: the swarms are not saved)"),
     }
+    // Last: after a hand-over, the PID file names the successor as this
+    // process exits, and the service manager supervises it from then on.
+    main_pid.exiting()
 }
 
 /// What the host allows this run: the workers' CPUs and what the tracker
@@ -300,12 +315,13 @@ fn take_swarms(
     mut sockets: Vec<WorkerSockets>,
     control: Option<UnixListener>,
     control_file: Option<&mut ControlFile>,
+    pid_file: Option<&handover::PidFile>,
 ) -> Result<Round, String> {
     let started = Instant::now();
     let source = format!("the tracker at {}", taken.path().display());
     let handover_timeout = Duration::from_secs(config.runtime.handover_timeout_secs.into());
     let mut attached = None;
-    let (bytes, predecessor) = taken.swarms(|| {
+    let (bytes, predecessor) = taken.swarms(pid_file, || {
         attached = xdp::attach(
             &config.udp.xdp,
             &udp_addresses(&sockets),

@@ -75,6 +75,8 @@ pub(super) struct Serving {
     pub(super) hand_over: Arc<handover::Pending>,
     pub(super) successors: Arc<handover::Successors>,
     pub(super) handover_timeout: Duration,
+    /// Told of a successor that took the swarms, for the PID file.
+    pub(super) main_pid: Arc<handover::MainPid>,
 }
 
 impl Serving {
@@ -190,6 +192,8 @@ impl Serving {
                 if let Some(file) = control_file {
                     file.handed_over();
                 }
+                self.main_pid
+                    .handed_over(pid as u32, handing.into_successor());
                 // The state file is written at the end for a crash of the
                 // new one before its first snapshot: with a CPU no one else
                 // wants, as the new one restores the swarms on the same CPUs.
