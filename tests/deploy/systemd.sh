@@ -10,11 +10,14 @@
 #     and wss as the tracker user with the unit's sandbox on; `systemctl
 #     reload` serves the new certificate; `systemctl kill -s USR2 tracker`
 #     hands over to a new process under load with no answer lost, systemd's
-#     MainPID moves to it and systemd restarts it when it dies; `systemctl
-#     stop` saves the swarms and the next start restores them; upgrading the
-#     package under load hands over to the new binary with no answer lost;
-#     removing it stops the tracker, purging it removes the state (with
-#     apt-get, as docs/OPERATIONS.md says);
+#     MainPID moves to it, its own child, and systemd restarts it when it
+#     dies; then tests/deploy/package-lib.sh's stops after hand-overs (issue
+#     42): USR2, an upgrade of the package under load (the new binary takes
+#     over, no answer lost), `systemctl stop` saves every torrent and exits 0
+#     and the start restores them all; USR2 then `systemctl restart`, and
+#     USR2 then removing the package, save every torrent too; purging it
+#     removes the state (with apt-get, as docs/OPERATIONS.md says). The same
+#     steps run under a cgroup-v2 systemd in tests/deploy/systemd-vm.sh;
 #   - deploy/install --enable on a fresh system booted with a hard limit
 #     of 1024 open files: deploy/check-host predicts what systemd makes of
 #     the unit's LimitMEMLOCK= and LimitNOFILE=, which exceed the box's hard
@@ -98,16 +101,17 @@ boot() { # name [podman flags...]
     done
 }
 in_box() { podman exec -i "$box" "$@"; }
-main_pid() { in_box systemctl show --property MainPID --value tracker.service; }
-# The journal of the unit since the test began, without systemd's prefix.
-journal() { in_box journalctl --unit tracker --output cat --no-pager; }
-wait_journal() { # pattern seconds
-    local deadline=$((SECONDS + $2))
-    until journal | grep -- "$1" >/dev/null; do
-        [ "$SECONDS" -lt "$deadline" ] || die "no '$1' in the journal: $(journal | tail -n 20)"
-        sleep 0.2
-    done
+# The host's view of a process of the box: its binary, "(deleted)" once
+# replaced on disk (root in the box may not read another user's).
+box_exe() { # pid in the box
+    local host_pid
+    host_pid=$(podman top "$box" hpid pid | awk -v pid="$1" '$2 == pid { print $1 }')
+    readlink "/proc/$host_pid/exe"
 }
+# main_pid, journal, the load, hand_over, upgrade_package and the stops
+# after hand-overs.
+# shellcheck source=tests/deploy/package-lib.sh
+source "$repo/tests/deploy/package-lib.sh"
 
 # The unit's sandbox, as the kernel shows it on the running tracker: its
 # user, no new privileges, a seccomp filter, CAP_NET_BIND_SERVICE alone,
@@ -133,43 +137,6 @@ check_sandbox() {
     say "sandbox on: uid $uid, CapEff 0x400, Seccomp 2, / read-only; $rating"
 }
 
-# Load in the background (UDP open loop, HTTPS keep-alive) for SECONDS;
-# `finish_load` checks that no answer was lost or invalid.
-start_load() { # seconds
-    in_netns "$load_test" udp --target 127.0.0.1:6969 --workers 1 --duration "$1" --rate 4000 \
-        --mix 1:20:1 --sources 8 --timeout-ms 5000 --torrents 200 --peers 1000 --quiet \
-        --json "$work/load-udp.json" >"$work/load-udp.out" 2>&1 &
-    load_pids=($!)
-    in_netns "$load_test" http --target https://127.0.0.1:6970/announce --insecure --workers 1 \
-        --connections 4 --duration "$1" --timeout-ms 5000 --torrents 200 --peers 1000 --quiet \
-        --json "$work/load-https.json" >"$work/load-https.out" 2>&1 &
-    load_pids+=($!)
-}
-finish_load() {
-    wait "${load_pids[@]}" || die "load-test failed: $(cat "$work"/load-*.out)"
-    "$repo/tests/deploy/probe-ok" "udp=$work/load-udp.json" "https=$work/load-https.json" ||
-        die "answers were lost or invalid (above)"
-}
-
-# Hands over with `systemctl kill -s USR2` under load; the new main process.
-hand_over() {
-    local old new deadline=$((SECONDS + 30))
-    old=$(main_pid)
-    start_load 6
-    sleep 2
-    in_box systemctl kill --signal=USR2 --kill-who=main tracker.service
-    new=$old
-    until [ "$new" != "$old" ] && [ "$new" != 0 ]; do
-        [ "$SECONDS" -lt "$deadline" ] || die "MainPID is still $old 30 s after USR2: $(journal | tail -n 20)"
-        sleep 0.2
-        new=$(main_pid)
-    done
-    finish_load
-    [ "$(in_box systemctl is-active tracker.service)" = active ] || die "the unit is not active after the hand-over"
-    journal | grep "handed over .* to pid $new" >/dev/null || die "no hand-over to pid $new in the journal"
-    say "USR2: MainPID $old -> $new, no answer lost under load"
-}
-
 make_cert() { # name
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
         -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
@@ -188,14 +155,6 @@ served_fingerprint() {
     in_netns openssl s_client -connect 127.0.0.1:6970 -servername localhost </dev/null 2>/dev/null |
         openssl x509 -noout -fingerprint -sha256 | sed 's/.*=//'
 }
-# The host's view of a process of the box: its binary, "(deleted)" once
-# replaced on disk (root in the box may not read another user's).
-host_exe() { # pid in the box
-    local host_pid
-    host_pid=$(podman top "$box" hpid pid | awk -v pid="$1" '$2 == pid { print $1 }')
-    readlink "/proc/$host_pid/exe"
-}
-
 # --- The package ----------------------------------------------------------------
 say "booting Debian 12 for the package"
 boot tracker-systemd-$$
@@ -216,6 +175,7 @@ install_cert first
 in_box sed -i -e 's|^tls_cert_file = ""|tls_cert_file = "/etc/tracker/tls/cert.pem"|' \
     -e 's|^tls_key_file = ""|tls_key_file = "/etc/tracker/tls/key.pem"|' \
     -e "s|^connection_secret = \"\"|connection_secret = \"$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')\"|" \
+    -e 's|^listen = \[\]$|listen = ["127.0.0.1:6971"]|' \
     /etc/tracker/config.toml
 in_box systemctl enable --now tracker.service >/dev/null 2>&1
 wait_udp 6969 30
@@ -245,32 +205,27 @@ done
 wait_udp 6969 30
 say "the successor is systemd's: killed, it was restarted (pid $killed -> $(main_pid))"
 
-say "systemctl stop saves the swarms, start restores them"
-probe udp=127.0.0.1:6969
-in_box systemctl stop tracker.service
-saved=$(journal | sed -n 's/.*stopped: saved \([0-9]*\) torrents.*/\1/p' | tail -n 1)
-[ "${saved:-0}" -gt 0 ] || die "the stop saved no torrents: $(journal | tail -n 5)"
-in_box systemctl start tracker.service
-wait_journal "restored $saved torrents" 30
+say "USR2, then the package upgraded under load, then systemctl stop: every torrent saved, and back at the start"
+hand_over
+announce_new 2
+upgrade_package /tmp/tracker-upgrade.deb "$version+test1"
+check_sandbox
+announce_new 3
+stop_saves_every_torrent systemctl stop tracker.service
+start_restores_every_torrent
 wait_udp 6969 30
 
-say "package upgrade under load: the new binary takes over"
-old=$(main_pid)
-start_load 8
-sleep 2
-in_box apt-get install -y -q /tmp/tracker-upgrade.deb >"$work/upgrade.log" 2>&1 || die "the upgrade failed: $(cat "$work/upgrade.log")"
-finish_load
-new=$(main_pid)
-grep -q "handed over to the new binary (pid $old to pid $new)" "$work/upgrade.log" ||
-    die "the upgrade did not hand over: $(cat "$work/upgrade.log")"
-[ "$(host_exe "$new")" = /usr/bin/tracker ] || die "pid $new runs $(host_exe "$new"), not the new /usr/bin/tracker"
-# shellcheck disable=SC2016 # dpkg-query's field, not the shell's
-[ "$(in_box dpkg-query -W -f '${Version}' bittorrent-tracker)" = "$version+test1" ] || die "the upgrade is not installed"
-check_sandbox
-say "upgraded to $version+test1: pid $old -> $new, no answer lost under load"
+say "USR2, then systemctl restart: every torrent saved, and back"
+hand_over
+announce_new 4
+stop_saves_every_torrent systemctl restart tracker.service
+restores_every_torrent
+wait_udp 6969 30
 
-say "apt-get remove stops (and saves); apt-get purge removes the state"
-in_box apt-get remove -y -q bittorrent-tracker >/dev/null 2>&1
+say "USR2, then apt-get remove stops and saves every torrent; apt-get purge removes the state"
+hand_over
+announce_new 5
+stop_saves_every_torrent apt-get remove -y -q bittorrent-tracker
 [ "$(in_box systemctl is-active tracker.service || true)" != active ] || die "the tracker runs after its removal"
 in_box test -s /var/lib/tracker/tracker.state || die "no state file after the removal"
 in_box apt-get purge -y -q bittorrent-tracker >/dev/null 2>&1
