@@ -38,15 +38,17 @@ command -v npm >/dev/null 2>&1 || need+=(npm)
   need+=(mariadb-server mariadb-client)
 # tests/deploy/: the container image under podman (Debian's, with runc;
 # catatonit for its pods), a Debian 12 root made by mmdebstrap booted with
-# systemd, the Debian package (dpkg-dev builds it), older kernels under qemu
-# (busybox-static makes their root file system); openssl makes their
-# certificates, nsenter and ip their network namespace.
-for tool in podman runc catatonit mmdebstrap qemu-system-x86_64 dpkg-shlibdeps openssl nsenter ip; do
+# systemd (in podman, and as init under qemu, driven over ssh), the Debian
+# package (dpkg-dev builds it), older kernels under qemu (busybox-static
+# makes their root file system); openssl makes their certificates, nsenter
+# and ip their network namespace.
+for tool in podman runc catatonit mmdebstrap qemu-system-x86_64 dpkg-shlibdeps openssl nsenter ip ssh; do
   command -v "$tool" >/dev/null 2>&1 || case "$tool" in
     qemu-system-x86_64) need+=(qemu-system-x86) ;;
     dpkg-shlibdeps) need+=(dpkg-dev) ;;
     nsenter) need+=(util-linux) ;;
     ip) need+=(iproute2) ;;
+    ssh) need+=(openssh-client) ;;
     *) need+=("$tool") ;;
   esac
 done
@@ -83,12 +85,13 @@ eval "$mariadb_env"
 cargo test --workspace "$@"
 deploy/verify
 # The deploy paths, each run for real as root (tests/deploy/): the
-# container image, the package and deploy/install under systemd, older
-# kernels. They use the release tracker and load-test. DEPLOY_TESTS=0 skips
-# them.
+# container image, the package and deploy/install under systemd (in podman,
+# on this host's cgroups), the package's hand-overs and stops under systemd
+# as init under qemu (cgroup v2), older kernels. They use the release
+# tracker and load-test. DEPLOY_TESTS=0 skips them.
 if [ "${DEPLOY_TESTS:-1}" != 0 ]; then
   cargo build --release --bin tracker --bin load-test
-  for deploy_test in container systemd kernel; do
+  for deploy_test in container systemd systemd-vm kernel; do
     tests/deploy/$deploy_test.sh
   done
 fi
