@@ -593,51 +593,71 @@ fn read_pid_file(path: &Path) -> Option<u32> {
 /// names the process that serves: the tracker, from its start; the
 /// successor SIGUSR2 started, as the old tracker exits, once it has written
 /// its state file (systemd reads the file when the main process exits and
-/// supervises the process it names, its own child by then: issue 42).
+/// supervises the process it names, its own child by then: issue 42); and
+/// so on, hand-over after hand-over.
 #[test]
 fn the_pid_file_names_the_successor_as_the_old_tracker_exits() {
     let control = TempPath::new("tracker-test-control", "sock");
     let state = TempPath::new("tracker-test-handover", "state");
     let pid_file = TempPath::new("tracker-test", "pid");
     let config = control_config(&control.0);
-    let mut old = Tracker::builder()
+    let first = Tracker::builder()
         .udp(None)
         .config(&config)
         .state_file(&state.0)
         .env("PIDFILE", pid_file.0.to_str().unwrap())
         .start();
-    let old_pid = old.pid();
-    assert_eq!(read_pid_file(&pid_file.0), Some(old_pid));
-    let (hashes, before) = fill(old.udp[0]);
-    let mut cmdline = std::fs::read(format!("/proc/{old_pid}/cmdline")).unwrap();
+    let first_pid = first.pid() as i32;
+    assert_eq!(read_pid_file(&pid_file.0), Some(first_pid as u32));
+    let (hashes, before) = fill(first.udp[0]);
+    let mut cmdline = std::fs::read(format!("/proc/{first_pid}/cmdline")).unwrap();
     cmdline.extend_from_slice(b"--take-over\0");
-    old.signal(libc::SIGUSR2);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while old.is_running() {
-        assert!(std::time::Instant::now() < deadline, "no hand-over");
-        std::thread::sleep(Duration::from_millis(50));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    // Twice: the first tracker hands over, then its successor.
+    let mut serving = first_pid;
+    let mut pids = vec![first_pid];
+    for _ in 0..2 {
+        // SAFETY: a signal to a tracker this test started.
+        unsafe { libc::kill(serving, libc::SIGUSR2) };
+        let successor = loop {
+            assert!(std::time::Instant::now() < deadline, "no hand-over");
+            std::thread::sleep(Duration::from_millis(50));
+            if let Some(pid) = pid_running(&cmdline).filter(|pid| !pids.contains(pid)) {
+                if gone(serving) {
+                    break pid;
+                }
+            }
+        };
+        assert_eq!(read_pid_file(&pid_file.0), Some(successor as u32));
+        let mut client = Client::new("127.0.0.15:0", first.udp[0]);
+        assert_eq!(client.scrape(&hashes), before);
+        pids.push(successor);
+        serving = successor;
     }
-    let new_pid = pid_running(&cmdline).expect("the successor, running");
-    assert_eq!(read_pid_file(&pid_file.0), Some(new_pid as u32));
-    let mut client = Client::new("127.0.0.15:0", old.udp[0]);
-    assert_eq!(client.scrape(&hashes), before);
-    // SAFETY: a signal to the successor, which this test started.
-    unsafe { libc::kill(new_pid, libc::SIGTERM) };
-    while !gone(new_pid) {
+    // SAFETY: a signal to the last successor, which this test started.
+    unsafe { libc::kill(serving, libc::SIGTERM) };
+    while !gone(serving) {
         assert!(std::time::Instant::now() < deadline, "no stop");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let (code, log) = old.wait_exit(Duration::from_secs(5));
+    // All three wrote to the same stderr; it ends once all have exited.
+    let (code, log) = first.wait_exit(Duration::from_secs(5));
     assert_eq!(code, Some(0), "{log}");
     let path = pid_file.0.display();
-    let saved = log.find("stopped: saved 2 torrents").expect("the old one's save");
-    let named = log
-        .find(&format!("PID file {path}: pid {new_pid}, the new tracker"))
-        .expect("the successor named");
-    assert!(saved < named, "named before the save: {log}");
-    assert!(log.contains(&format!("PID file {path}: this process")), "{log}");
-    // The old one named it; it did not name itself.
-    assert!(!log.contains("did not name itself there"), "{log}");
+    assert!(
+        log.contains(&format!("PID file {path}: this process\n")),
+        "{log}"
+    );
+    for pid in &pids[1..] {
+        let named = log
+            .find(&format!("PID file {path}: pid {pid}, the new tracker"))
+            .unwrap_or_else(|| panic!("pid {pid} not named: {log}"));
+        // After its predecessor's save.
+        assert!(log[..named].contains("stopped: saved 2 torrents"), "{log}");
+    }
+    assert_eq!(log.matches("stopped: saved 2 torrents").count(), 3, "{log}");
+    // Each predecessor named its successor; none named itself.
+    assert!(!log.contains("keeps none"), "{log}");
 }
 
 /// A successor of a tracker that keeps no PID file (one of an earlier
@@ -666,7 +686,7 @@ fn a_successor_names_itself_where_its_predecessor_kept_no_pid_file() {
     let mut client = Client::new("127.0.0.16:0", new.udp[0]);
     assert_eq!(client.scrape(&hashes), before);
     let log = new.stop();
-    assert!(log.contains("did not name itself there"), "{log}");
+    assert!(log.contains("keeps none"), "{log}");
 }
 
 /// A lost successor that the old tracker cannot kill (root's, while the old

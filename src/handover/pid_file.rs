@@ -28,8 +28,8 @@
 //!   not earlier, as a reload meanwhile would make systemd take the
 //!   successor while it is still the old one's child, alien again;
 //! - a successor whose predecessor does not keep the file (an earlier
-//!   version: the file does not name it): its own, just before it tells the
-//!   predecessor to exit.
+//!   version: the file names no live process): its own, just before it
+//!   tells the predecessor to exit.
 //!
 //! It is `$PIDFILE`, which systemd sets from `PIDFile=`; else `tracker.pid`
 //! in `$RUNTIME_DIRECTORY`, for a tracker whose first generation a unit
@@ -165,19 +165,19 @@ impl PidFile {
         check(unsafe { libc::unlinkat(self.dir.as_raw_fd(), name.as_ptr(), 0) })
     }
 
-    /// Whether the file names `pid`.
-    pub fn names(&self, pid: u32) -> bool {
+    /// The pid the file holds, if it can be read.
+    pub fn named(&self) -> Option<u32> {
         let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
         // SAFETY: a NUL-terminated name in a directory fd of ours.
         let fd = unsafe { libc::openat(self.dir.as_raw_fd(), self.name.as_ptr(), flags) };
         if fd < 0 {
-            return false;
+            return None;
         }
         // SAFETY: a new fd that nothing else owns.
         let file = unsafe { File::from_raw_fd(fd) };
         let mut text = String::new();
-        file.take(32).read_to_string(&mut text).is_ok()
-            && text.trim().parse::<u32>().ok() == Some(pid)
+        file.take(32).read_to_string(&mut text).ok()?;
+        text.trim().parse().ok()
     }
 }
 
@@ -322,8 +322,7 @@ mod tests {
         let temp = dir.join(format!("tracker.pid.{}.tmp", std::process::id()));
         std::os::unix::fs::symlink(&target, &temp).unwrap();
         file.write(1234).unwrap();
-        assert!(file.names(1234));
-        assert!(!file.names(123));
+        assert_eq!(file.named(), Some(1234));
         file.write(99).unwrap();
         assert_eq!(std::fs::read_to_string(&file.path).unwrap(), "99\n");
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "someone's file");

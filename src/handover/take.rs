@@ -14,8 +14,8 @@ use crate::config::Config;
 use crate::start::bind::WorkerSockets;
 
 use super::{
-    check_peer, distribute, parse_manifest, peer_pid, read_line, ControlFile, Handed, Kind,
-    Manifest, PidFile, MAX_MANIFEST, STEP_TIMEOUT, VERSION,
+    check_peer, distribute, parse_manifest, read_line, ControlFile, Handed, Kind, Manifest,
+    PidFile, MAX_MANIFEST, STEP_TIMEOUT, VERSION,
 };
 
 /// The new tracker's side: connected, with the old one's sockets.
@@ -179,7 +179,7 @@ impl TakeOver {
         StateFile::parse(&bytes).map_err(|e| fail(io::Error::other(e.to_string())))?;
         before_ok()?;
         if let Some(file) = pid_file {
-            name_self_for(file, peer_pid(&self.stream));
+            name_self_unless_kept(file);
         }
         (&self.stream).write_all(b"ok\n").map_err(fail)?;
         Ok((bytes, Predecessor(self.stream)))
@@ -187,26 +187,39 @@ impl TakeOver {
 }
 
 /// Before the `ok` that makes the predecessor exit: a predecessor that
-/// keeps the PID file (it names it) names this one as it exits. One that
-/// does not (a tracker of an earlier version, which told systemd
-/// `MAINPID=` instead) leaves it to this one, now, so that systemd finds it
-/// there when the predecessor exits.
-fn name_self_for(file: &PidFile, predecessor: i32) {
-    if u32::try_from(predecessor).is_ok_and(|pid| file.names(pid)) {
+/// keeps the PID file, which then names it (or, for a moment after a
+/// hand-over of its own, the tracker before it, still writing its state
+/// file), names this one as it exits. One that does not (a tracker of an
+/// earlier version, which told systemd `MAINPID=` instead, and whose unit
+/// made no file) leaves it to this one, now, so that systemd finds it there
+/// when the predecessor exits. (Not by the predecessor's pid: the control
+/// socket's `SO_PEERCRED` names the tracker that first listened on it.)
+fn name_self_unless_kept(file: &PidFile) {
+    if file.named().is_some_and(is_alive) {
         return;
     }
     match file.write(std::process::id()) {
         Ok(()) => info!(
-            "PID file {}: this process (pid {predecessor}, which it takes over from, did not \
-             name itself there)",
+            "PID file {}: this process (the tracker it takes over from keeps none)",
             file.path().display()
         ),
         Err(e) => warn!(
-            "cannot write the PID file {}: {e}; systemd (PIDFile=) may take pid \
-             {predecessor}'s exit for the service's",
+            "cannot write the PID file {}: {e}; systemd (PIDFile=) may take the old \
+             tracker's exit for the service's",
             file.path().display()
         ),
     }
+}
+
+/// Whether a process `pid` runs (of any user).
+fn is_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists.
+    pid > 0
+        && (unsafe { libc::kill(pid, 0) } == 0
+            || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
 }
 
 /// The old tracker after a hand-over: it writes its swarms to its state
