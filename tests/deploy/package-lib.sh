@@ -61,12 +61,17 @@ wait_main_pid_moves() { # old
 }
 
 # The new main process is systemd's own: its child (the kernel gave it to
-# PID 1 when the old tracker exited), never taken as "not our child".
+# PID 1 when the old tracker exited), never taken as "not our child"; the
+# old one named it in the PID file as it exited (each keeps the file, so no
+# successor had to name itself).
 check_supervised() { # pid
     local parent
     parent=$(in_box ps -o ppid= -p "$1" | tr -d ' ')
     [ "$parent" = 1 ] || die "the main process $1 is the child of $parent, not of systemd (PID 1)"
     ! journal | grep "not our child" || die "systemd supervises a process that is not its child (above)"
+    journal | grep "PID file /run/tracker/tracker.pid: pid $1, the new tracker" >/dev/null ||
+        die "the old tracker did not name pid $1 in the PID file: $(journal | tail -n 20)"
+    ! journal | grep "keeps none" || die "a successor found no PID file kept (above)"
 }
 
 # Hands over with `systemctl kill -s USR2` under load; the new main process.
