@@ -1,5 +1,6 @@
-//! Memory mappings: the UMEM (anonymous memory) and the socket's rings
-//! (mapped from its descriptor), each unmapped when dropped.
+//! Memory mappings: the UMEM (a memfd, which another process can map too)
+//! and the socket's rings (mapped from its descriptor), each unmapped when
+//! dropped.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -12,12 +13,13 @@ pub(super) struct Mmap {
 }
 
 impl Mmap {
-    /// Private anonymous memory, populated (the kernel pins it anyway).
-    pub(super) fn anonymous(len: usize) -> io::Result<Mmap> {
+    /// `len` bytes of a file (a memfd) from its start, shared with every
+    /// other mapping of it, populated (the kernel pins the UMEM anyway).
+    pub(super) fn shared(fd: BorrowedFd<'_>, len: usize) -> io::Result<Mmap> {
         Self::map(
             len,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-            -1,
+            libc::MAP_SHARED | libc::MAP_POPULATE,
+            fd.as_raw_fd(),
             0,
         )
     }

@@ -14,10 +14,16 @@
 //! of a frame the caller does not hold is refused and counted
 //! ([`XskCounters::refused`]) rather than handing the kernel one frame twice.
 //!
+//! The UMEM and that table live in a memfd, and the rings are mapped from
+//! the socket, so that another process handed the socket and the memfd
+//! (a successor in a hand-over) takes the socket over where this one left
+//! it: [`Xsk::adopt`], on Linux 6.4+ ([`Xsk::check_remap`]).
+//!
 //! Layouts and constants are those of include/uapi/linux/if_xdp.h, as the
 //! libc crate defines them; the asserts in `socket` pin the sizes.
 //!
-//! By concern: `socket` opens, binds and reads the socket's options;
+//! By concern: `socket` opens, binds, takes over and reads the socket's
+//! options;
 //! `umem` holds the frames and the table of their owners; `ring` the four
 //! rings; `mmap` the mappings they live in. This file is what the owner
 //! calls: receive, send, recycle.
@@ -103,6 +109,11 @@ pub struct XskCounters {
     /// [`Xsk::recycle`] or [`Xsk::send`] of a frame the caller did not hold
     /// (a bug of the caller): refused. Debug builds assert instead.
     pub refused: u64,
+    /// Frames of a socket taken over ([`Xsk::adopt`]) that its UMEM's
+    /// table called free but a ring showed with the kernel: left with the
+    /// kernel (the process before stopped between the two; never seen
+    /// after a stop that ended its loops).
+    pub table_repairs: u64,
 }
 
 /// One AF_XDP socket with its UMEM and rings. See the module's comment.
@@ -115,8 +126,9 @@ pub struct Xsk {
     tx: ProdRing<libc::xdp_desc>,
     fd: OwnedFd,
     umem: Umem,
-    /// The interface it is bound to.
+    /// The interface and the queue it is bound to.
     ifindex: u32,
+    queue: u32,
     /// `send` wrote TX descriptors that `flush` has not published.
     tx_unpublished: bool,
     zero_copy: bool,
@@ -126,6 +138,16 @@ pub struct Xsk {
 // SAFETY: the raw pointers point into mappings that the Xsk owns and that
 // no other thread touches; nothing is tied to the thread that opened it.
 unsafe impl Send for Xsk {}
+
+impl Drop for Xsk {
+    /// Publishes what [`Xsk::send`] queued and no flush published: a
+    /// process the socket was handed to sends it, where it would be lost.
+    fn drop(&mut self) {
+        if self.tx_unpublished {
+            self.tx.submit();
+        }
+    }
+}
 
 impl Xsk {
     /// The socket, to wait on: POLLIN when the RX ring has frames (polling
@@ -137,6 +159,24 @@ impl Xsk {
     /// The index of the interface the socket is bound to.
     pub fn ifindex(&self) -> u32 {
         self.ifindex
+    }
+
+    /// What it was opened with (zero-copy: as bound), as another process
+    /// takes it over with [`Xsk::adopt`].
+    pub fn config(&self) -> XskConfig {
+        XskConfig {
+            ifindex: self.ifindex,
+            queue: self.queue,
+            frames: self.umem.frames(),
+            frame_size: self.umem.frame_size(),
+            zero_copy: self.zero_copy,
+        }
+    }
+
+    /// The memfd of its UMEM (the frames and the table of where each is),
+    /// to hand over with the socket.
+    pub fn umem_fd(&self) -> BorrowedFd<'_> {
+        self.umem.memfd()
     }
 
     /// Whether the socket was bound in zero-copy mode.
@@ -218,8 +258,11 @@ impl Xsk {
             return;
         }
         if self.fill.push(base) {
-            self.fill.submit();
+            // The kernel's in the table before it can take it: a process
+            // that stops in between leaves a frame lost to a successor,
+            // never one it could hand out again.
             self.umem.set_owner(base, Owner::Kernel);
+            self.fill.submit();
         } else {
             self.umem.push_free(base);
         }

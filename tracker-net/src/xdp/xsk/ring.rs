@@ -130,6 +130,18 @@ impl<T: Copy> RingCore<T> {
         // for `size` entries.
         unsafe { self.descs.as_ptr().add((index & self.mask) as usize) }
     }
+
+    /// The entries from index `from` up to `to` (at most `size` of them),
+    /// read without taking them.
+    fn entries(&self, from: u32, to: u32) -> Vec<T> {
+        let count = to.wrapping_sub(from).min(self.size);
+        (0..count)
+            // SAFETY: a slot of the ring (see `slot`); an entry between
+            // the indices is written and not yet reused, and a stale one
+            // is still a plain T.
+            .map(|i| unsafe { self.slot(from.wrapping_add(i)).read() })
+            .collect()
+    }
 }
 
 /// The side of a ring this process produces into (fill, TX).
@@ -196,6 +208,13 @@ impl<T: Copy> ProdRing<T> {
     pub(super) fn needs_wakeup(&self) -> bool {
         self.0.needs_wakeup()
     }
+
+    /// The entries submitted that the consumer has not taken yet.
+    pub(super) fn pending(&mut self) -> Vec<T> {
+        let ring = &mut self.0;
+        ring.cached_cons = ring.consumer().load(Ordering::Acquire);
+        ring.entries(ring.cached_cons, ring.cached_prod)
+    }
 }
 
 /// The side of a ring this process consumes from (RX, completion).
@@ -243,6 +262,13 @@ impl<T: Copy> ConsRing<T> {
         self.0
             .consumer()
             .store(self.0.cached_cons, Ordering::Release);
+    }
+
+    /// The entries ready, read without taking them.
+    pub(super) fn peek_all(&mut self) -> Vec<T> {
+        let ring = &mut self.0;
+        ring.cached_prod = ring.producer().load(Ordering::Acquire);
+        ring.entries(ring.cached_cons, ring.cached_prod)
     }
 }
 
@@ -342,6 +368,19 @@ mod tests {
             assert_eq!(u64::from(ring.prod.unconsumed()), next_in - next_out);
         }
         assert!(next_out > 1000);
+
+        // What each side sees outstanding, without taking it.
+        let mut ring = plain_ring(4, u32::MAX - 1);
+        for v in [5, 6, 7] {
+            assert!(ring.prod.push(v));
+        }
+        ring.prod.submit();
+        assert_eq!(ring.cons.pop(), Some(5));
+        assert_eq!(ring.prod.pending(), [5, 6, 7]);
+        ring.cons.release();
+        assert_eq!(ring.prod.pending(), [6, 7]);
+        assert_eq!(ring.cons.peek_all(), [6, 7]);
+        assert_eq!(ring.cons.pop(), Some(6));
 
         assert!(!ring.prod.needs_wakeup());
         ring.indices[2].store(libc::XDP_RING_NEED_WAKEUP, Ordering::Relaxed);

@@ -22,7 +22,7 @@ const _: () = assert!(size_of::<libc::xdp_statistics_v1>() == 24);
 
 impl Xsk {
     /// Opens an AF_XDP socket on `config.queue` of `config.ifindex`:
-    /// socket(AF_XDP), UMEM (anonymous mmap, populated) registered with
+    /// socket(AF_XDP), UMEM (a memfd mapped shared, populated) registered with
     /// XDP_UMEM_REG (headroom 0, aligned frames), fill and completion rings
     /// of `frames` entries, RX and TX rings of `frames / 2`, all mapped,
     /// then bound with XDP_USE_NEED_WAKEUP and XDP_COPY or XDP_ZEROCOPY.
@@ -87,35 +87,7 @@ impl Xsk {
                 .map_err(|err| annotate(err, &format!("size the {name} ring ({entries})")))?;
         }
 
-        let offsets = mmap_offsets(fd.as_fd())?;
-        let fill = ProdRing::map(
-            fd.as_fd(),
-            &offsets.fr,
-            frames,
-            libc::XDP_UMEM_PGOFF_FILL_RING,
-            "fill",
-        )?;
-        let completion = ConsRing::map(
-            fd.as_fd(),
-            &offsets.cr,
-            frames,
-            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
-            "completion",
-        )?;
-        let rx = ConsRing::map(
-            fd.as_fd(),
-            &offsets.rx,
-            half,
-            libc::XDP_PGOFF_RX_RING as u64,
-            "RX",
-        )?;
-        let tx = ProdRing::map(
-            fd.as_fd(),
-            &offsets.tx,
-            half,
-            libc::XDP_PGOFF_TX_RING as u64,
-            "TX",
-        )?;
+        let (fill, completion, rx, tx) = map_rings(fd.as_fd(), frames)?;
 
         let mut xsk = Xsk {
             fill,
@@ -125,6 +97,7 @@ impl Xsk {
             fd,
             umem,
             ifindex: config.ifindex,
+            queue: config.queue,
             tx_unpublished: false,
             zero_copy: config.zero_copy,
             counters: XskCounters::default(),
@@ -150,6 +123,102 @@ impl Xsk {
         xsk.bind(config)?;
         xsk.zero_copy = xsk.options_zero_copy().unwrap_or(config.zero_copy);
         Ok(xsk)
+    }
+
+    /// Takes over a socket that another process opened and bound (a
+    /// predecessor in a hand-over: `socket` and `umem` are its descriptors,
+    /// passed over a Unix socket; `config` what it opened them with),
+    /// without a call that needs a privilege: the UMEM's memfd is mapped
+    /// again, and so are the four rings, from the socket (Linux 6.4+: see
+    /// [`Xsk::check_remap`]). Each frame is where the UMEM's table says
+    /// (free, or with the kernel), except that one a ring shows the kernel
+    /// has is the kernel's whatever the table says
+    /// ([`XskCounters::table_repairs`]); the rings go on from their shared
+    /// indices. Nothing is changed in what the two processes share until
+    /// the new owner receives, sends or recycles: the process before must
+    /// have stopped doing so by then.
+    pub fn adopt(socket: OwnedFd, umem: OwnedFd, config: &XskConfig) -> io::Result<Xsk> {
+        let umem_len = validate(config)?;
+        let frames = config.frames;
+        let reserve = usize::try_from(frames / 2).unwrap_or(usize::MAX);
+        let mut domain: libc::c_int = 0;
+        let len = getsockopt_at(
+            socket.as_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_DOMAIN,
+            &mut domain,
+        )
+        .map_err(|err| annotate(err, "the socket handed over (SO_DOMAIN)"))?;
+        if len != size_of::<libc::c_int>() || domain != libc::AF_XDP {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the socket handed over is not an AF_XDP socket",
+            ));
+        }
+        let umem = Umem::adopt(umem, frames, config.frame_size, umem_len, reserve)
+            .map_err(|err| annotate(err, "the UMEM handed over"))?;
+        let (fill, completion, rx, tx) = map_rings(socket.as_fd(), frames).map_err(|err| {
+            let hint = if err.raw_os_error() == Some(libc::EBUSY) {
+                " (the kernel maps a bound socket's rings only once before Linux 6.4)"
+            } else {
+                ""
+            };
+            annotate(err, &format!("the socket handed over{hint}"))
+        })?;
+        let mut xsk = Xsk {
+            fill,
+            completion,
+            rx,
+            tx,
+            fd: socket,
+            umem,
+            ifindex: config.ifindex,
+            queue: config.queue,
+            tx_unpublished: false,
+            zero_copy: config.zero_copy,
+            counters: XskCounters::default(),
+        };
+        xsk.zero_copy = xsk.options_zero_copy().unwrap_or(config.zero_copy);
+        // What the rings hold is the kernel's: the fill and TX rings'
+        // entries not yet taken, the RX and completion rings' not yet read.
+        let mut held: Vec<u64> = xsk.fill.pending();
+        held.extend(xsk.completion.peek_all());
+        held.extend(xsk.rx.peek_all().iter().map(|d| d.addr));
+        held.extend(xsk.tx.pending().iter().map(|d| d.addr));
+        for addr in held {
+            let base = xsk.umem.base(addr);
+            if xsk.umem.with_kernel(base) {
+                xsk.counters.table_repairs += 1;
+            }
+        }
+        Ok(xsk)
+    }
+
+    /// Whether another process could take this socket over
+    /// ([`Xsk::adopt`]): the kernel maps a bound socket's rings again only
+    /// since Linux 6.4 (before, every mmap of a bound socket fails with
+    /// EBUSY). Tried on the fill ring, which is mapped again and unmapped.
+    pub fn check_remap(&self) -> io::Result<()> {
+        let offsets = mmap_offsets(self.fd.as_fd())?;
+        ProdRing::<u64>::map(
+            self.fd.as_fd(),
+            &offsets.fr,
+            self.umem.frames(),
+            libc::XDP_UMEM_PGOFF_FILL_RING,
+            "fill",
+        )
+        .map(drop)
+        .map_err(|err| {
+            let hint = if err.raw_os_error() == Some(libc::EBUSY) {
+                "; Linux 6.4 and later allow it"
+            } else {
+                ""
+            };
+            annotate(
+                err,
+                &format!("mapping a bound AF_XDP socket's rings again{hint}"),
+            )
+        })
     }
 
     fn bind(&self, config: &XskConfig) -> io::Result<()> {
@@ -274,15 +343,27 @@ fn setsockopt<T>(fd: BorrowedFd<'_>, option: libc::c_int, value: &T) -> io::Resu
     }
 }
 
-/// getsockopt into `value`; returns the length the kernel wrote.
+/// getsockopt of SOL_XDP into `value`; returns the length the kernel
+/// wrote.
 fn getsockopt<T>(fd: BorrowedFd<'_>, option: libc::c_int, value: &mut T) -> io::Result<usize> {
+    getsockopt_at(fd, libc::SOL_XDP, option, value)
+}
+
+/// getsockopt of `level` into `value`; returns the length the kernel
+/// wrote.
+fn getsockopt_at<T>(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    option: libc::c_int,
+    value: &mut T,
+) -> io::Result<usize> {
     let mut len = size_of::<T>() as libc::socklen_t;
     // SAFETY: `value` is a writable T of the size given, alive for the
     // call; the kernel writes at most `len` bytes.
     let rc = unsafe {
         libc::getsockopt(
             fd.as_raw_fd(),
-            libc::SOL_XDP,
+            level,
             option,
             value as *mut T as *mut libc::c_void,
             &mut len,
@@ -293,6 +374,39 @@ fn getsockopt<T>(fd: BorrowedFd<'_>, option: libc::c_int, value: &mut T) -> io::
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// The four rings of a socket with `frames` frames, mapped: fill and
+/// completion of `frames` entries, RX and TX of half as many.
+#[allow(clippy::type_complexity)]
+fn map_rings(
+    fd: BorrowedFd<'_>,
+    frames: u32,
+) -> io::Result<(
+    ProdRing<u64>,
+    ConsRing<u64>,
+    ConsRing<libc::xdp_desc>,
+    ProdRing<libc::xdp_desc>,
+)> {
+    let half = frames / 2;
+    let offsets = mmap_offsets(fd)?;
+    let fill = ProdRing::map(
+        fd,
+        &offsets.fr,
+        frames,
+        libc::XDP_UMEM_PGOFF_FILL_RING,
+        "fill",
+    )?;
+    let completion = ConsRing::map(
+        fd,
+        &offsets.cr,
+        frames,
+        libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+        "completion",
+    )?;
+    let rx = ConsRing::map(fd, &offsets.rx, half, libc::XDP_PGOFF_RX_RING as u64, "RX")?;
+    let tx = ProdRing::map(fd, &offsets.tx, half, libc::XDP_PGOFF_TX_RING as u64, "TX")?;
+    Ok((fill, completion, rx, tx))
 }
 
 /// XDP_MMAP_OFFSETS, with the flags field (Linux 5.4+, as need_wakeup).

@@ -402,3 +402,168 @@ fn debug_builds_catch_a_frame_given_back_twice() {
         xsk.recycle(addr);
     });
 }
+
+/// A socket handed to a new owner (as a successor in a hand-over takes
+/// it: its descriptor and its UMEM's, the first owner's dropped) serves on
+/// where the first left it, under the same program and map: datagrams
+/// that came while no one read are on its RX ring, answers the first
+/// queued and never flushed go out, and the frames are where the first
+/// left them, none lost or found twice. A table that calls free a frame
+/// on a ring is overruled by the ring.
+#[test]
+fn a_socket_taken_over_serves_on_where_the_first_left_it() {
+    use super::super::bpf::{attach_xdp, create_xsk_map, load_xdp, map_set, AttachMode};
+    use super::super::ebpf::{steering_program, Fallback, Steering, Target};
+
+    let pair = veth_pair();
+    let macs = (mac_of(&pair.a, "va"), mac_of(&pair.b, "vb"));
+    let mac_text = macs
+        .0
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":");
+    ip(&[
+        "-n",
+        &pair.b.name,
+        "neigh",
+        "add",
+        "10.199.0.1",
+        "lladdr",
+        &mac_text,
+        "dev",
+        "vb",
+    ]);
+    let client = pair.b.run(|| {
+        let socket = UdpSocket::bind("10.199.0.2:7001").unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        socket
+    });
+    let tracker = ("10.199.0.1".parse::<Ipv4Addr>().unwrap(), 6970);
+    let to_client = ("10.199.0.2".parse::<Ipv4Addr>().unwrap(), 7001);
+    let ifindex = pair.a.run(|| index_of("va").unwrap());
+    let mut first = pair.a.run(|| Xsk::open(&config(ifindex)).unwrap());
+    first
+        .check_remap()
+        .expect("this kernel maps a bound socket's rings again");
+    let first_fd = first.fd().as_raw_fd();
+    let (map, _program, _link) = pair.a.run(|| {
+        let map = create_xsk_map(1).unwrap();
+        map_set(map.as_fd(), 0, first_fd).unwrap();
+        let program = steering_program(&Steering {
+            targets: &[Target {
+                ip: tracker.0.into(),
+                port: tracker.1,
+            }],
+            mac: macs.0,
+            loopback_is_martian: true,
+            xsk_map_fd: map.as_raw_fd(),
+            fallback: Fallback::Pass,
+        })
+        .unwrap();
+        let program = load_xdp(&program, "xsk_adopt").unwrap();
+        let link = attach_xdp(program.as_fd(), ifindex, AttachMode::Native).unwrap();
+        (map, program, link)
+    });
+    let answer = |xsk: &mut Xsk, text: &str, flush: bool| {
+        let addr = xsk.take_free().unwrap();
+        let frame = udp_frame(macs, tracker, to_client, text.as_bytes());
+        xsk.frame_mut(addr)[..frame.len()].copy_from_slice(&frame);
+        assert!(xsk.send(addr, frame.len() as u32));
+        if flush {
+            xsk.flush().unwrap();
+        }
+    };
+    let receive_one = |xsk: &mut Xsk| -> String {
+        assert!(wait_readable(xsk, Duration::from_secs(5)), "no POLLIN");
+        let mut got = Vec::new();
+        assert_eq!(xsk.receive(&mut got, 1), 1);
+        let text = String::from_utf8(xsk.frame(got[0])[42..].to_vec()).unwrap();
+        xsk.recycle(got[0].addr);
+        text
+    };
+
+    // The first owner serves a request, then queues an answer it never
+    // flushes, and stops; two requests come while no one reads.
+    client.send_to(b"before", tracker).unwrap();
+    assert_eq!(receive_one(&mut first), "before");
+    answer(&mut first, "answered before", true);
+    let mut buf = [0u8; 256];
+    let (n, _) = client.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"answered before");
+    answer(&mut first, "queued by the first", false);
+    let (socket, umem) = (
+        first.fd().try_clone_to_owned().unwrap(),
+        first.umem_fd().try_clone_to_owned().unwrap(),
+    );
+    let handed = first.config();
+    assert_eq!((handed.queue, handed.frames), (0, 64));
+    let free = first.free_frames();
+    drop(first);
+    client.send_to(b"while no one reads 1", tracker).unwrap();
+    client.send_to(b"while no one reads 2", tracker).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+
+    let mut taken = pair.a.run(|| Xsk::adopt(socket, umem, &handed).unwrap());
+    assert_eq!(taken.counters().table_repairs, 0);
+    assert_eq!(taken.free_frames(), free);
+    assert_eq!(taken.config(), handed);
+    // The answer queued by the first goes out at the new owner's flush.
+    taken.flush().unwrap();
+    let (n, _) = client.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"queued by the first");
+    assert_eq!(receive_one(&mut taken), "while no one reads 1");
+    assert_eq!(receive_one(&mut taken), "while no one reads 2");
+    answer(&mut taken, "answered by the second", true);
+    let (n, _) = client.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"answered by the second");
+    // More requests than there are frames: none lost on the way.
+    for round in 0..100 {
+        let text = format!("round {round}");
+        client.send_to(text.as_bytes(), tracker).unwrap();
+        assert_eq!(receive_one(&mut taken), text);
+    }
+    // Every frame sent comes back: the free list is whole again (half
+    // the frames), the first owner's unflushed answer's frame too.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while taken.free_frames() < 32 {
+        taken.flush().unwrap();
+        assert!(Instant::now() < deadline, "frames not completed");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!((free, taken.free_frames()), (31, 32));
+    let stats = taken.statistics().unwrap();
+    assert_eq!(
+        (stats.rx_dropped, stats.rx_invalid_descs),
+        (0, 0),
+        "{stats:?}"
+    );
+    assert_eq!(taken.counters().refused, 0);
+
+    // A third owner, whose table says a frame on the fill ring is free
+    // (as if the one before had stopped between the two): the ring wins.
+    let (socket, umem) = (
+        taken.fd().try_clone_to_owned().unwrap(),
+        taken.umem_fd().try_clone_to_owned().unwrap(),
+    );
+    let on_fill = taken.fill.pending()[0] / 2048;
+    drop(taken);
+    // Its byte in the table follows the frames and a 16-byte header.
+    let free_byte = [3u8];
+    // SAFETY: a write of one byte to the memfd, at that frame's entry.
+    let rc = unsafe {
+        libc::pwrite(
+            umem.as_raw_fd(),
+            free_byte.as_ptr().cast(),
+            1,
+            (64 * 2048 + 16 + on_fill) as libc::off_t,
+        )
+    };
+    assert_eq!(rc, 1);
+    let third = pair.a.run(|| Xsk::adopt(socket, umem, &handed).unwrap());
+    assert_eq!(third.counters().table_repairs, 1);
+    assert_eq!(third.free_frames(), 32);
+    drop(map);
+}
