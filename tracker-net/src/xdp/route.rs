@@ -10,7 +10,8 @@
 //!
 //! The table is the kernel's, read over netlink (an `RTM_GETROUTE` dump of
 //! each family) and read again whenever it changes (the route multicast
-//! groups), by a thread that needs no privilege; workers see the latest
+//! groups), by a thread that needs no privilege (started once the process
+//! has given its privileges up); workers see the latest
 //! through a [`RouteView`]. It is looked up as the default policy rules
 //! order the tables (local, then main, then default); other rules, and
 //! routes that match on a source address or a TOS, are not followed.
@@ -623,20 +624,37 @@ impl RouteView {
 }
 
 /// The process's routes: one table, one follower, for every interface
-/// and worker (the process lives in one network namespace).
-static SHARED: Mutex<Option<Routes>> = Mutex::new(None);
+/// and worker (the process lives in one network namespace); the function
+/// the follower reports a failed read to; whether it follows yet.
+static SHARED: Mutex<Option<Installed>> = Mutex::new(None);
+type Installed = (Routes, fn(&io::Error), bool);
 
-/// The process's routes, read and followed from the first call on (see
-/// [`Routes::follow`] for `failed`).
+/// The process's routes, read at the first call (see [`Routes::follow`]
+/// for `failed`). Followed once [`follow_shared`] is called: the follower
+/// is a thread, which a process that will give up privileges starts after
+/// it has (a thread keeps the credentials it started with).
 pub fn shared(failed: fn(&io::Error)) -> io::Result<Routes> {
     let mut slot = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(routes) = slot.as_ref() {
+    if let Some((routes, _, _)) = slot.as_ref() {
         return Ok(routes.clone());
     }
     let routes = Routes::read()?;
-    routes.follow(failed)?;
-    *slot = Some(routes.clone());
+    *slot = Some((routes.clone(), failed, false));
     Ok(routes)
+}
+
+/// Starts following the process's routes ([`shared`]), once; Ok(false)
+/// when there are none.
+pub fn follow_shared() -> io::Result<bool> {
+    let mut slot = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some((routes, failed, following)) = slot.as_mut() else {
+        return Ok(false);
+    };
+    if !*following {
+        routes.follow(*failed)?;
+        *following = true;
+    }
+    Ok(true)
 }
 
 /// The process's routes if [`shared`] made them.
@@ -644,7 +662,8 @@ pub fn installed() -> Option<Routes> {
     SHARED
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .clone()
+        .as_ref()
+        .map(|(routes, _, _)| routes.clone())
 }
 
 #[cfg(test)]
