@@ -15,9 +15,21 @@
 //! looking after means that of two trackers started at once, at least one
 //! sees the other. The holder is named by its pid where this process may
 //! look into it (`/proc/PID/fd`: root may), else by its user and inode.
+//!
+//! A socket that no process holds is one on its way out: the kernel tears
+//! down a killed process's io_uring (and the sockets its requests still
+//! name) after the process is gone, in a worker of its own. Until then it
+//! is still in the port's group and takes its share of the datagrams, so
+//! the start waits for it, at most `ORPHAN_WAIT`, rather than refusing a
+//! restart just after a `kill -9`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd};
+use std::time::{Duration, Instant};
+
+/// How long a socket that no process holds may take to go away (see the
+/// module's comment); seen to take well under a second.
+const ORPHAN_WAIT: Duration = Duration::from_secs(10);
 
 /// The sockets of a kernel table, as `/proc/net/udp` and its kin list them.
 #[derive(Debug, PartialEq, Eq)]
@@ -45,6 +57,47 @@ pub fn alone<S: AsFd>(
     addr: SocketAddr,
     ours: &[S],
 ) -> Result<(), String> {
+    let ours: Vec<u64> = ours
+        .iter()
+        .filter_map(|s| fstat_inode(s.as_fd().as_raw_fd()))
+        .collect();
+    let euid = crate::start::privileges::euid();
+    let deadline = Instant::now() + ORPHAN_WAIT;
+    loop {
+        let Some(other) = other_socket(transport, served, addr, &ours, euid)? else {
+            return Ok(());
+        };
+        let holder = match holder_pid(other.inode) {
+            Some((pid, name)) if name == "tracker" => format!("another tracker (pid {pid})"),
+            Some((pid, name)) => format!("another program ({name}, pid {pid})"),
+            None if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            None => format!(
+                "another program of uid {euid} (socket inode {}, which `ss -ap` names; no \
+                 process this one may look into holds it, and it stayed {}s)",
+                other.inode,
+                ORPHAN_WAIT.as_secs()
+            ),
+        };
+        return Err(format!(
+            "{holder} already serves {served} {addr}: two trackers on one port would split its \
+             clients, and so its swarms, between them (SO_REUSEPORT); stop it, or choose \
+             another port"
+        ));
+    }
+}
+
+/// A socket of user `euid` in the kernel's table that shares `addr`'s port
+/// and is not one of `ours`.
+fn other_socket(
+    transport: &str,
+    served: &str,
+    addr: SocketAddr,
+    ours: &[u64],
+    euid: libc::uid_t,
+) -> Result<Option<Listed>, String> {
     let table = format!(
         "/proc/net/{transport}{}",
         if addr.is_ipv6() { "6" } else { "" }
@@ -52,35 +105,14 @@ pub fn alone<S: AsFd>(
     let text = std::fs::read_to_string(&table).map_err(|e| {
         format!("cannot read {table}, to see whether another tracker serves {served} {addr}: {e}")
     })?;
-    let ours: Vec<u64> = ours
-        .iter()
-        .filter_map(|s| fstat_inode(s.as_fd().as_raw_fd()))
-        .collect();
-    let euid = crate::start::privileges::euid();
-    let other = text.lines().skip(1).filter_map(parse_line).find(|s| {
+    Ok(text.lines().skip(1).filter_map(parse_line).find(|s| {
         s.uid == euid
             && !s.connected
             && (transport != "tcp" || s.state == TCP_LISTEN || s.state == TCP_CLOSE)
             && s.local.port() == addr.port()
             && overlaps(s.local.ip(), addr.ip())
             && !ours.contains(&s.inode)
-    });
-    let Some(other) = other else {
-        return Ok(());
-    };
-    let holder = match holder_pid(other.inode) {
-        Some((pid, name)) if name == "tracker" => format!("another tracker (pid {pid})"),
-        Some((pid, name)) => format!("another program ({name}, pid {pid})"),
-        None => format!(
-            "another program of uid {euid} (socket inode {}, which `ss -ap` names)",
-            other.inode
-        ),
-    };
-    Err(format!(
-        "{holder} already serves {served} {addr}: two trackers on one port would split its \
-         clients, and so its swarms, between them (SO_REUSEPORT); stop it, or choose another \
-         port"
-    ))
+    }))
 }
 
 /// Whether two addresses of a family cover a common one: the same, or a
