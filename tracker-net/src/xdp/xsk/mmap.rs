@@ -69,3 +69,8 @@ impl Drop for Mmap {
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
+
+/// `err` with what was being done when it came.
+pub(super) fn annotate(err: io::Error, what: &str) -> io::Error {
+    io::Error::new(err.kind(), format!("{what}: {err}"))
+}

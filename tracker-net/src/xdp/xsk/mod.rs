@@ -39,8 +39,8 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{fence, Ordering};
 
+use mmap::annotate;
 use ring::{ConsRing, ProdRing};
-use socket::annotate;
 use umem::{Owner, Umem};
 
 /// Bytes the kernel leaves free at the start of each frame before a

@@ -8,8 +8,7 @@ use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::mmap::Mmap;
-use super::socket::annotate;
+use super::mmap::{annotate, Mmap};
 
 /// A ring's shared indices and entries: `size` entries (a power of two)
 /// addressed by free-running u32 indices masked with `size - 1`. The

@@ -6,6 +6,7 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
+use super::mmap::annotate;
 use super::ring::{ConsRing, ProdRing};
 use super::umem::{Owner, Umem};
 use super::{XdpStatistics, Xsk, XskConfig, XskCounters};
@@ -125,6 +126,24 @@ impl Xsk {
         Ok(xsk)
     }
 
+    /// Whether [`Xsk::adopt`] would take `socket` and `umem` over, without
+    /// writing to either, so that the process that serves them may go on
+    /// meanwhile: an AF_XDP socket, a memfd of the size and header of
+    /// `config`'s UMEM, and rings that map again (mapped, then unmapped).
+    pub fn probe(
+        socket: BorrowedFd<'_>,
+        umem: BorrowedFd<'_>,
+        config: &XskConfig,
+    ) -> io::Result<()> {
+        let umem_len = validate(config)?;
+        check_domain(socket)?;
+        Umem::probe(umem, config.frames, config.frame_size, umem_len)
+            .map_err(|err| annotate(err, "the UMEM handed over"))?;
+        map_rings(socket, config.frames)
+            .map(drop)
+            .map_err(|err| remap_error(err, "the socket handed over"))
+    }
+
     /// Takes over a socket that another process opened and bound (a
     /// predecessor in a hand-over: `socket` and `umem` are its descriptors,
     /// passed over a Unix socket; `config` what it opened them with),
@@ -134,37 +153,18 @@ impl Xsk {
     /// (free, or with the kernel), except that one a ring shows the kernel
     /// has is the kernel's whatever the table says
     /// ([`XskCounters::table_repairs`]); the rings go on from their shared
-    /// indices. Nothing is changed in what the two processes share until
-    /// the new owner receives, sends or recycles: the process before must
-    /// have stopped doing so by then.
+    /// indices. The table is written as the frames are found, so the
+    /// process before must have stopped receiving, sending and recycling;
+    /// [`Xsk::probe`] tries the same while it still does.
     pub fn adopt(socket: OwnedFd, umem: OwnedFd, config: &XskConfig) -> io::Result<Xsk> {
         let umem_len = validate(config)?;
         let frames = config.frames;
         let reserve = usize::try_from(frames / 2).unwrap_or(usize::MAX);
-        let mut domain: libc::c_int = 0;
-        let len = getsockopt_at(
-            socket.as_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_DOMAIN,
-            &mut domain,
-        )
-        .map_err(|err| annotate(err, "the socket handed over (SO_DOMAIN)"))?;
-        if len != size_of::<libc::c_int>() || domain != libc::AF_XDP {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "the socket handed over is not an AF_XDP socket",
-            ));
-        }
+        check_domain(socket.as_fd())?;
         let umem = Umem::adopt(umem, frames, config.frame_size, umem_len, reserve)
             .map_err(|err| annotate(err, "the UMEM handed over"))?;
-        let (fill, completion, rx, tx) = map_rings(socket.as_fd(), frames).map_err(|err| {
-            let hint = if err.raw_os_error() == Some(libc::EBUSY) {
-                " (the kernel maps a bound socket's rings only once before Linux 6.4)"
-            } else {
-                ""
-            };
-            annotate(err, &format!("the socket handed over{hint}"))
-        })?;
+        let (fill, completion, rx, tx) = map_rings(socket.as_fd(), frames)
+            .map_err(|err| remap_error(err, "the socket handed over"))?;
         let mut xsk = Xsk {
             fill,
             completion,
@@ -298,6 +298,31 @@ impl Xsk {
 }
 
 /// Checks the configuration; returns the UMEM's length.
+/// Refuses a descriptor handed over that is not an AF_XDP socket.
+fn check_domain(socket: BorrowedFd<'_>) -> io::Result<()> {
+    let mut domain: libc::c_int = 0;
+    let len = getsockopt_at(socket, libc::SOL_SOCKET, libc::SO_DOMAIN, &mut domain)
+        .map_err(|err| annotate(err, "the socket handed over (SO_DOMAIN)"))?;
+    if len != size_of::<libc::c_int>() || domain != libc::AF_XDP {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the socket handed over is not an AF_XDP socket",
+        ));
+    }
+    Ok(())
+}
+
+/// A failure to map a bound socket's rings again, with the kernel's rule
+/// where it is the cause.
+fn remap_error(err: io::Error, what: &str) -> io::Error {
+    let hint = if err.raw_os_error() == Some(libc::EBUSY) {
+        " (the kernel maps a bound socket's rings only once before Linux 6.4)"
+    } else {
+        ""
+    };
+    annotate(err, &format!("{what}{hint}"))
+}
+
 fn validate(config: &XskConfig) -> io::Result<usize> {
     let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
     if !config.frames.is_power_of_two() || !(64..=1 << 24).contains(&config.frames) {
@@ -318,10 +343,6 @@ fn validate(config: &XskConfig) -> io::Result<usize> {
 
 fn os_error(what: &str) -> io::Error {
     annotate(io::Error::last_os_error(), what)
-}
-
-pub(super) fn annotate(err: io::Error, what: &str) -> io::Error {
-    io::Error::new(err.kind(), format!("{what}: {err}"))
 }
 
 fn setsockopt<T>(fd: BorrowedFd<'_>, option: libc::c_int, value: &T) -> io::Result<()> {

@@ -493,7 +493,40 @@ fn a_socket_taken_over_serves_on_where_the_first_left_it() {
     let mut buf = [0u8; 256];
     let (n, _) = client.recv_from(&mut buf).unwrap();
     assert_eq!(&buf[..n], b"answered before");
-    answer(&mut first, "queued by the first", false);
+    // A successor's trial (`Xsk::probe`) while the first still serves
+    // writes nothing the two share: the table still says that the frame
+    // the first holds is the first's, and it queues an answer in it.
+    let held = first.take_free().unwrap();
+    let table = |xsk: &Xsk| {
+        let mut bytes = [0u8; 16 + 64];
+        // SAFETY: a read into a buffer of the length given.
+        let n = unsafe {
+            libc::pread(
+                xsk.umem_fd().as_raw_fd(),
+                bytes.as_mut_ptr().cast(),
+                bytes.len(),
+                64 * 2048,
+            )
+        };
+        assert_eq!(n, bytes.len() as isize);
+        bytes
+    };
+    let before = table(&first);
+    Xsk::probe(first.fd(), first.umem_fd(), &first.config()).unwrap();
+    assert_eq!(table(&first), before);
+    let wrong = XskConfig {
+        frames: 128,
+        ..first.config()
+    };
+    let refused = Xsk::probe(first.fd(), first.umem_fd(), &wrong).unwrap_err();
+    assert!(
+        refused.to_string().contains("UMEM handed over"),
+        "{refused}"
+    );
+    let frame = udp_frame(macs, tracker, to_client, b"queued by the first");
+    first.frame_mut(held)[..frame.len()].copy_from_slice(&frame);
+    assert!(first.send(held, frame.len() as u32));
+    assert_eq!(first.counters().refused, 0);
     let (socket, umem) = (
         first.fd().try_clone_to_owned().unwrap(),
         first.umem_fd().try_clone_to_owned().unwrap(),

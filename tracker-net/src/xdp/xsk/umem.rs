@@ -89,9 +89,7 @@ impl Umem {
         }
         // SAFETY: a fresh fd that nothing else owns.
         let memfd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let total = len
-            .checked_add(table_len(frames))
-            .ok_or_else(|| io::Error::other("a UMEM larger than the address space"))?;
+        let total = checked_total(len, frames)?;
         let size = libc::off_t::try_from(total)
             .map_err(|_| io::Error::other("a UMEM larger than a file may be"))?;
         // SAFETY: ftruncate on our own memfd.
@@ -113,6 +111,27 @@ impl Umem {
         written.copy_from_slice(&header);
         owners.fill(Owner::Free.byte());
         Ok(umem)
+    }
+
+    /// Whether `memfd` holds a UMEM of `frames` frames of `frame_size`
+    /// bytes (`len` in all) and its table, as [`Umem::adopt`] checks,
+    /// without writing to it.
+    pub(super) fn probe(
+        memfd: BorrowedFd<'_>,
+        frames: u32,
+        frame_size: u32,
+        len: usize,
+    ) -> io::Result<()> {
+        let total = checked_total(len, frames)?;
+        check_size(memfd, total, frames, frame_size)?;
+        let map = Mmap::shared(memfd, total)?;
+        // SAFETY: the mapping holds `total` bytes, the table's header at
+        // `len`; read only, while the mapping lives.
+        let written = unsafe { std::slice::from_raw_parts(map.ptr.as_ptr().add(len), HEADER) };
+        if written != header(frames, frame_size) {
+            return Err(not_the_umem(frames, frame_size));
+        }
+        Ok(())
     }
 
     /// The UMEM of a socket handed over by another process: its memfd
@@ -159,13 +178,7 @@ impl Umem {
             reserve,
         };
         if umem.table().split_at(HEADER).0 != umem.header() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "the memory handed over is not the UMEM of {frames} frames of {frame_size} \
-                     bytes that the socket was said to have"
-                ),
-            ));
+            return Err(not_the_umem(frames, frame_size));
         }
         // Pushed from the top, so that the lowest is handed out first, as
         // at an open.
@@ -182,11 +195,7 @@ impl Umem {
 
     /// The table's header for these frames.
     fn header(&self) -> [u8; HEADER] {
-        let mut header = [0u8; HEADER];
-        header[..8].copy_from_slice(&MAGIC);
-        header[8..12].copy_from_slice(&self.frames.to_le_bytes());
-        header[12..16].copy_from_slice(&self.frame_size.to_le_bytes());
-        header
+        header(self.frames, self.frame_size)
     }
 
     /// The table: its header, then a byte per frame.
@@ -345,6 +354,52 @@ fn table_len(frames: u32) -> usize {
         .filter(|&p| p > 0)
         .unwrap_or(4096);
     (HEADER + frames as usize).div_ceil(page) * page
+}
+
+/// The table's header for `frames` frames of `frame_size` bytes.
+fn header(frames: u32, frame_size: u32) -> [u8; HEADER] {
+    let mut header = [0u8; HEADER];
+    header[..8].copy_from_slice(&MAGIC);
+    header[8..12].copy_from_slice(&frames.to_le_bytes());
+    header[12..16].copy_from_slice(&frame_size.to_le_bytes());
+    header
+}
+
+/// The memfd's length: the frames' `len` bytes and the table.
+fn checked_total(len: usize, frames: u32) -> io::Result<usize> {
+    len.checked_add(table_len(frames))
+        .ok_or_else(|| io::Error::other("a UMEM larger than the address space"))
+}
+
+/// Refuses a memfd handed over that is not `total` bytes long.
+fn check_size(memfd: BorrowedFd<'_>, total: usize, frames: u32, frame_size: u32) -> io::Result<()> {
+    // SAFETY: stat is plain data that fstat fills.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid fd and a stat to fill.
+    if unsafe { libc::fstat(memfd.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if u64::try_from(st.st_size).ok() != u64::try_from(total).ok() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "the UMEM handed over holds {} bytes, not the {total} of {frames} frames of \
+                 {frame_size} bytes and their table",
+                st.st_size
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn not_the_umem(frames: u32, frame_size: u32) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "the memory handed over is not the UMEM of {frames} frames of {frame_size} bytes \
+             that the socket was said to have"
+        ),
+    )
 }
 
 #[cfg(test)]
