@@ -15,10 +15,11 @@ use tracker_runtime::shutdown::Shutdown;
 use tracker_swarm::state::{Framed, Section};
 
 use crate::start::bind::WorkerSockets;
+use crate::start::xdp::{Attached, Taken};
 
 use super::{
-    distribute, peer_pid, read_line, write_manifest, ControlFile, Handed, Kind, Manifest,
-    STEP_TIMEOUT, VERSION,
+    distribute, link_label, peer_pid, queue_label, read_line, write_manifest, ControlFile, Handed,
+    Kind, Manifest, STEP_TIMEOUT, VERSION,
 };
 
 /// Copies of every socket a hand-over gives away (its own descriptors, so
@@ -61,6 +62,77 @@ pub fn copies(
         fd: dup(control)?,
     });
     Ok(handed)
+}
+
+/// AF_XDP's part of what a hand-over gives away, where the kernel lets a
+/// successor take the sockets over (`Attached::handable`): each queue's
+/// socket and its UMEM's memfd, each interface's link, program and map of
+/// sockets. Apart from `copies`, as the stop empties it (`XdpCopies`).
+pub fn xdp_copies(sockets: &[WorkerSockets], attached: &Attached) -> io::Result<Vec<Handed>> {
+    let mut handed = Vec::new();
+    if !attached.handable() {
+        return Ok(handed);
+    }
+    for (worker, s) in sockets.iter().enumerate() {
+        for xsk in &s.xdp {
+            let name = attached
+                .interface_name(xsk.ifindex())
+                .ok_or_else(|| io::Error::other("an AF_XDP socket of no attached interface"))?;
+            let label = queue_label(name, &xsk.config());
+            handed.push(Handed {
+                kind: Kind::Xsk,
+                worker,
+                addr: label.clone(),
+                fd: dup(&xsk.fd())?,
+            });
+            handed.push(Handed {
+                kind: Kind::Umem,
+                worker,
+                addr: label,
+                fd: dup(&xsk.umem_fd())?,
+            });
+        }
+    }
+    for p in attached.copies()? {
+        let label = link_label(&p.name, p.ifindex, p.generic);
+        for (kind, addr, fd) in [
+            (Kind::XdpLink, label, p.link),
+            (Kind::XdpProgram, p.name.clone(), p.program),
+            (Kind::XdpMap, p.name, p.map),
+        ] {
+            handed.push(Handed {
+                kind,
+                worker: 0,
+                addr,
+                fd,
+            });
+        }
+    }
+    Ok(handed)
+}
+
+/// The AF_XDP copies a hand-over gives away, held apart from the other
+/// sockets' so that a stop that is not a hand-over closes them: the
+/// program detaches only once no descriptor holds its link.
+#[derive(Clone, Default)]
+pub struct XdpCopies(Arc<Mutex<Vec<Handed>>>);
+impl XdpCopies {
+    pub fn new(handed: Vec<Handed>) -> XdpCopies {
+        XdpCopies(Arc::new(Mutex::new(handed)))
+    }
+
+    fn edit<R>(&self, f: impl FnOnce(&mut Vec<Handed>) -> R) -> R {
+        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Closes them all (a stop that is not a hand-over).
+    pub fn close(&self) {
+        drop(self.edit(std::mem::take));
+    }
+
+    fn take(&self) -> Vec<Handed> {
+        self.edit(std::mem::take)
+    }
 }
 
 fn dup(fd: &impl AsFd) -> io::Result<OwnedFd> {
@@ -169,6 +241,7 @@ impl Pending {
 pub fn serve_control(
     listener: UnixListener,
     handed: Vec<Handed>,
+    xdp: XdpCopies,
     manifest: Manifest,
     successors: Arc<Successors>,
     shutdown: Arc<Shutdown>,
@@ -181,7 +254,8 @@ pub fn serve_control(
                 let Ok(stream) = stream else { continue };
                 let peer = peer_pid(&stream);
                 let offered = admit(&stream, &successors).and_then(|successor| {
-                    Ok(offer(&stream, &handed, &manifest)?.then_some(successor))
+                    let went = xdp.edit(|xdp| offer(&stream, &handed, xdp, &manifest))?;
+                    Ok(went.then_some(successor))
                 });
                 match offered {
                     Ok(Some(successor)) => {
@@ -193,6 +267,10 @@ pub fn serve_control(
                             "handing over to pid {peer}: answering requests in flight, then \
                              sending the swarms"
                         );
+                        // Kept until the successor has the swarms, to
+                        // serve again on should it fail.
+                        let mut handed = handed;
+                        handed.extend(xdp.take());
                         if let Ok(mut slot) = pending.0.lock() {
                             *slot = Some(Handing {
                                 stream,
@@ -237,7 +315,12 @@ fn admit(stream: &UnixStream, successors: &Successors) -> io::Result<OwnedFd> {
 
 /// One request on the control socket: the sockets sent, then whether the
 /// new tracker said `go`.
-fn offer(stream: &UnixStream, handed: &[Handed], manifest: &Manifest) -> io::Result<bool> {
+fn offer(
+    stream: &UnixStream,
+    handed: &[Handed],
+    xdp: &[Handed],
+    manifest: &Manifest,
+) -> io::Result<bool> {
     stream.set_read_timeout(Some(STEP_TIMEOUT))?;
     stream.set_write_timeout(Some(STEP_TIMEOUT))?;
     let mut reader = BufReader::new(stream);
@@ -245,14 +328,15 @@ fn offer(stream: &UnixStream, handed: &[Handed], manifest: &Manifest) -> io::Res
     if request != format!("take-over {VERSION}") {
         return Err(io::Error::other(format!("asked `{request}`")));
     }
-    if handed.len() > MAX_FDS {
+    let all = || handed.iter().chain(xdp);
+    let count = handed.len() + xdp.len();
+    if count > MAX_FDS {
         return Err(io::Error::other(format!(
-            "{} sockets, more than one message carries ({MAX_FDS})",
-            handed.len()
+            "{count} sockets, more than one message carries ({MAX_FDS})"
         )));
     }
-    let fds: Vec<RawFd> = handed.iter().map(|h| h.fd.as_raw_fd()).collect();
-    send_with_fds(stream, write_manifest(manifest, handed).as_bytes(), &fds)?;
+    let fds: Vec<RawFd> = all().map(|h| h.fd.as_raw_fd()).collect();
+    send_with_fds(stream, write_manifest(manifest, all()).as_bytes(), &fds)?;
     match read_line(&mut reader) {
         Ok(line) if line == "go" => Ok(true),
         Ok(line) => Err(io::Error::other(format!("said `{line}`"))),
@@ -302,7 +386,7 @@ impl Handing {
     /// holds every socket and must not serve on them beside this one, and
     /// gives the sockets back for this one's workers, with the control
     /// socket. Err when it cannot be killed (it runs as root, this one not).
-    pub fn reclaim(self, workers: usize) -> Result<(Vec<WorkerSockets>, UnixListener), String> {
+    pub fn reclaim(self, workers: usize) -> Result<Reclaimed, String> {
         let pid = self.pid();
         // The service manager was told nothing of it: the PID file names
         // it only as this one exits (see `pid_file`).
@@ -317,10 +401,22 @@ impl Handing {
                 KILL_WAIT.as_secs()
             ));
         }
-        let (sockets, control) = distribute(self.handed, workers)?;
+        let (sockets, control, xdp) = distribute(self.handed, workers)?;
         let (control, _) = control.ok_or("no copy of the control socket")?;
-        Ok((sockets, control))
+        Ok(Reclaimed {
+            sockets,
+            control,
+            xdp,
+        })
     }
+}
+
+/// What a hand-over that failed after the stop gives back: the sockets,
+/// the control socket, and AF_XDP as it was handed (still attached).
+pub struct Reclaimed {
+    pub sockets: Vec<WorkerSockets>,
+    pub control: UnixListener,
+    pub xdp: Taken,
 }
 
 /// How long a killed successor may take to exit (and so to close the

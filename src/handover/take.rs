@@ -12,11 +12,22 @@ use tracker_swarm::state::StateFile;
 
 use crate::config::Config;
 use crate::start::bind::WorkerSockets;
+use crate::start::xdp::Taken;
 
 use super::{
     check_peer, distribute, parse_manifest, read_line, ControlFile, Handed, Kind, Manifest,
     PidFile, MAX_MANIFEST, STEP_TIMEOUT, VERSION,
 };
+
+/// What the new tracker takes from the old one's sockets.
+pub struct Taking {
+    /// Each worker's, as its predecessor had them.
+    pub sockets: Vec<WorkerSockets>,
+    /// The control socket, with its file.
+    pub control: (UnixListener, ControlFile),
+    /// AF_XDP's sockets and programs, checked (empty when none came).
+    pub xdp: Taken,
+}
 
 /// The new tracker's side: connected, with the old one's sockets.
 pub struct TakeOver {
@@ -75,12 +86,10 @@ impl TakeOver {
 
     /// The old tracker's sockets as this one's workers take them, after
     /// checking that they serve what `config` asks for, `workers` workers
-    /// alike. And its control socket, with its file.
-    pub fn sockets(
-        &mut self,
-        config: &Config,
-        workers: usize,
-    ) -> Result<(Vec<WorkerSockets>, (UnixListener, ControlFile)), String> {
+    /// alike. And its control socket, with its file; and its AF_XDP
+    /// sockets and programs, checked against `config` too (taken over
+    /// once it has stopped: `crate::start::xdp::adopt`).
+    pub fn sockets(&mut self, config: &Config, workers: usize) -> Result<Taking, String> {
         if workers != self.manifest.workers {
             return Err(format!(
                 "cannot take over: the running tracker has {} workers and this one would have \
@@ -122,11 +131,16 @@ impl TakeOver {
                 ));
             }
         }
-        let (per_worker, control) = distribute(std::mem::take(&mut self.handed), workers)
+        let (per_worker, control, xdp) = distribute(std::mem::take(&mut self.handed), workers)
             .map_err(|e| format!("cannot take over: {e}"))?;
         let (control, id) =
             control.ok_or_else(|| "cannot take over: no control socket came".to_string())?;
-        Ok((per_worker, (control, ControlFile::taken(&self.path, &id))))
+        xdp.check(&config.udp.xdp)?;
+        Ok(Taking {
+            sockets: per_worker,
+            control: (control, ControlFile::taken(&self.path, &id)),
+            xdp,
+        })
     }
 
     /// The control socket it came through.

@@ -13,8 +13,8 @@ use crate::start::instance;
 #[derive(Default)]
 pub struct WorkerSockets {
     pub udp: Vec<UdpSocket>,
-    /// Its AF_XDP sockets, a queue each (`udp.xdp`); never handed over:
-    /// a successor opens its own.
+    /// Its AF_XDP sockets, a queue each (`udp.xdp`): handed over apart
+    /// from the others (`handover::xdp_copies`).
     pub xdp: Vec<tracker_net::xdp::xsk::Xsk>,
     pub http: Vec<TcpListener>,
     pub https: Vec<TcpListener>,

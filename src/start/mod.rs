@@ -5,6 +5,7 @@
 //! (`serving`) until they stop, and the swarms are saved.
 
 pub mod bind;
+pub mod capabilities;
 pub mod host;
 pub mod instance;
 pub mod privileges;
@@ -77,6 +78,7 @@ pub fn run(
         mut sockets,
         control,
         predecessor,
+        xdp_taken,
     } = bind_or_take(&config, &host, take_over)?;
     let keys = keys(&config, predecessor.as_ref(), workers)?;
     log_start(&config, &host.placements, &sockets);
@@ -103,6 +105,7 @@ pub fn run(
             taken,
             &config,
             sockets,
+            xdp_taken,
             control,
             control_file.as_mut(),
             main_pid.file(),
@@ -126,6 +129,10 @@ pub fn run(
             }
         }
     };
+    // The last step that needed a privilege is done: the serving process
+    // holds none. Before any thread starts, as they are per thread.
+    drop_capabilities(first.attached.as_ref(), &host)?;
+    follow_routes(first.attached.is_some())?;
     let shutdown = Shutdown::new(workers);
     let successors = Arc::new(handover::Successors::default());
     spawn_signal_handler(
@@ -214,6 +221,8 @@ struct Bound {
     control: Option<(UnixListener, ControlFile)>,
     /// The running tracker this one takes over from (`--take-over`).
     predecessor: Option<TakeOver>,
+    /// Its AF_XDP sockets and programs, where it hands them over.
+    xdp_taken: xdp::Taken,
 }
 
 /// Binds every port, or with `take_over` takes the running tracker's
@@ -234,27 +243,37 @@ fn bind_or_take(config: &Config, host: &HostPlan, take_over: bool) -> Result<Bou
             sockets: bind_all(config, workers)?,
             control,
             predecessor: None,
+            xdp_taken: xdp::Taken::default(),
         });
-    }
-    if config.udp.xdp.enabled() && matches!(host.privileges, PrivilegePlan::Drop { .. }) {
-        // The predecessor lets go of its queues only once it has stopped,
-        // after this one has given up root.
-        return Err(
-            "cannot take over with udp.xdp on and privileges.user set: this tracker would \
-             attach AF_XDP after giving up root, which it cannot; run it with the capabilities \
-             instead (docs/OPERATIONS.md, \"AF_XDP\")"
-                .into(),
-        );
     }
     let path = control_path
         .as_deref()
         .ok_or("--take-over needs runtime.control_socket, the running tracker's control socket")?;
     let mut taken = TakeOver::connect(path, owner.map(|(uid, _)| uid))?;
-    let (sockets, control) = taken.sockets(config, workers)?;
+    let handover::Taking {
+        sockets,
+        control,
+        xdp: xdp_taken,
+    } = taken.sockets(config, workers)?;
+    if config.udp.xdp.enabled()
+        && xdp_taken.is_empty()
+        && matches!(host.privileges, PrivilegePlan::Drop { .. })
+    {
+        // A predecessor that cannot hand AF_XDP over lets go of its queues
+        // only once it has stopped, after this one has given up root.
+        return Err(
+            "cannot take over with udp.xdp on and privileges.user set from a tracker that \
+             cannot hand its AF_XDP sockets over (before Linux 6.4): this tracker would attach \
+             AF_XDP after giving up root, which it cannot; run it with the capabilities instead \
+             (docs/OPERATIONS.md, \"AF_XDP\")"
+                .into(),
+        );
+    }
     Ok(Bound {
         sockets,
         control: Some(control),
         predecessor: Some(taken),
+        xdp_taken,
     })
 }
 
@@ -305,14 +324,67 @@ fn give_up_root(host: &HostPlan) -> Result<(), String> {
     Ok(())
 }
 
+/// Gives up every capability (`capabilities`), but those a successor
+/// needs to attach AF_XDP again where the kernel cannot hand the sockets
+/// over, and CAP_IPC_LOCK where the locked-memory limit would not hold the
+/// workers' io_uring buffers without it (io_uring charges them to a process
+/// without it, root too).
+fn drop_capabilities(attached: Option<&xdp::Attached>, host: &HostPlan) -> Result<(), String> {
+    let mut keep = 0;
+    if attached.is_some_and(|a| !a.handable()) {
+        keep |= capabilities::AF_XDP;
+    }
+    let need = host.placements.len() as u64 * host::MEMLOCK_PER_WORKER;
+    if host::memlock_limit().is_some_and(|limit| limit < need) {
+        keep |= 1 << capabilities::CAP_IPC_LOCK;
+    }
+    let dropped = capabilities::drop_all_but(keep)?;
+    if dropped.before == 0 {
+        return Ok(());
+    }
+    let bounding = if dropped.bounding_emptied {
+        ""
+    } else {
+        " (the bounding set is the service manager's: no_new_privs keeps an execve from \
+         gaining any)"
+    };
+    if dropped.kept == 0 {
+        info!(
+            "capabilities given up: {} (none held from here on){bounding}",
+            capabilities::names(dropped.before)
+        );
+    } else {
+        info!(
+            "capabilities given up: {}; kept: {} (for a successor that attaches AF_XDP again, \
+             or for io_uring's locked memory past the limit){bounding}",
+            capabilities::names(dropped.before & !dropped.kept),
+            capabilities::names(dropped.kept)
+        );
+    }
+    Ok(())
+}
+
+/// Starts following the routing table AF_XDP checks its clients by: a
+/// thread, so after the capabilities are gone.
+fn follow_routes(xdp: bool) -> Result<(), String> {
+    if !xdp {
+        return Ok(());
+    }
+    tracker_net::xdp::route::follow_shared()
+        .map(drop)
+        .map_err(|e| format!("udp.xdp: cannot follow the routing table (netlink): {e}"))
+}
+
 /// Tells the predecessor to stop and takes its swarms: the first round.
-/// The predecessor has stopped and closed its AF_XDP sockets when its
-/// swarms come: this one attaches before its `ok`, so that a failure
-/// leaves the predecessor serving.
+/// The predecessor has stopped when its swarms come: this one takes over
+/// the AF_XDP sockets it handed (`xdp_taken`), or, where it handed none,
+/// attaches as the predecessor has closed its own, before its `ok`, so
+/// that a failure leaves the predecessor serving.
 fn take_swarms(
     taken: TakeOver,
     config: &Config,
     mut sockets: Vec<WorkerSockets>,
+    xdp_taken: xdp::Taken,
     control: Option<UnixListener>,
     control_file: Option<&mut ControlFile>,
     pid_file: Option<&handover::PidFile>,
@@ -322,12 +394,16 @@ fn take_swarms(
     let handover_timeout = Duration::from_secs(config.runtime.handover_timeout_secs.into());
     let mut attached = None;
     let (bytes, predecessor) = taken.swarms(pid_file, || {
-        attached = xdp::attach(
-            &config.udp.xdp,
-            &udp_addresses(&sockets),
-            &mut sockets,
-            handover_timeout,
-        )?;
+        attached = if xdp_taken.is_empty() {
+            xdp::attach(
+                &config.udp.xdp,
+                &udp_addresses(&sockets),
+                &mut sockets,
+                handover_timeout,
+            )?
+        } else {
+            xdp::adopt(xdp_taken, &mut sockets)?
+        };
         Ok(())
     })?;
     if let Some(file) = control_file {

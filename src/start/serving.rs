@@ -123,9 +123,17 @@ impl Serving {
             _ => None,
         };
         let (snapshot_writer, snapshots) = snapshots.unzip();
+        let mut xdp_copies = handover::XdpCopies::default();
         if let (Some(control), Some(control_file)) = (round.control, control_file) {
             let handed = handover::copies(&round.sockets, &control, control_file)
                 .map_err(|e| format!("cannot copy the sockets for a hand-over: {e}"))?;
+            if let Some(attached) = &round.attached {
+                xdp_copies = handover::XdpCopies::new(
+                    handover::xdp_copies(&round.sockets, attached).map_err(|e| {
+                        format!("cannot copy the AF_XDP sockets for a hand-over: {e}")
+                    })?,
+                );
+            }
             let manifest = handover::Manifest {
                 workers,
                 secret: self.keys.secret,
@@ -133,6 +141,7 @@ impl Serving {
             handover::serve_control(
                 control,
                 handed,
+                xdp_copies.clone(),
                 manifest,
                 self.successors.clone(),
                 self.shutdown.clone(),
@@ -148,10 +157,22 @@ impl Serving {
             None => Vec::new(),
         };
         // Detached as the stop begins: the kernel's sockets take the
-        // AF_XDP traffic while the workers drain their rings, for a
-        // successor or until the end.
+        // AF_XDP traffic while the workers drain their rings, until the
+        // end. Or, at a hand-over whose successor takes the AF_XDP sockets
+        // over (it holds the links too), left attached: the traffic waits
+        // on their rings (a successor that cannot attach again, holding no
+        // capability, could not take it back from the kernel's sockets).
         if let Some(attached) = round.attached {
-            self.shutdown.before_stop(move || attached.detach());
+            let shutdown = Arc::downgrade(&self.shutdown);
+            self.shutdown.before_stop(move || {
+                let handing = shutdown.upgrade().is_some_and(|s| s.is_hand_over());
+                if handing && attached.handable() {
+                    attached.leave_to_successor();
+                } else {
+                    xdp_copies.close();
+                    attached.detach();
+                }
+            });
         }
         let served = self.serve(
             round.sockets,
@@ -202,7 +223,7 @@ impl Serving {
             }
             Err(e) => e,
         };
-        let (mut sockets, listener) = match handing.reclaim(self.placements.len()) {
+        let reclaimed = match handing.reclaim(self.placements.len()) {
             Ok(reclaimed) => reclaimed,
             // Saved, for the restart that serves them.
             Err(why) => {
@@ -223,15 +244,26 @@ impl Serving {
             "hand-over to pid {pid} failed after the stop: {e}; killed it; serving again, the \
              same swarms on the same sockets"
         );
+        let handover::Reclaimed {
+            mut sockets,
+            control: listener,
+            xdp: taken,
+        } = reclaimed;
         // Its steering program, keyed by its own owner key, is on the
-        // groups now; and its XDP program went with it.
+        // groups now. AF_XDP handed over stayed attached, and is taken
+        // back; else its XDP program went with it, and is attached again
+        // (with the capabilities this tracker kept for that).
         steer_udp(&self.config, &sockets, &self.keys.owners);
-        let attached = xdp::attach(
-            &self.config.udp.xdp,
-            &udp_addresses(&sockets),
-            &mut sockets,
-            self.handover_timeout,
-        )
+        let attached = if taken.is_empty() {
+            xdp::attach(
+                &self.config.udp.xdp,
+                &udp_addresses(&sockets),
+                &mut sockets,
+                self.handover_timeout,
+            )
+        } else {
+            xdp::adopt(taken, &mut sockets)
+        }
         .unwrap_or_else(|e| {
             warn!(
                 "AF_XDP not attached again ({e}): the UDP sockets serve all UDP traffic until \

@@ -3,9 +3,20 @@
 //! worker), and the BPF link that attaches the program. The link is held
 //! until the workers stop; closing it, or the process ending however it
 //! ends, detaches the program, and the kernel's sockets take the traffic.
-//! First of all, the routing table is read and followed (`route`): the
-//! workers answer only clients it sends back out of their interface.
+//! First of all, the routing table is read (`route`; followed once the
+//! capabilities are given up): the workers answer only clients it sends
+//! back out of their interface.
+//!
+//! Or taken over (`adopt`): the running tracker hands its successor the
+//! sockets, their UMEMs' memfds, the maps, the programs and their links
+//! (`Taken`), which stay attached throughout; the successor maps the
+//! sockets' rings and frames again and needs no capability, as no bpf(2)
+//! or socket(AF_XDP) call of its own is made. The kernel allows that since
+//! Linux 6.4 (`Attached::handable`); before, the running tracker detaches
+//! at the hand-over and its successor attaches again, which needs the
+//! capabilities.
 
+use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -18,6 +29,7 @@ use tracker_net::xdp::{link, route};
 use tracker_udp::config::XdpConfig;
 
 use crate::start::bind::WorkerSockets;
+use crate::start::capabilities;
 
 /// Ethernet header and one VLAN tag: what a frame holds beyond the MTU.
 const LINK_HEADER: u32 = 18;
@@ -30,22 +42,313 @@ pub const RELEASE_WAIT: Duration = Duration::from_secs(1);
 /// again.
 const RETRY: Duration = Duration::from_millis(20);
 
-/// What keeps the programs attached: dropping it detaches them.
+/// What keeps the programs attached: dropping it detaches them, unless a
+/// successor holds their links too.
 pub struct Attached {
-    /// One per interface, with its name.
-    links: Vec<(String, OwnedFd)>,
-    /// The programs and maps the links and sockets use; the kernel holds
-    /// them while the links do, kept here for their ids in the log.
-    _programs: Vec<OwnedFd>,
-    _maps: Vec<OwnedFd>,
+    /// One per interface.
+    programs: Vec<Program>,
+    /// Whether a successor can take the sockets over (`Xsk::check_remap`:
+    /// Linux 6.4+): then a hand-over passes them with the programs, which
+    /// stay attached, and no capability is kept for the successor.
+    handable: bool,
+}
+
+/// One interface's program, attached.
+struct Program {
+    name: String,
+    ifindex: u32,
+    generic: bool,
+    link: OwnedFd,
+    /// The program and its map of sockets, which the kernel holds while
+    /// the link does: kept to hand over.
+    program: OwnedFd,
+    map: OwnedFd,
 }
 
 impl Attached {
-    /// Detaches every program: the kernel's sockets take the traffic.
+    /// Detaches every program: the kernel's sockets take the traffic
+    /// (unless a successor holds the links too).
     pub fn detach(self) {
-        let names: Vec<String> = self.links.iter().map(|(name, _)| name.clone()).collect();
+        let names: Vec<String> = self.programs.iter().map(|p| p.name.clone()).collect();
         drop(self);
         info!("AF_XDP detached from {}", names.join(", "));
+    }
+
+    /// At a hand-over's stop, where the successor holds the links too:
+    /// the programs stay attached, and what arrives waits on the sockets'
+    /// RX rings for the successor (a ring's worth, `udp.xdp.frames` / 2
+    /// per queue; the kernel counts what it drops past that).
+    pub fn leave_to_successor(self) {
+        let names: Vec<String> = self.programs.iter().map(|p| p.name.clone()).collect();
+        drop(self);
+        info!(
+            "AF_XDP stays attached to {} for the successor",
+            names.join(", ")
+        );
+    }
+
+    /// Whether its sockets can be handed over (see `handable`).
+    pub fn handable(&self) -> bool {
+        self.handable
+    }
+
+    /// The name of the attached interface of index `ifindex`.
+    pub fn interface_name(&self, ifindex: u32) -> Option<&str> {
+        self.programs
+            .iter()
+            .find(|p| p.ifindex == ifindex)
+            .map(|p| p.name.as_str())
+    }
+
+    /// Copies of each interface's link, program and map, to hand over.
+    pub fn copies(&self) -> io::Result<Vec<TakenProgram>> {
+        self.programs
+            .iter()
+            .map(|p| {
+                Ok(TakenProgram {
+                    name: p.name.clone(),
+                    ifindex: p.ifindex,
+                    generic: p.generic,
+                    link: p.link.try_clone()?,
+                    program: p.program.try_clone()?,
+                    map: p.map.try_clone()?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// One interface's program as a hand-over passes it.
+pub struct TakenProgram {
+    pub name: String,
+    pub ifindex: u32,
+    pub generic: bool,
+    pub link: OwnedFd,
+    pub program: OwnedFd,
+    pub map: OwnedFd,
+}
+
+/// One queue's socket as a hand-over passes it: which worker serves it,
+/// its interface's name, what it was opened with, and its UMEM's memfd.
+pub struct TakenQueue {
+    pub worker: usize,
+    pub name: String,
+    pub config: XskConfig,
+    pub socket: OwnedFd,
+    pub umem: OwnedFd,
+}
+
+/// AF_XDP as a hand-over passes it: empty when the running tracker serves
+/// none, or cannot hand its sockets over.
+#[derive(Default)]
+pub struct Taken {
+    pub programs: Vec<TakenProgram>,
+    pub queues: Vec<TakenQueue>,
+}
+
+impl Taken {
+    pub fn is_empty(&self) -> bool {
+        self.programs.is_empty() && self.queues.is_empty()
+    }
+
+    /// What it serves, for a message: each interface and its queues.
+    fn describe(&self) -> String {
+        let mut text = Vec::new();
+        for p in &self.programs {
+            let queues: Vec<u32> = self
+                .queues
+                .iter()
+                .filter(|q| q.name == p.name)
+                .map(|q| q.config.queue)
+                .collect();
+            text.push(format!("{} queues {queues:?}", p.name));
+        }
+        text.join(", ")
+    }
+
+    /// Refuses, before the running tracker stops, AF_XDP handed over that
+    /// `config` does not ask for: other interfaces or queues, other frames,
+    /// another mode; or AF_XDP turned off. A successor keeps what it is
+    /// handed (it cannot attach anything of its own without the
+    /// capabilities), so a change waits for a restart. Then tries each
+    /// socket (`Xsk::probe`: its rings and frames mapped, and unmapped,
+    /// nothing written): a kernel or a descriptor that refuses it refuses
+    /// the hand-over while the running tracker still serves.
+    pub fn check(&self, config: &XdpConfig) -> Result<(), String> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        let restart = "a hand-over keeps AF_XDP's interfaces, queues, frames and modes as the \
+         running tracker attached them; restart the tracker to change them (it \
+         keeps serving)";
+        if !config.enabled() {
+            return Err(format!(
+                "cannot take over: the running tracker serves UDP over AF_XDP on {}, and this \
+                 config has udp.xdp.interfaces empty; {restart}",
+                self.describe()
+            ));
+        }
+        let (mut wanted, mut asked) = (Vec::new(), Vec::new());
+        for name in &config.interfaces {
+            let queues: Vec<u32> = if config.queues.is_empty() {
+                let count = link::queue_count(name).map_err(|e| {
+                    format!("udp.xdp.interfaces: cannot count {name}'s queues: {e}")
+                })?;
+                (0..count).collect()
+            } else {
+                config.queues.clone()
+            };
+            wanted.push(format!("{name} queues {queues:?}"));
+            let mut sorted = queues;
+            sorted.sort_unstable();
+            asked.push(format!("{name} queues {sorted:?}"));
+        }
+        let mut served = self.describe_sorted();
+        served.sort();
+        asked.sort();
+        if served != asked {
+            return Err(format!(
+                "cannot take over: the running tracker serves AF_XDP on {}, this config asks for \
+                 {}; {restart}",
+                self.describe(),
+                wanted.join(", ")
+            ));
+        }
+        for p in &self.programs {
+            let ifindex =
+                link::index_of(&p.name).map_err(|e| format!("udp.xdp.interfaces: {e}"))?;
+            if ifindex != p.ifindex {
+                return Err(format!(
+                    "cannot take over: {} has index {ifindex}, not the {} the running tracker \
+                     attached to (it was made again since); restart the tracker (it keeps \
+                     serving)",
+                    p.name, p.ifindex
+                ));
+            }
+            if p.generic != config.generic {
+                return Err(format!(
+                    "cannot take over: the running tracker attached AF_XDP to {} in {} mode, \
+                     this config asks for udp.xdp.generic = {}; {restart}",
+                    p.name,
+                    mode_name(p.generic),
+                    config.generic
+                ));
+            }
+        }
+        for q in &self.queues {
+            let c = &q.config;
+            if (c.frames, c.frame_size) != (config.frames, config.frame_size)
+                || c.zero_copy != config.zero_copy
+            {
+                return Err(format!(
+                    "cannot take over: the running tracker's AF_XDP sockets have {} frames of \
+                     {} bytes ({}), this config asks for {} of {} ({}); {restart}",
+                    c.frames,
+                    c.frame_size,
+                    copy_name(c.zero_copy),
+                    config.frames,
+                    config.frame_size,
+                    copy_name(config.zero_copy)
+                ));
+            }
+        }
+        for q in &self.queues {
+            Xsk::probe(q.socket.as_fd(), q.umem.as_fd(), &q.config).map_err(|e| {
+                format!(
+                    "cannot take over the AF_XDP socket of queue {} of {}: {e} (the running \
+                     tracker keeps serving)",
+                    q.config.queue, q.name
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// `describe`'s parts, one per interface.
+    fn describe_sorted(&self) -> Vec<String> {
+        self.programs
+            .iter()
+            .map(|p| {
+                let mut queues: Vec<u32> = self
+                    .queues
+                    .iter()
+                    .filter(|q| q.name == p.name)
+                    .map(|q| q.config.queue)
+                    .collect();
+                queues.sort_unstable();
+                format!("{} queues {queues:?}", p.name)
+            })
+            .collect()
+    }
+}
+
+/// Takes over AF_XDP as a hand-over passed it (`taken`, checked): gives
+/// each worker its queues' sockets, the programs staying attached. None
+/// when nothing was passed. Run once the tracker that passed it has
+/// stopped: the frames are then where its table says.
+pub fn adopt(taken: Taken, per_worker: &mut [WorkerSockets]) -> Result<Option<Attached>, String> {
+    if taken.is_empty() {
+        return Ok(None);
+    }
+    route::shared(route_read_failed).map_err(|e| {
+        format!("udp.xdp: cannot read the routing table (netlink, RTM_GETROUTE): {e}")
+    })?;
+    let described = taken.describe();
+    let Taken { programs, queues } = taken;
+    let mut zero_copy = false;
+    for q in queues {
+        let (name, queue) = (q.name, q.config.queue);
+        let xsk = Xsk::adopt(q.socket, q.umem, &q.config).map_err(|e| {
+            format!("udp.xdp: cannot take over the AF_XDP socket of queue {queue} of {name}: {e}")
+        })?;
+        let repairs = xsk.counters().table_repairs;
+        if repairs > 0 {
+            warn!(
+                "AF_XDP: queue {queue} of {name}: {repairs} frames the table called free were \
+                 on a ring, left with the kernel"
+            );
+        }
+        zero_copy |= xsk.is_zero_copy();
+        let workers = per_worker.len().max(1);
+        if let Some(worker) = per_worker.get_mut(q.worker % workers) {
+            worker.xdp.push(xsk);
+        }
+    }
+    let generic = programs.iter().any(|p| p.generic);
+    info!(
+        "AF_XDP on {described} taken over ({} mode, {}), attached throughout",
+        mode_name(generic),
+        copy_name(zero_copy)
+    );
+    Ok(Some(Attached {
+        programs: programs
+            .into_iter()
+            .map(|p| Program {
+                name: p.name,
+                ifindex: p.ifindex,
+                generic: p.generic,
+                link: p.link,
+                program: p.program,
+                map: p.map,
+            })
+            .collect(),
+        handable: true,
+    }))
+}
+
+fn mode_name(generic: bool) -> &'static str {
+    if generic {
+        "generic"
+    } else {
+        "native"
+    }
+}
+
+fn copy_name(zero_copy: bool) -> &'static str {
+    if zero_copy {
+        "zero-copy"
+    } else {
+        "copy"
     }
 }
 
@@ -68,9 +371,8 @@ pub fn attach(
         format!("udp.xdp: cannot read the routing table (netlink, RTM_GETROUTE): {e}")
     })?;
     let mut attached = Attached {
-        links: Vec::new(),
-        _programs: Vec::new(),
-        _maps: Vec::new(),
+        programs: Vec::new(),
+        handable: true,
     };
     let deadline = Instant::now() + patience;
     for name in &config.interfaces {
@@ -101,6 +403,16 @@ pub fn attach(
             bpf::map_set(map.as_fd(), queue, xsk.fd().as_raw_fd()).map_err(|e| {
                 format!("udp.xdp: cannot put queue {queue}'s socket in {name}'s map: {e}")
             })?;
+            if attached.handable {
+                if let Err(e) = xsk.check_remap() {
+                    info!(
+                        "AF_XDP: a successor cannot take this kernel's AF_XDP sockets over \
+                         ({e}): a hand-over attaches again, and the tracker keeps {} for it",
+                        capabilities::names(capabilities::AF_XDP)
+                    );
+                    attached.handable = false;
+                }
+            }
             if let Some(worker) = per_worker.get_mut(n % per_worker.len().max(1)) {
                 worker.xdp.push(xsk);
             }
@@ -124,12 +436,8 @@ pub fn attach(
         })?;
         info!(
             "AF_XDP on {name} ({} mode, {}): queues {:?} taken for {}",
-            if config.generic { "generic" } else { "native" },
-            if config.zero_copy {
-                "zero-copy"
-            } else {
-                "copy"
-            },
+            mode_name(config.generic),
+            copy_name(config.zero_copy),
             plan.queues,
             plan.targets
                 .iter()
@@ -137,9 +445,14 @@ pub fn attach(
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        attached.links.push((name.clone(), link));
-        attached._programs.push(program);
-        attached._maps.push(map);
+        attached.programs.push(Program {
+            name: name.clone(),
+            ifindex: plan.ifindex,
+            generic: config.generic,
+            link,
+            program,
+            map,
+        });
     }
     Ok(Some(attached))
 }
@@ -256,8 +569,11 @@ fn retry_while_busy<T>(
 }
 
 /// Capabilities by their bit in `CapEff` (linux/capability.h).
-const CAPABILITIES: [(&str, u32); 3] =
-    [("CAP_NET_ADMIN", 12), ("CAP_NET_RAW", 13), ("CAP_BPF", 39)];
+const CAPABILITIES: [(&str, u32); 3] = [
+    ("CAP_NET_ADMIN", capabilities::CAP_NET_ADMIN),
+    ("CAP_NET_RAW", capabilities::CAP_NET_RAW),
+    ("CAP_BPF", capabilities::CAP_BPF),
+];
 const CAP_SYS_ADMIN: u32 = 21;
 
 /// Refuses a start without what AF_XDP needs, naming what is missing,

@@ -1,0 +1,353 @@
+//! Giving up every capability once the start has done what needed one
+//! (the ports bound, AF_XDP attached, root given up): the serving process
+//! holds none, so nothing it does later can use one (a SIGHUP reload, a
+//! snapshot, the route follower's netlink reads, the AF_XDP statistics, a
+//! hand-over, the successor started on SIGUSR2 all need none).
+//!
+//! The effective, permitted and inheritable sets are emptied (`capset`),
+//! the ambient set cleared, and the bounding set emptied where the process
+//! may (with CAP_SETPCAP: a tracker started as root; under systemd the
+//! unit's `CapabilityBoundingSet=` has already cut it to what the unit
+//! grants); and `no_new_privs` is set, so that no execve (the successor
+//! started on SIGUSR2) can gain one back from a file's capabilities or a
+//! set-user-ID bit. A uid 0 process with none is charged for locked memory
+//! like any other user (io_uring asks CAP_IPC_LOCK, not the uid).
+//!
+//! Capabilities belong to threads: the drop is made while the process has
+//! one thread (refused otherwise, naming the others), before the signal,
+//! route, snapshot and worker threads start, so that every thread inherits
+//! the empty sets.
+//!
+//! `keep` spares a set: AF_XDP's four on a kernel that cannot hand its
+//! sockets over (before Linux 6.4), where the successor must attach again.
+//! They stay effective, permitted, inheritable and ambient, so that the
+//! successor inherits them through execve.
+
+use std::io;
+
+/// A set of capabilities, one bit per capability (linux/capability.h).
+pub type Caps = u64;
+
+pub const CAP_SETPCAP: u32 = 8;
+pub const CAP_NET_ADMIN: u32 = 12;
+pub const CAP_NET_RAW: u32 = 13;
+pub const CAP_IPC_LOCK: u32 = 14;
+pub const CAP_BPF: u32 = 39;
+
+/// What AF_XDP needs to attach.
+pub const AF_XDP: Caps = 1 << CAP_NET_ADMIN | 1 << CAP_NET_RAW | 1 << CAP_IPC_LOCK | 1 << CAP_BPF;
+
+/// The names of the capabilities in `caps`, for a message; a set of more
+/// than a few (root's) by its count and mask.
+pub fn names(caps: Caps) -> String {
+    if caps.count_ones() > 8 {
+        return format!("{} capabilities ({caps:#x})", caps.count_ones());
+    }
+    const NAMES: [(u32, &str); 5] = [
+        (CAP_SETPCAP, "CAP_SETPCAP"),
+        (CAP_NET_ADMIN, "CAP_NET_ADMIN"),
+        (CAP_NET_RAW, "CAP_NET_RAW"),
+        (CAP_IPC_LOCK, "CAP_IPC_LOCK"),
+        (CAP_BPF, "CAP_BPF"),
+    ];
+    let mut named: Vec<String> = Vec::new();
+    for bit in 0..64 {
+        if caps & (1 << bit) == 0 {
+            continue;
+        }
+        match NAMES.iter().find(|(b, _)| *b == bit) {
+            Some((_, name)) => named.push((*name).to_string()),
+            None => named.push(format!("capability {bit}")),
+        }
+    }
+    if named.is_empty() {
+        "none".to_string()
+    } else {
+        named.join(", ")
+    }
+}
+
+/// The capability sets of /proc/self/status (or another status file).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sets {
+    pub effective: Caps,
+    pub permitted: Caps,
+    pub inheritable: Caps,
+    pub ambient: Caps,
+    pub bounding: Caps,
+    pub no_new_privs: bool,
+}
+
+impl Sets {
+    /// Read from a status file's text; None where a line is missing.
+    pub fn parse(status: &str) -> Option<Sets> {
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix(name))
+                .map(str::trim)
+        };
+        let caps = |name: &str| field(name).and_then(|hex| u64::from_str_radix(hex, 16).ok());
+        Some(Sets {
+            effective: caps("CapEff:")?,
+            permitted: caps("CapPrm:")?,
+            inheritable: caps("CapInh:")?,
+            ambient: caps("CapAmb:")?,
+            bounding: caps("CapBnd:")?,
+            no_new_privs: field("NoNewPrivs:") == Some("1"),
+        })
+    }
+
+    /// This process's (its main thread's).
+    pub fn of_this_process() -> io::Result<Sets> {
+        let status = std::fs::read_to_string("/proc/self/status")?;
+        Sets::parse(&status)
+            .ok_or_else(|| io::Error::other("/proc/self/status lacks a capability line"))
+    }
+}
+
+/// What the drop left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dropped {
+    /// Held before.
+    pub before: Caps,
+    /// Held now: `keep`, as far as it was held.
+    pub kept: Caps,
+    /// Whether the bounding set was emptied too (else `no_new_privs` alone
+    /// keeps an execve from gaining any).
+    pub bounding_emptied: bool,
+}
+
+/// Gives up every capability but those of `keep` that the process holds
+/// (see the module's comment). Err names the step that failed.
+pub fn drop_all_but(keep: Caps) -> Result<Dropped, String> {
+    one_thread()?;
+    let before = Sets::of_this_process()
+        .map_err(|e| format!("cannot read the capabilities to drop them: {e}"))?;
+    let kept = keep & before.permitted;
+    let mut bounding_emptied = false;
+    if before.effective & (1 << CAP_SETPCAP) != 0 {
+        for cap in 0..=last_cap() {
+            if kept & (1 << cap) != 0 {
+                continue;
+            }
+            // SAFETY: prctl with plain integers.
+            if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) } != 0 {
+                let e = io::Error::last_os_error();
+                // Past the kernel's last capability.
+                if e.raw_os_error() == Some(libc::EINVAL) {
+                    break;
+                }
+                return Err(format!(
+                    "cannot drop capability {cap} from the bounding set: {e}"
+                ));
+            }
+        }
+        bounding_emptied = true;
+    }
+    // SAFETY: prctl with plain integers.
+    if unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    } != 0
+    {
+        return Err(format!(
+            "cannot clear the ambient capabilities: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    capset(kept).map_err(|e| format!("cannot drop the capabilities (capset): {e}"))?;
+    for cap in 0..64 {
+        if kept & (1 << cap) == 0 {
+            continue;
+        }
+        // SAFETY: prctl with plain integers.
+        if unsafe {
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
+                cap as libc::c_ulong,
+                0,
+                0,
+            )
+        } != 0
+        {
+            return Err(format!(
+                "cannot keep {} for the successor (ambient): {}",
+                names(1 << cap),
+                io::Error::last_os_error()
+            ));
+        }
+    }
+    // SAFETY: prctl with plain integers.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(format!(
+            "cannot set no_new_privs: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    let after = Sets::of_this_process()
+        .map_err(|e| format!("cannot read the capabilities after dropping them: {e}"))?;
+    let left = [
+        after.effective,
+        after.permitted,
+        after.inheritable,
+        after.ambient,
+    ];
+    if left.iter().any(|&set| set != kept) || !after.no_new_privs {
+        return Err(format!(
+            "the capabilities were not dropped: {after:?} left, {} wanted",
+            names(kept)
+        ));
+    }
+    Ok(Dropped {
+        before: before.permitted,
+        kept,
+        bounding_emptied,
+    })
+}
+
+/// Refuses a process with more than one thread: the others would keep
+/// their capabilities.
+fn one_thread() -> Result<(), String> {
+    let tasks: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .map_err(|e| format!("cannot list this process's threads (/proc/self/task): {e}"))?
+        .filter_map(Result::ok)
+        .map(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .map(|comm| comm.trim().to_string())
+                .unwrap_or_else(|_| task.file_name().to_string_lossy().into_owned())
+        })
+        .collect();
+    if tasks.len() > 1 {
+        return Err(format!(
+            "cannot drop the capabilities: threads {} were started before, and would keep \
+             theirs (a bug)",
+            tasks.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// The kernel's last capability (/proc/sys/kernel/cap_last_cap), or 63.
+fn last_cap() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(63)
+}
+
+/// Sets the effective, permitted and inheritable sets of the calling
+/// thread to `caps` (version 3: two 32-bit words per set).
+fn capset(caps: Caps) -> io::Result<()> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let word = |shift: u32| (caps >> shift) as u32;
+    let data = [
+        Data {
+            effective: word(0),
+            permitted: word(0),
+            inheritable: word(0),
+        },
+        Data {
+            effective: word(32),
+            permitted: word(32),
+            inheritable: word(32),
+        },
+    ];
+    // SAFETY: a version-3 header and the two data words it asks for,
+    // alive for the call.
+    let rc = unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_lines_are_read() {
+        let status = "Name:\ttracker\nCapInh:\t0000000000000000\nCapPrm:\t0000008000007000\n\
+                      CapEff:\t0000008000007400\nCapBnd:\t000001ffffffffff\n\
+                      CapAmb:\t0000000000000400\nNoNewPrivs:\t1\n";
+        let sets = Sets::parse(status).unwrap();
+        assert_eq!(sets.effective, 0x80_0000_7400);
+        assert_eq!(sets.permitted, AF_XDP);
+        assert_eq!((sets.inheritable, sets.ambient), (0, 0x400));
+        assert_eq!(sets.bounding, 0x1ff_ffff_ffff);
+        assert!(sets.no_new_privs);
+        assert_eq!(Sets::parse("CapEff:\t0\n"), None);
+    }
+
+    #[test]
+    fn names_are_given() {
+        assert_eq!(
+            names(AF_XDP),
+            "CAP_NET_ADMIN, CAP_NET_RAW, CAP_IPC_LOCK, CAP_BPF"
+        );
+        assert_eq!(names(1 << 10), "capability 10");
+        assert_eq!(names(0), "none");
+    }
+
+    /// In a child process of its own (the drop is for good, and for one
+    /// thread): as root, every set is emptied, the bounding set too; with
+    /// `keep`, those stay, ambient included.
+    #[test]
+    fn a_drop_leaves_nothing_but_what_is_kept() {
+        if Sets::of_this_process().unwrap().effective & (1 << CAP_SETPCAP) == 0 {
+            eprintln!("skipped: needs CAP_SETPCAP (root)");
+            return;
+        }
+        for keep in [0, AF_XDP] {
+            // SAFETY: the child only makes system calls and exits.
+            let pid = unsafe { libc::fork() };
+            assert!(pid >= 0);
+            if pid == 0 {
+                let code = match drop_all_but(keep) {
+                    Ok(dropped) if dropped.kept == keep && dropped.bounding_emptied => {
+                        let sets = Sets::of_this_process().unwrap();
+                        if sets.bounding == keep && sets.ambient == keep {
+                            0
+                        } else {
+                            2
+                        }
+                    }
+                    _ => 1,
+                };
+                // SAFETY: ends the child without running the parent's
+                // destructors.
+                unsafe { libc::_exit(code) };
+            }
+            let mut status = 0;
+            // SAFETY: waits for our own child.
+            assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+            assert!(
+                libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+                "keep {keep:#x}: {status:#x}"
+            );
+        }
+    }
+}
