@@ -19,20 +19,34 @@
 //! the empty sets.
 //!
 //! `keep` spares a set: AF_XDP's four on a kernel that cannot hand its
-//! sockets over (before Linux 6.4), where the successor must attach again.
-//! They stay effective, permitted, inheritable and ambient, so that the
-//! successor inherits them through execve.
+//! sockets over (before Linux 6.4), where the successor must attach again;
+//! `ROOT_FILES` for a tracker that serves as root. They stay effective,
+//! permitted, inheritable and ambient, so that the successor inherits them
+//! through execve.
 
 use std::io;
 
 /// A set of capabilities, one bit per capability (linux/capability.h).
 pub type Caps = u64;
 
+pub const CAP_CHOWN: u32 = 0;
+pub const CAP_DAC_OVERRIDE: u32 = 1;
+pub const CAP_DAC_READ_SEARCH: u32 = 2;
+pub const CAP_FOWNER: u32 = 3;
 pub const CAP_SETPCAP: u32 = 8;
+pub const CAP_NET_BIND_SERVICE: u32 = 10;
 pub const CAP_NET_ADMIN: u32 = 12;
 pub const CAP_NET_RAW: u32 = 13;
 pub const CAP_IPC_LOCK: u32 = 14;
 pub const CAP_BPF: u32 = 39;
+
+/// What a tracker that serves as root (`privileges.allow_root`) keeps of
+/// root's: its files' access and ownership, as root has them (the access
+/// list and the state file it writes keep their owner and mode, and files
+/// of other users that root reads stay readable). Nothing of the network,
+/// the kernel or other processes.
+pub const ROOT_FILES: Caps =
+    1 << CAP_CHOWN | 1 << CAP_DAC_OVERRIDE | 1 << CAP_DAC_READ_SEARCH | 1 << CAP_FOWNER;
 
 /// What AF_XDP needs to attach.
 pub const AF_XDP: Caps = 1 << CAP_NET_ADMIN | 1 << CAP_NET_RAW | 1 << CAP_IPC_LOCK | 1 << CAP_BPF;
@@ -43,7 +57,12 @@ pub fn names(caps: Caps) -> String {
     if caps.count_ones() > 8 {
         return format!("{} capabilities ({caps:#x})", caps.count_ones());
     }
-    const NAMES: [(u32, &str); 5] = [
+    const NAMES: [(u32, &str); 10] = [
+        (CAP_CHOWN, "CAP_CHOWN"),
+        (CAP_DAC_OVERRIDE, "CAP_DAC_OVERRIDE"),
+        (CAP_DAC_READ_SEARCH, "CAP_DAC_READ_SEARCH"),
+        (CAP_FOWNER, "CAP_FOWNER"),
+        (CAP_NET_BIND_SERVICE, "CAP_NET_BIND_SERVICE"),
         (CAP_SETPCAP, "CAP_SETPCAP"),
         (CAP_NET_ADMIN, "CAP_NET_ADMIN"),
         (CAP_NET_RAW, "CAP_NET_RAW"),

@@ -326,19 +326,32 @@ fn give_up_root(host: &HostPlan) -> Result<(), String> {
 
 /// Gives up every capability (`capabilities`), but those a successor
 /// needs to attach AF_XDP again where the kernel cannot hand the sockets
-/// over, and CAP_IPC_LOCK where the locked-memory limit would not hold the
+/// over, CAP_IPC_LOCK where the locked-memory limit would not hold the
 /// workers' io_uring buffers without it (io_uring charges them to a process
-/// without it, root too).
+/// without it, root too), and root's access to files where the tracker
+/// serves as root.
 fn drop_capabilities(attached: Option<&xdp::Attached>, host: &HostPlan) -> Result<(), String> {
-    let mut keep = 0;
+    let mut keep: Vec<(capabilities::Caps, &str)> = Vec::new();
+    if host.privileges.serves_as_root(host.euid) {
+        keep.push((
+            capabilities::ROOT_FILES,
+            "root's access to files, as it serves as root",
+        ));
+    }
     if attached.is_some_and(|a| !a.handable()) {
-        keep |= capabilities::AF_XDP;
+        keep.push((
+            capabilities::AF_XDP,
+            "AF_XDP's, for a successor that attaches again (before Linux 6.4)",
+        ));
     }
     let need = host.placements.len() as u64 * host::MEMLOCK_PER_WORKER;
     if host::memlock_limit().is_some_and(|limit| limit < need) {
-        keep |= 1 << capabilities::CAP_IPC_LOCK;
+        keep.push((
+            1 << capabilities::CAP_IPC_LOCK,
+            "io_uring's buffers past the locked-memory limit",
+        ));
     }
-    let dropped = capabilities::drop_all_but(keep)?;
+    let dropped = capabilities::drop_all_but(keep.iter().fold(0, |all, (caps, _)| all | caps))?;
     if dropped.before == 0 {
         return Ok(());
     }
@@ -348,17 +361,18 @@ fn drop_capabilities(attached: Option<&xdp::Attached>, host: &HostPlan) -> Resul
         " (the bounding set is the service manager's: no_new_privs keeps an execve from \
          gaining any)"
     };
+    let given_up = capabilities::names(dropped.before & !dropped.kept);
     if dropped.kept == 0 {
-        info!(
-            "capabilities given up: {} (none held from here on){bounding}",
-            capabilities::names(dropped.before)
-        );
+        info!("capabilities given up: {given_up}; none held from here on{bounding}");
     } else {
+        let kept: Vec<String> = keep
+            .iter()
+            .filter(|(caps, _)| caps & dropped.kept != 0)
+            .map(|(caps, why)| format!("{} ({why})", capabilities::names(caps & dropped.kept)))
+            .collect();
         info!(
-            "capabilities given up: {}; kept: {} (for a successor that attaches AF_XDP again, \
-             or for io_uring's locked memory past the limit){bounding}",
-            capabilities::names(dropped.before & !dropped.kept),
-            capabilities::names(dropped.kept)
+            "capabilities given up: {given_up}; kept: {}{bounding}",
+            kept.join("; ")
         );
     }
     Ok(())
