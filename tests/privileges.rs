@@ -103,6 +103,19 @@ fn chroots_before_dropping() {
     assert!(connect_answers(&tracker));
     let root = std::fs::read_link(format!("/proc/{}/root", tracker.pid())).unwrap();
     assert_eq!(root, dir);
+    // No capability held, none to be gained by an execve, and no /proc in
+    // the chroot to read its own by: the drop reads them from the kernel.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", tracker.pid())).unwrap();
+    for want in [
+        "CapInh:\t0000000000000000",
+        "CapPrm:\t0000000000000000",
+        "CapEff:\t0000000000000000",
+        "CapBnd:\t0000000000000000",
+        "CapAmb:\t0000000000000000",
+        "NoNewPrivs:\t1",
+    ] {
+        assert!(status.contains(want), "{want:?} not in:\n{status}");
+    }
     drop(tracker);
     let _ = std::fs::remove_dir(&dir);
 }

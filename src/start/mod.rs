@@ -307,6 +307,9 @@ fn give_up_root(host: &HostPlan) -> Result<(), String> {
         return Ok(());
     };
     workers::topology()?;
+    // The change of user takes CAP_SETPCAP with the rest: the bounding set
+    // is emptied first, so that the user's process can gain nothing back.
+    capabilities::empty_bounding_set(0)?;
     privileges::drop_privileges(identity, chroot.as_deref())?;
     // What root was allowed, the user may not be (the io_uring sysctl
     // admits root by its capability): asked again as the user.
