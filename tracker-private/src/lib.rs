@@ -23,6 +23,7 @@
 //!   unregistered info-hashes noted per hour.
 //! - [`client`], [`client_name`]: the client's own checks (user agent,
 //!   port), and the name a client without a user agent (UDP) is known by.
+//! - [`gazelle`]: Gazelle sites (Ocelot's): their calls to the tracker.
 
 mod account;
 mod announce;
@@ -34,6 +35,7 @@ pub mod change;
 pub mod client;
 pub mod client_name;
 pub mod codec;
+pub mod gazelle;
 pub mod ledger;
 pub mod lists;
 pub mod quota;
