@@ -49,6 +49,8 @@ mod user_table;
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]
+mod ocelot_model;
+#[cfg(test)]
 mod testing;
 #[cfg(test)]
 mod unit3d_model;
