@@ -164,6 +164,10 @@ pub struct Dropped {
     /// Whether the bounding set was emptied too (else `no_new_privs` alone
     /// keeps an execve from gaining any).
     pub bounding_emptied: bool,
+    /// capset(2) was refused with EPERM, which lowering never is but by a
+    /// system-call filter (a unit's `SystemCallFilter=~@privileged`
+    /// without `capset`): `kept` is then all that was held.
+    pub capset_refused: bool,
 }
 
 /// Gives up every capability but those of `keep` that the process holds
@@ -192,7 +196,19 @@ pub fn drop_all_but(keep: Caps) -> Result<Dropped, String> {
             io::Error::last_os_error()
         ));
     }
-    capset(kept).map_err(|e| format!("cannot drop the capabilities (capset): {e}"))?;
+    match capset(kept) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            set_no_new_privs()?;
+            return Ok(Dropped {
+                before: before.permitted,
+                kept: before.permitted,
+                bounding_emptied: false,
+                capset_refused: true,
+            });
+        }
+        Err(e) => return Err(format!("cannot drop the capabilities (capset): {e}")),
+    }
     for cap in 0..64 {
         if kept & (1 << cap) == 0 {
             continue;
@@ -215,13 +231,7 @@ pub fn drop_all_but(keep: Caps) -> Result<Dropped, String> {
             ));
         }
     }
-    // SAFETY: prctl with plain integers.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return Err(format!(
-            "cannot set no_new_privs: {}",
-            io::Error::last_os_error()
-        ));
-    }
+    set_no_new_privs()?;
     let after = Sets::of_this_process()
         .map_err(|e| format!("cannot read the capabilities after dropping them: {e}"))?;
     let left = [
@@ -240,7 +250,20 @@ pub fn drop_all_but(keep: Caps) -> Result<Dropped, String> {
         before: before.permitted,
         kept,
         bounding_emptied: after.bounding & !kept == 0,
+        capset_refused: false,
     })
+}
+
+/// No execve of this process or its children gains a privilege.
+fn set_no_new_privs() -> Result<(), String> {
+    // SAFETY: prctl with plain integers.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(format!(
+            "cannot set no_new_privs: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }
 
 /// Empties the bounding set but for `keep` (needs CAP_SETPCAP): no execve

@@ -358,6 +358,15 @@ fn drop_capabilities(attached: Option<&xdp::Attached>, host: &HostPlan) -> Resul
     if dropped.before == 0 {
         return Ok(());
     }
+    if dropped.capset_refused {
+        warn!(
+            "capabilities not given up: the system-call filter refuses capset (a unit of a \
+             version before this one denies it with @privileged: add \
+             SystemCallFilter=capset, as deploy/tracker.service does); the tracker keeps {}",
+            capabilities::names(dropped.kept)
+        );
+        return Ok(());
+    }
     let bounding = if dropped.bounding_emptied {
         ""
     } else {
