@@ -5,9 +5,16 @@
 //! - [`request`]: Gazelle's `update` and `report` calls, parsed as Ocelot
 //!   reads them; the deletion reasons and the refusal body clients and
 //!   Gazelle read.
+//! - [`site`]: what the site tells the tracker (users, torrents, tokens,
+//!   the client whitelist, deletions), read at start and changed by those
+//!   calls.
 
 pub mod request;
 #[cfg(test)]
 mod request_tests;
+pub mod site;
+#[cfg(test)]
+mod site_tests;
 
 pub use request::{parse_report, parse_update, LeechType, Report, Update};
+pub use site::{Applied, GazelleRecords, GazelleSite, GazelleTorrent, GazelleUser};

@@ -37,13 +37,24 @@ pub enum LeechType {
 }
 
 impl LeechType {
-    /// Ocelot's reading of a `freetorrent` value (`torrents.FreeTorrent`
-    /// too): only `0` and `1` are what they say.
-    pub fn from_ocelot(value: &[u8]) -> LeechType {
+    /// Ocelot's reading of an update's `freetorrent`: only `0` and `1` are
+    /// what they say, anything else (a missing value too) is neutral.
+    pub fn from_update(value: &[u8]) -> LeechType {
         match value {
             b"0" => LeechType::Normal,
             b"1" => LeechType::Free,
             _ => LeechType::Neutral,
+        }
+    }
+
+    /// Ocelot's reading of the `torrents.FreeTorrent` column at a load
+    /// (`db.cpp:125-131`): `1` free, `2` neutral, anything else normal, the
+    /// other way round from [`LeechType::from_update`].
+    pub fn from_column(value: &[u8]) -> LeechType {
+        match value {
+            b"1" => LeechType::Free,
+            b"2" => LeechType::Neutral,
+            _ => LeechType::Normal,
         }
     }
 }
@@ -270,7 +281,7 @@ fn passkey(params: &Params<'_>, field: &'static str) -> Result<Passkey, Invalid>
 
 fn parse_update_action(params: &Params<'_>) -> Result<Update, Invalid> {
     let hash = || info_hash(params).ok_or(("info_hash", NOT_AN_INFO_HASH));
-    let leech = || LeechType::from_ocelot(params.text("freetorrent"));
+    let leech = || LeechType::from_update(params.text("freetorrent"));
     let user_id = |field| id(params.text(field)).ok_or((field, NOT_AN_ID));
     Ok(match params.text("action") {
         b"change_passkey" => Update::ChangePasskey {
