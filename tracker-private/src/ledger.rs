@@ -33,6 +33,7 @@
 //! `stopped` and by [`Ledger::expire_some`].
 
 use crate::account::{Account, Pick, Swarm};
+use crate::admission::{Admission, SiteRules};
 pub use crate::announce::{LedgerConfig, PrivateAnnounce};
 use crate::batch::{
     reported, within_upload_bound, Batch, Claim, HistoryMark, PeerEntry, PeerKey, PeerRow, Point,
@@ -40,9 +41,9 @@ use crate::batch::{
 };
 use crate::lists::{ListKind, ListRates};
 use crate::quota::UnregisteredQuota;
-use crate::refusal::{check, Refusal};
-use crate::rules::{self, Factors};
-use crate::site::{Site, TorrentId, UserId};
+use crate::refusal::Refusal;
+use crate::rules::Factors;
+use crate::site::{TorrentId, UserId};
 use crate::slots::LeechingCounts;
 use ahash::AHashMap;
 use std::collections::BTreeSet;
@@ -195,7 +196,7 @@ impl Ledger {
     /// database has one; it changes nothing here.
     pub fn announce(
         &mut self,
-        site: &Site,
+        site: &impl SiteRules,
         a: &PrivateAnnounce,
         now_us: u64,
         peers: &mut AnswerPeers,
@@ -203,8 +204,15 @@ impl Ledger {
         let family = IpFamily::of(a.ip);
         peers.reset(family);
         let now_secs = now_us / MICROS;
-        let (user, group, torrent) = match check(site, a) {
-            Ok(checked) => checked,
+        let Admission {
+            user: user_id,
+            torrent: torrent_id,
+            factors,
+            immune,
+            download_slots,
+            snatched,
+        } = match site.admit(a) {
+            Ok(admitted) => admitted,
             Err(refusal) => {
                 if matches!(refusal, Refusal::InfoHashNotFound | Refusal::TorrentDeleted) {
                     self.note_unregistered(site, a, now_secs);
@@ -213,15 +221,15 @@ impl Ledger {
             }
         };
         let key = PeerKey {
-            user_id: user.id,
-            torrent_id: torrent.id,
+            user_id,
+            torrent_id,
             peer_id: a.peer_id,
         };
         let stopped = a.event == AnnounceEvent::Stopped;
-        let swarm = self.swarms.get(&torrent.id);
-        let previous = swarm.and_then(|s| s.get(user.id, &a.peer_id)).copied();
+        let swarm = self.swarms.get(&torrent_id);
+        let previous = swarm.and_then(|s| s.get(user_id, &a.peer_id)).copied();
         let listed_before = swarm.map_or((0, 0), |s| (s.seeders(), s.leechers()));
-        let held = swarm.map(|s| s.user(user.id)).unwrap_or_default();
+        let held = swarm.map(|s| s.user(user_id)).unwrap_or_default();
         let max = self.config.max_peers_per_torrent_per_user;
         if previous.is_none() && !stopped {
             // UNIT3D-Announce's limit counts the user's visible peers only.
@@ -234,8 +242,6 @@ impl Ledger {
                 return Err(Refusal::TrackerFull);
             }
         }
-        let factors = Factors::of(site, user, group, torrent);
-        let immune = rules::immune(site, user, group);
         let seeder = a.left == 0;
 
         // Download slots: a new leecher past its user's slots is accounted
@@ -252,8 +258,8 @@ impl Ledger {
         };
         let mut hidden = false;
         if let (Some(counts), Slot::Take) = (&self.slots, slot) {
-            if let Some(slots) = group.download_slots {
-                hidden = !counts.try_take(user.id, slots);
+            if let Some(slots) = download_slots {
+                hidden = !counts.try_take(user_id, slots);
             }
         }
         // Hidden leechers are bounded apart, by the same number: they hold
@@ -266,8 +272,8 @@ impl Ledger {
         if let Some(counts) = &self.slots {
             match slot {
                 // Taken above where the group has slots.
-                Slot::Take if group.download_slots.is_none() => counts.change(user.id, true),
-                Slot::Give => counts.change(user.id, false),
+                Slot::Take if download_slots.is_none() => counts.change(user_id, true),
+                Slot::Give => counts.change(user_id, false),
                 _ => {}
             }
         }
@@ -309,12 +315,12 @@ impl Ledger {
         } else {
             StepKind::Announce
         };
-        let swarm = self.swarms.entry(torrent.id).or_default();
+        let swarm = self.swarms.entry(torrent_id).or_default();
         let mut flagged = false;
         let mut seeded_until_us = 0;
         let mut first_snatch = false;
         if let Some(old) = &previous {
-            let on = swarm.users.entry(user.id).or_default();
+            let on = swarm.users.entry(user_id).or_default();
             // The upload-rate bound, over the real time since the peer's
             // previous announce, after what the user's other peers on this
             // torrent were credited: announcing faster gains nothing.
@@ -339,7 +345,7 @@ impl Ledger {
         // `completed` (as the flush counts `times_completed`).
         let completes = completed || (a.event == AnnounceEvent::Completed && seeder && !stopped);
         if completes {
-            let on = swarm.users.entry(user.id).or_default();
+            let on = swarm.users.entry(user_id).or_default();
             first_snatch = !std::mem::replace(&mut on.completed, true);
         }
 
@@ -357,15 +363,15 @@ impl Ledger {
         };
         if stopped {
             if previous.is_some() {
-                swarm.remove(user.id, &a.peer_id);
+                swarm.remove(user_id, &a.peer_id);
             }
-            swarm.forget_user_if_gone(user.id);
+            swarm.forget_user_if_gone(user_id);
         } else {
-            swarm.put(user.id, a.peer_id, account, previous.is_some());
+            swarm.put(user_id, a.peer_id, account, previous.is_some());
             self.by_time.insert((now_secs, key));
             self.accounts += 1;
         }
-        let user_still_active = !stopped || swarm.user(user.id).peers() > 0;
+        let user_still_active = !stopped || swarm.user(user_id).peers() > 0;
         let (seeders, leechers) = (swarm.seeders(), swarm.leechers());
         self.listed = moved(self.listed, listed_before, (seeders, leechers));
         // Lists are counted as UNIT3D-Announce counts them: only for an
@@ -377,16 +383,16 @@ impl Ledger {
         if let Some(lists) = self.lists.as_deref().filter(|_| answered) {
             let others_leeching = leechers.saturating_sub(u32::from(!seeder));
             if !seeder && seeders > 0 {
-                seed_list_refused = !lists.take(user.id, ListKind::Seeders, now_secs);
+                seed_list_refused = !lists.take(user_id, ListKind::Seeders, now_secs);
             }
             if others_leeching > 0 {
-                leech_list_refused = !lists.take(user.id, ListKind::Leechers, now_secs);
+                leech_list_refused = !lists.take(user_id, ListKind::Leechers, now_secs);
             }
         }
         if answered {
             swarm.pick(
                 Pick {
-                    user: user.id,
+                    user: user_id,
                     family,
                     want: usize::try_from(a.numwant).unwrap_or(usize::MAX),
                     seeders: !seeder && !seed_list_refused,
@@ -397,14 +403,14 @@ impl Ledger {
             );
         }
         if swarm.is_empty() {
-            self.swarms.remove(&torrent.id);
+            self.swarms.remove(&torrent_id);
         }
 
         if flagged {
             self.flagged += 1;
         }
         if first_snatch {
-            *self.snatches.entry(torrent.id).or_insert(0) += 1;
+            *self.snatches.entry(torrent_id).or_insert(0) += 1;
         }
         let step = Step {
             point,
@@ -415,7 +421,7 @@ impl Ledger {
         };
         let rules = self.config.credit_rules();
         let state = point.state;
-        let pair = (user.id, torrent.id);
+        let pair = (user_id, torrent_id);
         let mut claim = Claim::of(previous.map(|old| old.point), step);
         if previous.is_none() {
             // What the user's client reported on the torrent before, not
@@ -459,17 +465,15 @@ impl Ledger {
         );
 
         Ok(Admitted {
-            user_id: user.id,
-            torrent_id: torrent.id,
+            user_id,
+            torrent_id,
             seeders,
             leechers,
             hidden,
             new_peer: previous.is_none(),
             seeder,
             completed,
-            times_completed: torrent
-                .times_completed
-                .saturating_add(self.snatches(torrent.id)),
+            times_completed: snatched.saturating_add(self.snatches(torrent_id)),
             flagged,
             too_soon,
             seed_list_refused,
@@ -479,9 +483,9 @@ impl Ledger {
 
     /// Notes that the user of `a`'s passkey, if there is one, announced an
     /// info-hash the site does not serve, within the batch's bound.
-    fn note_unregistered(&mut self, site: &Site, a: &PrivateAnnounce, now_secs: u64) {
+    fn note_unregistered(&mut self, site: &impl SiteRules, a: &PrivateAnnounce, now_secs: u64) {
         let max = self.config.max_unregistered_per_batch;
-        let Some(user_id) = site.passkey_user_id(&a.passkey).filter(|_| max > 0) else {
+        let Some(user_id) = site.user_of(&a.passkey).filter(|_| max > 0) else {
             return;
         };
         let key = (user_id, a.info_hash);

@@ -1,7 +1,7 @@
 use super::*;
 use crate::batch::UnregisteredRow;
 use crate::settle::Settled;
-use crate::site::{SiteRecords, Torrent, TorrentStatus};
+use crate::site::{Site, SiteRecords, Torrent, TorrentStatus};
 use crate::testing::{self, announce, group, hash, peer, site, torrent, user, Admit, MemoryDb};
 use crate::GlobalFactors;
 

@@ -26,6 +26,7 @@
 //! - [`gazelle`]: Gazelle sites (Ocelot's): their calls to the tracker.
 
 mod account;
+pub mod admission;
 mod announce;
 pub mod answer;
 pub mod api;
@@ -55,6 +56,7 @@ mod testing;
 #[cfg(test)]
 mod unit3d_model;
 
+pub use admission::{Admission, SiteRules};
 pub use answer::{stats_json, torrent_json, user_json, ApiStats, TorrentCounts, UserCounts};
 pub use api::{parse_api_request, status_of, ApiError, ApiRequest};
 pub use batch::{

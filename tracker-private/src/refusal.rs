@@ -1,8 +1,10 @@
 //! Why an announce is refused, in UNIT3D-Announce's exact words, so that a
 //! site's users see the messages their site's help pages describe.
 
+use crate::admission::{Admission, SiteRules};
 use crate::announce::PrivateAnnounce;
-use crate::site::{Group, Site, Torrent, TorrentStatus, User};
+use crate::rules::{self, Factors};
+use crate::site::{Group, Passkey, Site, Torrent, TorrentStatus, User, UserId};
 use std::borrow::Cow;
 use std::fmt;
 
@@ -147,6 +149,26 @@ impl fmt::Display for Refusal {
 /// what its staff has not yet approved. Here a passkey that may not
 /// announce is refused alike whatever the info-hash; the words are still
 /// UNIT3D-Announce's, and differ from its only where two things are wrong.
+impl SiteRules for Site {
+    /// UNIT3D-Announce's checks in its order ([`check`]), then the factors
+    /// of the user's group, the torrent and the site ([`Factors::of`]).
+    fn admit(&self, a: &PrivateAnnounce) -> Result<Admission, Refusal> {
+        let (user, group, torrent) = check(self, a)?;
+        Ok(Admission {
+            user: user.id,
+            torrent: torrent.id,
+            factors: Factors::of(self, user, group, torrent),
+            immune: rules::immune(self, user, group),
+            download_slots: group.download_slots,
+            snatched: torrent.times_completed,
+        })
+    }
+
+    fn user_of(&self, passkey: &Passkey) -> Option<UserId> {
+        self.passkey_user_id(passkey)
+    }
+}
+
 pub(crate) fn check<'s>(
     site: &'s Site,
     a: &PrivateAnnounce,

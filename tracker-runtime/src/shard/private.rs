@@ -128,7 +128,7 @@ impl Shard {
         // bounce its count's cache line between every worker's CPU.
         let mut site = private.site.borrow_mut();
         let admitted = private.ledger.borrow_mut().announce(
-            site.get(),
+            site.get().as_ref(),
             &req.account,
             clock::unix_micros(),
             peers,
