@@ -191,7 +191,11 @@ impl TakeOver {
             return Err(fail(io::ErrorKind::UnexpectedEof.into()));
         }
         StateFile::parse(&bytes).map_err(|e| fail(io::Error::other(e.to_string())))?;
-        before_ok()?;
+        if let Err(e) = before_ok() {
+            // Told, so that its log says why (it kills this one at once).
+            let _ = (&self.stream).write_all(format!("failed {}\n", one_line(&e)).as_bytes());
+            return Err(e);
+        }
         if let Some(file) = pid_file {
             name_self_unless_kept(file);
         }
@@ -223,6 +227,23 @@ fn name_self_unless_kept(file: &PidFile) {
             file.path().display()
         ),
     }
+}
+
+/// `text` on one line that the other side's `read_line` takes whole: line
+/// breaks as spaces, within 240 bytes (cut at a character's boundary).
+fn one_line(text: &str) -> String {
+    let mut line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if line.len() > 240 {
+        let mut end = 240;
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        line.truncate(end);
+    }
+    line
 }
 
 /// Whether a process `pid` runs (of any user).

@@ -38,6 +38,7 @@ pub const CAP_NET_BIND_SERVICE: u32 = 10;
 pub const CAP_NET_ADMIN: u32 = 12;
 pub const CAP_NET_RAW: u32 = 13;
 pub const CAP_IPC_LOCK: u32 = 14;
+pub const CAP_PERFMON: u32 = 38;
 pub const CAP_BPF: u32 = 39;
 
 /// What a tracker that serves as root (`privileges.allow_root`) keeps of
@@ -51,13 +52,19 @@ pub const ROOT_FILES: Caps =
 /// What AF_XDP needs to attach.
 pub const AF_XDP: Caps = 1 << CAP_NET_ADMIN | 1 << CAP_NET_RAW | 1 << CAP_IPC_LOCK | 1 << CAP_BPF;
 
+/// What a successor needs to attach AF_XDP again: the four, and
+/// CAP_PERFMON, without which Linux 5.10's verifier refuses the program's
+/// packet-bounds comparisons ("pointer comparison prohibited"; 6.1 takes
+/// them), where the process holds it.
+pub const AF_XDP_AGAIN: Caps = AF_XDP | 1 << CAP_PERFMON;
+
 /// The names of the capabilities in `caps`, for a message; a set of more
 /// than a few (root's) by its count and mask.
 pub fn names(caps: Caps) -> String {
     if caps.count_ones() > 8 {
         return format!("{} capabilities ({caps:#x})", caps.count_ones());
     }
-    const NAMES: [(u32, &str); 10] = [
+    const NAMES: [(u32, &str); 11] = [
         (CAP_CHOWN, "CAP_CHOWN"),
         (CAP_DAC_OVERRIDE, "CAP_DAC_OVERRIDE"),
         (CAP_DAC_READ_SEARCH, "CAP_DAC_READ_SEARCH"),
@@ -67,6 +74,7 @@ pub fn names(caps: Caps) -> String {
         (CAP_NET_ADMIN, "CAP_NET_ADMIN"),
         (CAP_NET_RAW, "CAP_NET_RAW"),
         (CAP_IPC_LOCK, "CAP_IPC_LOCK"),
+        (CAP_PERFMON, "CAP_PERFMON"),
         (CAP_BPF, "CAP_BPF"),
     ];
     let mut named: Vec<String> = Vec::new();

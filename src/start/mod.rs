@@ -343,7 +343,7 @@ fn drop_capabilities(attached: Option<&xdp::Attached>, host: &HostPlan) -> Resul
     }
     if attached.is_some_and(|a| !a.handable()) {
         keep.push((
-            capabilities::AF_XDP,
+            capabilities::AF_XDP_AGAIN,
             "AF_XDP's, for a successor that attaches again (before Linux 6.4)",
         ));
     }

@@ -387,8 +387,17 @@ pub fn attach(
             fallback: Fallback::Pass,
         })
         .map_err(|e| format!("udp.xdp: {name}: {e}"))?;
-        let program = bpf::load_xdp(&program, "tracker_udp")
-            .map_err(|e| format!("udp.xdp: the kernel refused the XDP program for {name}: {e}"))?;
+        let program = bpf::load_xdp(&program, "tracker_udp").map_err(|e| {
+            // Linux 5.10's verifier takes packet-bounds comparisons only
+            // from a process with CAP_PERFMON (or CAP_SYS_ADMIN).
+            let hint = if e.to_string().contains("pointer comparison prohibited") {
+                " (this kernel's verifier needs CAP_PERFMON too: add it beside the other four, \
+                 as deploy/tracker.service.d/xdp.conf.example says)"
+            } else {
+                ""
+            };
+            format!("udp.xdp: the kernel refused the XDP program for {name}: {e}{hint}")
+        })?;
         for (n, &queue) in plan.queues.iter().enumerate() {
             let socket = XskConfig {
                 ifindex: plan.ifindex,
@@ -407,8 +416,9 @@ pub fn attach(
                 if let Err(e) = xsk.check_remap() {
                     info!(
                         "AF_XDP: a successor cannot take this kernel's AF_XDP sockets over \
-                         ({e}): a hand-over attaches again, and the tracker keeps {} for it",
-                        capabilities::names(capabilities::AF_XDP)
+                         ({e}): a hand-over attaches again, and the tracker keeps {} (those it \
+                         holds) for it",
+                        capabilities::names(capabilities::AF_XDP_AGAIN)
                     );
                     attached.handable = false;
                 }
