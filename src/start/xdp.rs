@@ -391,8 +391,8 @@ pub fn attach(
             // Linux 5.10's verifier takes packet-bounds comparisons only
             // from a process with CAP_PERFMON (or CAP_SYS_ADMIN).
             let hint = if e.to_string().contains("pointer comparison prohibited") {
-                " (this kernel's verifier needs CAP_PERFMON too: add it beside the other four, \
-                 as deploy/tracker.service.d/xdp.conf.example says)"
+                " (this kernel's verifier needs CAP_PERFMON too, which \
+                 deploy/tracker.service.d/xdp.conf.example grants)"
             } else {
                 ""
             };
