@@ -175,6 +175,10 @@ pub struct HttpConfig {
     pub insecure: bool,
     /// PEM file of CAs to trust for https (default: the system's bundle).
     pub ca: Option<PathBuf>,
+    /// Private: the passkey first in the path, `/{passkey}/announce?...` and
+    /// `/{passkey}/scrape?...` (Ocelot's form, for Gazelle sites), instead of
+    /// `/announce/{passkey}?...`. Needs `traffic.passkeys`.
+    pub passkey_first: bool,
     pub mix: HttpMix,
 }
 
@@ -184,6 +188,7 @@ impl Default for HttpConfig {
             connections_per_worker: 32,
             insecure: false,
             ca: None,
+            passkey_first: false,
             mix: HttpMix::default(),
         }
     }
@@ -424,6 +429,9 @@ impl Config {
         if self.http.connections_per_worker == 0 {
             return Err("`http.connections_per_worker` must be at least 1".into());
         }
+        if self.http.passkey_first && self.traffic.passkeys.is_none() {
+            return Err("`http.passkey_first` needs `traffic.passkeys`".into());
+        }
         if self.ws.connections == 0 {
             return Err("`ws.connections` must be at least 1".into());
         }
@@ -504,6 +512,7 @@ mod tests {
             connections_per_worker = 8
             insecure = true
             ca = "ca.pem"
+            passkey_first = true
             [http.mix]
             announce = 5
             scrape = 6
@@ -561,6 +570,7 @@ mod tests {
         assert_eq!(config.http.connections_per_worker, 8);
         assert!(config.http.insecure);
         assert_eq!(config.http.ca, Some(PathBuf::from("ca.pem")));
+        assert!(config.http.passkey_first);
         assert_eq!(
             config.http.mix,
             HttpMix {

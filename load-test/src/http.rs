@@ -45,6 +45,8 @@ struct Plan {
     duration_ns: u64,
     timeout: Duration,
     seed: u64,
+    /// Private: `/{passkey}/announce` rather than `/announce/{passkey}`.
+    passkey_first: bool,
 }
 
 pub fn run(config: &Config) -> Result<Summary, String> {
@@ -89,6 +91,7 @@ pub fn run(config: &Config) -> Result<Summary, String> {
         duration_ns: (config.duration_secs * 1e9) as u64,
         timeout: Duration::from_millis(config.timeout_ms),
         seed: config.seed,
+        passkey_first: config.http.passkey_first,
     });
     let url = config.target.clone().unwrap_or_default();
     let mode = match config.rate {
@@ -260,7 +263,8 @@ async fn connection_loop(plan: Arc<Plan>, env: Rc<WorkerEnv>, stats: Rc<RefCell<
     let source = c % plan.model.sources();
     let local_ip = source_ip(plan.target.addr, c);
     let mut conn = Conn {
-        session: HttpSession::new(plan.target.clone(), source, local_ip, plan.mix.clone()),
+        session: HttpSession::new(plan.target.clone(), source, local_ip, plan.mix.clone())
+            .with_passkey_first(plan.passkey_first),
         rng: Rng::new(plan.seed ^ (u64::from(c) << 32) ^ 0x5a5a),
         request: Vec::with_capacity(1024),
         buf: vec![0; 16 << 10],

@@ -187,6 +187,8 @@ pub struct HttpSession {
     mix: Weighted<2>,
     pending: Option<Pending>,
     scrape: [InfoHash; MAX_SCRAPE],
+    /// The passkey first in the path (Ocelot's form).
+    passkey_first: bool,
 }
 
 /// Most compact IPv4 peers an HTTP answer may carry when the tracker's default
@@ -202,6 +204,22 @@ impl HttpSession {
             mix,
             pending: None,
             scrape: [InfoHash::default(); MAX_SCRAPE],
+            passkey_first: false,
+        }
+    }
+
+    /// Private requests with the passkey first, `/{passkey}/announce?...`
+    /// (Ocelot's form), when `on`; else `/announce/{passkey}?...`.
+    pub fn with_passkey_first(mut self, on: bool) -> Self {
+        self.passkey_first = on;
+        self
+    }
+
+    fn insert_passkey(&self, out: &mut Vec<u8>, start: usize, passkey: &private::Passkey) {
+        if self.passkey_first {
+            private::insert_passkey_first(out, start, passkey);
+        } else {
+            private::insert_passkey(out, start, passkey);
         }
     }
 
@@ -256,7 +274,7 @@ impl HttpSession {
                     },
                 );
                 if let Some(passkey) = model.passkey(&plan.peer) {
-                    private::insert_passkey(out, start, passkey);
+                    self.insert_passkey(out, start, passkey);
                 }
             }
             _ => {
@@ -269,7 +287,7 @@ impl HttpSession {
                 if model.has_passkeys() {
                     let peer = model.peer_on_source(rng, self.source);
                     if let Some(passkey) = model.passkey(&peer) {
-                        private::insert_passkey(out, start, passkey);
+                        self.insert_passkey(out, start, passkey);
                     }
                 }
             }

@@ -200,6 +200,11 @@ struct RunArgs {
     /// [key: traffic.passkeys]
     #[arg(long, value_name = "FILE")]
     passkeys: Option<PathBuf>,
+    /// HTTP, with --passkeys: the passkey first in the path,
+    /// /{passkey}/announce (Ocelot's form, for Gazelle sites).
+    /// [key: http.passkey_first]
+    #[arg(long)]
+    passkey_first: bool,
     /// A file of info-hashes, 40 hex digits a line, most popular first:
     /// the only torrents asked for (a private tracker's registered ones);
     /// their number replaces --torrents. [key: traffic.info_hashes]
@@ -338,6 +343,7 @@ impl RunArgs {
             set(&mut c.http.connections_per_worker, self.connections);
             c.http.insecure |= self.insecure;
             set(&mut c.http.ca, self.ca.clone().map(Some));
+            c.http.passkey_first |= self.passkey_first;
         }
         set(&mut c.ws.offers, self.offers);
         set(&mut c.ws.answer_share, self.answer_share);

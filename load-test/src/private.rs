@@ -2,7 +2,8 @@
 //! info-hashes it has registered (it serves no others), read from files,
 //! and where a passkey goes in a request: the path `/announce/{passkey}`
 //! over HTTP, the same path in BEP 41's URLData over UDP (as UNIT3D and
-//! UNIT3D-Announce give them out). Pure but for reading the files.
+//! UNIT3D-Announce give them out), or over HTTP `/{passkey}/announce`
+//! (Ocelot's, which Gazelle sites give out). Pure but for reading the files.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -136,6 +137,17 @@ pub fn insert_passkey(out: &mut Vec<u8>, start: usize, passkey: &Passkey) {
     segment[0] = b'/';
     segment[1..].copy_from_slice(&passkey.0);
     out.splice(at..at, segment);
+}
+
+/// Puts `passkey` first in the HTTP request target that `start..` of `out`
+/// holds, `/announce?...` (after any prefix): it becomes
+/// `/{passkey}/announce?...`, Ocelot's form (the passkey at a fixed offset,
+/// before the action), and `/scrape?...` becomes `/{passkey}/scrape?...`.
+pub fn insert_passkey_first(out: &mut Vec<u8>, start: usize, passkey: &Passkey) {
+    let mut segment = [0u8; PASSKEY_LEN + 1];
+    segment[0] = b'/';
+    segment[1..].copy_from_slice(&passkey.0);
+    out.splice(start..start, segment);
 }
 
 /// Appends BEP 41 URLData options carrying `/announce/{passkey}` to an

@@ -140,8 +140,10 @@ fn a_short_udp_run_writes_a_clean_json_summary() {
 fn bad_options_are_refused() {
     let config = temp("bad.toml");
     std::fs::write(&config, "[traffic]\ntorents = 5\n").unwrap();
-    let cases: [&[&str]; 8] = [
+    let cases: [&[&str]; 9] = [
         &["udp", "--target", "10.1.2.3:6969", "--duration", "1"],
+        // Ocelot's path form needs passkeys to put first.
+        &["http", "--target", "http://127.0.0.1:1/", "--passkey-first"],
         &["udp", "--target", "127.0.0.1:1", "--mix", "1:2"],
         &["http", "--target", "http://192.0.2.1:80/announce"],
         &["ws", "--target", "ws://192.0.2.1:80/announce"],

@@ -400,6 +400,38 @@ fn private_requests_carry_the_peers_passkey_in_the_path() {
 }
 
 #[test]
+fn passkey_first_requests_are_in_ocelots_form() {
+    let (s, model, mut rng, mut stats) = private_session();
+    let mut s = s.with_passkey_first(true);
+    let (mut announces, mut scrapes) = (0, 0);
+    for _ in 0..200 {
+        let mut out = Vec::new();
+        s.write_request(&model, &mut rng, 0, &mut out, &mut stats);
+        // Ocelot's fixed offsets: the passkey at 5..37, '/' at 37, the action.
+        assert!(
+            out.starts_with(b"GET /k0"),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
+        assert_eq!(out[37], b'/');
+        let key =
+            crate::private::Passkey::parse(std::str::from_utf8(&out[5..37]).unwrap()).unwrap();
+        if out[38..].starts_with(b"announce?") {
+            announces += 1;
+            let query_at = 38 + "announce?".len();
+            let end = query_at + out[query_at..].iter().position(|&b| b == b' ').unwrap();
+            let a = parse_announce(&out[query_at..end]).unwrap();
+            let p = model.peer_index(&a.peer_id).unwrap();
+            assert_eq!(model.passkey(&model.peer(p)), Some(&key));
+        } else {
+            assert!(out[38..].starts_with(b"scrape?"));
+            scrapes += 1;
+        }
+    }
+    assert!(announces > 50 && scrapes > 50);
+}
+
+#[test]
 fn a_pairs_totals_grow_from_announce_to_announce() {
     // One torrent, one peer: every announce is of the same pair.
     let traffic = TrafficConfig {

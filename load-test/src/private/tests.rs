@@ -78,6 +78,27 @@ fn the_passkey_goes_into_the_path_before_the_query() {
 }
 
 #[test]
+fn the_passkey_goes_first_in_ocelots_form() {
+    let key = Passkey::parse(KEY_A).unwrap();
+    let mut out = b"GET /announce?info_hash=x&port=1".to_vec();
+    insert_passkey_first(&mut out, 4, &key);
+    assert_eq!(
+        out,
+        format!("GET /{KEY_A}/announce?info_hash=x&port=1").as_bytes()
+    );
+    // Where Ocelot reads them: the passkey at bytes 5..37, a '/' at 37, the
+    // action's first letter at 38.
+    assert_eq!(&out[5..37], KEY_A.as_bytes());
+    assert_eq!((out[37], out[38]), (b'/', b'a'));
+    let mut out = b"GET /prefix/scrape?info_hash=x".to_vec();
+    insert_passkey_first(&mut out, 11, &key);
+    assert_eq!(
+        out,
+        format!("GET /prefix/{KEY_A}/scrape?info_hash=x").as_bytes()
+    );
+}
+
+#[test]
 fn url_data_carries_the_announce_path() {
     let key = Passkey::parse(KEY_B).unwrap();
     let mut out = Vec::new();
