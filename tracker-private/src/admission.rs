@@ -21,6 +21,10 @@ pub struct Admission {
     pub immune: bool,
     /// Torrents the user may leech at once; None: no limit.
     pub download_slots: Option<u32>,
+    /// What a leecher past those slots is told: it is accounted, listed to
+    /// no one and handed no peers, and answered with this (beside the
+    /// counts where [`Refusal::answers_with_counts`]).
+    pub slot_refusal: Refusal,
     /// The torrent's snatches as the site had them when the view read
     /// them; the ledgers' own since are added to them.
     pub snatched: u32,

@@ -64,6 +64,8 @@ pub struct Admitted {
     /// not listed nor counted, handed no peers; the caller answers
     /// UNIT3D-Announce's warning.
     pub hidden: bool,
+    /// What a hidden leecher is told (the site's words).
+    pub slot_refusal: Refusal,
     /// The first announce of this peer here (its credit, if any, is
     /// measured at the flush from its row in the database).
     pub new_peer: bool,
@@ -210,11 +212,12 @@ impl Ledger {
             factors,
             immune,
             download_slots,
+            slot_refusal,
             snatched,
         } = match site.admit(a) {
             Ok(admitted) => admitted,
             Err(refusal) => {
-                if matches!(refusal, Refusal::InfoHashNotFound | Refusal::TorrentDeleted) {
+                if refusal.is_unregistered() {
                     self.note_unregistered(site, a, now_secs);
                 }
                 return Err(refusal);
@@ -470,6 +473,7 @@ impl Ledger {
             seeders,
             leechers,
             hidden,
+            slot_refusal,
             new_peer: previous.is_none(),
             seeder,
             completed,

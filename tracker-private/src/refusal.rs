@@ -3,6 +3,7 @@
 
 use crate::admission::{Admission, SiteRules};
 use crate::announce::PrivateAnnounce;
+use crate::gazelle::rules::GazelleRefusal;
 use crate::rules::{self, Factors};
 use crate::site::{Group, Passkey, Site, Torrent, TorrentStatus, User, UserId};
 use std::borrow::Cow;
@@ -44,6 +45,8 @@ pub enum Refusal {
     /// as a warning beside the counts, as UNIT3D-Announce answers; over
     /// UDP, which has no warnings, as an error).
     DownloadSlotLimit,
+    /// A Gazelle site's, in Ocelot's words.
+    Gazelle(GazelleRefusal),
 }
 
 /// What a refusal counts as, for the metrics.
@@ -87,7 +90,27 @@ impl Refusal {
                     "You already have {max} peers on this torrent. Ignoring."
                 ))
             }
+            Refusal::Gazelle(refusal) => return refusal.reason(),
         })
+    }
+
+    /// Whether the refusal of a leecher past its slots, which is
+    /// accounted, is answered as a warning beside the swarm's counts
+    /// (UNIT3D-Announce's slot limit), rather than as a failure (Ocelot's
+    /// "leeching forbidden").
+    pub fn answers_with_counts(&self) -> bool {
+        !matches!(self, Refusal::Gazelle(_))
+    }
+
+    /// An info-hash the site does not serve (unknown, or deleted): noted
+    /// for the user, as UNIT3D-Announce notes it.
+    pub fn is_unregistered(&self) -> bool {
+        matches!(
+            self,
+            Refusal::InfoHashNotFound
+                | Refusal::TorrentDeleted
+                | Refusal::Gazelle(GazelleRefusal::Unregistered { .. })
+        )
     }
 
     pub fn kind(&self) -> RefusalKind {
@@ -108,6 +131,7 @@ impl Refusal {
             | Refusal::DownloadSlotLimit => RefusalKind::UserState,
             Refusal::TooManyPeers { .. } => RefusalKind::TooManyPeers,
             Refusal::TrackerFull => RefusalKind::Full,
+            Refusal::Gazelle(refusal) => refusal.kind(),
         }
     }
 
@@ -160,6 +184,7 @@ impl SiteRules for Site {
             factors: Factors::of(self, user, group, torrent),
             immune: rules::immune(self, user, group),
             download_slots: group.download_slots,
+            slot_refusal: Refusal::DownloadSlotLimit,
             snatched: torrent.times_completed,
         })
     }

@@ -5,6 +5,8 @@
 //! - [`request`]: Gazelle's `update` and `report` calls, parsed as Ocelot
 //!   reads them; the deletion reasons and the refusal body clients and
 //!   Gazelle read.
+//! - [`rules`]: an announce admitted or refused as Ocelot would, in its
+//!   words, and credited by the torrent's leech type and the user's token.
 //! - [`site`]: what the site tells the tracker (users, torrents, tokens,
 //!   the client whitelist, deletions), read at start and changed by those
 //!   calls.
@@ -12,9 +14,13 @@
 pub mod request;
 #[cfg(test)]
 mod request_tests;
+pub mod rules;
+#[cfg(test)]
+mod rules_tests;
 pub mod site;
 #[cfg(test)]
 mod site_tests;
 
 pub use request::{parse_report, parse_update, LeechType, Report, Update};
+pub use rules::GazelleRefusal;
 pub use site::{Applied, GazelleRecords, GazelleSite, GazelleTorrent, GazelleUser};

@@ -11,7 +11,7 @@ use tracker_private::lists::ListRates;
 use tracker_private::quota::UnregisteredQuota;
 use tracker_private::slots::LeechingCounts;
 use tracker_private::{
-    Batch, Ledger, LedgerConfig, PeerKey, PeerRow, Refusal, RefusalKind, Site, TorrentId, UserId,
+    Batch, Ledger, LedgerConfig, PeerKey, PeerRow, RefusalKind, Site, TorrentId, UserId,
 };
 use tracker_proto::AnnounceEvent;
 
@@ -158,11 +158,16 @@ impl Shard {
             times_completed: admitted.times_completed,
             warning,
         };
-        // A leecher past its download slots gets UNIT3D-Announce's answer:
-        // the counts, no peers, and its warning.
+        // A leecher past its download slots, accounted, gets no peers and
+        // the site's words: UNIT3D-Announce's warning beside the counts, or
+        // Ocelot's failure.
         if admitted.hidden {
             s.slot_limited.inc();
-            return Ok(answer(counts, Some(Refusal::DownloadSlotLimit)));
+            let refusal = admitted.slot_refusal;
+            if !refusal.answers_with_counts() {
+                return Err(PrivateRefused::Site(refusal));
+            }
+            return Ok(answer(counts, Some(refusal)));
         }
         if admitted.too_soon {
             s.too_soon.inc();
