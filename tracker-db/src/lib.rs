@@ -34,6 +34,8 @@ mod config;
 mod error;
 pub mod flush;
 pub mod flusher;
+/// A Gazelle site's database, as Ocelot reads it (issue 43).
+pub mod gazelle;
 pub mod load;
 pub mod peers;
 
