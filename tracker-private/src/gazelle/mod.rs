@@ -20,6 +20,8 @@ mod rules_tests;
 pub mod site;
 #[cfg(test)]
 mod site_tests;
+#[cfg(test)]
+mod transcript_tests;
 
 pub use request::{parse_report, parse_update, LeechType, Report, Update};
 pub use rules::GazelleRefusal;
