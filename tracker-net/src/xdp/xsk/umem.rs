@@ -148,25 +148,8 @@ impl Umem {
         len: usize,
         reserve: usize,
     ) -> io::Result<Umem> {
-        let total = len
-            .checked_add(table_len(frames))
-            .ok_or_else(|| io::Error::other("a UMEM larger than the address space"))?;
-        // SAFETY: stat is plain data that fstat fills.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: a valid fd and a stat to fill.
-        if unsafe { libc::fstat(memfd.as_raw_fd(), &mut st) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if u64::try_from(st.st_size).ok() != u64::try_from(total).ok() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "the UMEM handed over holds {} bytes, not the {total} of {frames} frames \
-                     of {frame_size} bytes and their table",
-                    st.st_size
-                ),
-            ));
-        }
+        let total = checked_total(len, frames)?;
+        check_size(memfd.as_fd(), total, frames, frame_size)?;
         let map = Mmap::shared(memfd.as_fd(), total)?;
         let mut umem = Umem {
             map,
