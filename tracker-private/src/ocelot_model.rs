@@ -181,36 +181,9 @@ impl OcelotRefusal {
 /// `get_del_reason` (`:1169-1244`, codes at `ocelot.h:60-84`): "" for an
 /// unknown code.
 pub fn deletion_reason(code: i32) -> &'static str {
-    const REASONS: [&str; 23] = [
-        "Dupe",
-        "Trump",
-        "Bad File Names",
-        "Bad Folder Names",
-        "Bad Tags",
-        "Disallowed Format",
-        "Discs Missing",
-        "Discography",
-        "Edited Log",
-        "Inaccurate Bitrate",
-        "Low Bitrate",
-        "Mutt Rip",
-        "Disallowed Source",
-        "Encode Errors",
-        "Specifically Banned",
-        "Tracks Missing",
-        "Transcode",
-        "Unapproved Cassette",
-        "Unsplit Album",
-        "User Compilation",
-        "Wrong Format",
-        "Wrong Media",
-        "Audience Recording",
-    ];
-    usize::try_from(code)
-        .ok()
-        .and_then(|i| REASONS.get(i))
-        .copied()
-        .unwrap_or("")
+    // The words are the tracker's own table, which the recorded transcript
+    // (gazelle::transcript_tests) holds to the real Ocelot's.
+    crate::gazelle::request::deletion_reason(code)
 }
 
 /// The warning of an answer to a peer whose address is not dotted decimal
