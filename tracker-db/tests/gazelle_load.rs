@@ -17,7 +17,8 @@
 mod support;
 
 use mysql::prelude::Queryable;
-use mysql::{Conn, Opts, OptsBuilder};
+use mysql::Conn;
+use support::gazelle::{gazelle_conn, gazelle_db, hex, repo_file, Login};
 use support::TestDb;
 use tracker_db::gazelle::{load, load_with_report, LoadReport};
 use tracker_db::DbErrorKind;
@@ -26,79 +27,9 @@ use tracker_private::gazelle::{GazelleRecords, GazelleTorrent, GazelleUser, Leec
 use tracker_private::Passkey;
 use tracker_proto::InfoHash;
 
-/// The sql_mode Gazelle runs its MySQL with (its docker-compose.yml and CI
-/// start mysqld with it).
-const GAZELLE_SQL_MODE: &str =
-    "STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION";
-
-/// A connection to `url` whose session runs under Gazelle's sql_mode.
-fn gazelle_conn(url: &str) -> Conn {
-    let opts = Opts::from_url(url).expect("the URL parses");
-    Conn::new(
-        OptsBuilder::from_opts(opts)
-            .prefer_socket(false)
-            .init(vec![format!("SET SESSION sql_mode = '{GAZELLE_SQL_MODE}'")]),
-    )
-    .expect("connect to the test server")
-}
-
-fn repo_file(path: &str) -> String {
-    std::fs::read_to_string(format!("{}/../{path}", env!("CARGO_MANIFEST_DIR")))
-        .unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-/// A database login, dropped with this value.
-struct Login {
-    account: String,
-    url: String,
-}
-
-impl Login {
-    /// A login on `db` named `prefix` and the end of the database's name,
-    /// with exactly grants.sql, less SELECT on `revoked` (a table and a
-    /// column) if given.
-    fn new(db: &TestDb, prefix: &str, revoked: Option<(&str, &str)>) -> Login {
-        let mut admin = gazelle_conn(&db.url);
-        let opts = Opts::from_url(&support::server_url()).unwrap();
-        let host = opts.get_ip_or_hostname().to_string();
-        let name = format!("{prefix}{}", &db.name[db.name.len().saturating_sub(12)..]);
-        let account = format!("'{name}'@'{host}'");
-        admin
-            .query_drop(format!("DROP USER IF EXISTS {account}"))
-            .unwrap();
-        admin
-            .query_drop(format!("CREATE USER {account} IDENTIFIED BY 'pw'"))
-            .unwrap();
-        let grants = repo_file("deploy/gazelle/grants.sql")
-            .replace("`gazelle`", &format!("`{}`", db.name))
-            .replace("'tracker'@'localhost'", &account);
-        admin.query_drop(grants).unwrap();
-        if let Some((table, column)) = revoked {
-            admin
-                .query_drop(format!(
-                    "REVOKE SELECT (`{column}`) ON `{}`.`{table}` FROM {account}",
-                    db.name
-                ))
-                .unwrap();
-        }
-        let url = format!(
-            "mysql://{name}:pw@{host}:{}/{}",
-            opts.get_tcp_port(),
-            db.name
-        );
-        Login { account, url }
-    }
-}
-
-impl Drop for Login {
-    fn drop(&mut self) {
-        if let Ok(opts) = Opts::from_url(&support::server_url()) {
-            if let Ok(mut admin) = Conn::new(OptsBuilder::from_opts(opts).prefer_socket(false)) {
-                let _ = admin.query_drop(format!("DROP USER IF EXISTS {}", self.account));
-            }
-        }
-    }
-}
+/// This tracker's grants for a Gazelle site, and the login they name.
+const GRANTS: &str = "deploy/gazelle/grants.sql";
+const TRACKER: &str = "'tracker'@'localhost'";
 
 /// A Gazelle database (schema.sql and whitelist-seed.sql, loaded under
 /// Gazelle's sql_mode, with torrent group 1) and a login with exactly
@@ -132,21 +63,15 @@ fn plain(id: u32, passkey: &str) -> UserRow<'_> {
 
 impl Site {
     fn new() -> Site {
-        let db = TestDb::empty();
+        let db = gazelle_db();
         let mut admin = gazelle_conn(&db.url);
-        admin
-            .query_drop(repo_file("deploy/gazelle/schema.sql"))
-            .unwrap();
-        admin
-            .query_drop(repo_file("deploy/gazelle/whitelist-seed.sql"))
-            .unwrap();
         admin
             .query_drop(
                 "INSERT INTO torrents_group (ID, CategoryID, Name, WikiBody, WikiImage) \
                  VALUES (1, 1, 'Group', '', '')",
             )
             .unwrap();
-        let tracker = Login::new(&db, "t", None);
+        let tracker = Login::new(&db, "t", GRANTS, TRACKER, None);
         Site { db, tracker }
     }
 
@@ -228,10 +153,6 @@ fn info_hash(id: u32) -> [u8; 20] {
     let mut hash = [0xc3; 20];
     hash[..4].copy_from_slice(&id.to_be_bytes());
     hash
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn gazelle_user(id: u32, passkey: Passkey, can_leech: bool, protected: bool) -> GazelleUser {
@@ -541,7 +462,8 @@ fn every_granted_column_is_needed_by_the_load() {
     assert_eq!(grants.len(), 16, "{grants:?}");
     assert!(load_with_report(&mut site.tracker()).is_ok());
     for (n, (table, column)) in grants.iter().enumerate() {
-        let login = Login::new(&site.db, &format!("r{n}"), Some((table, column)));
+        let revoke = format!("REVOKE SELECT (`{column}`) ON `{{db}}`.`{table}`");
+        let login = Login::new(&site.db, &format!("r{n}"), GRANTS, TRACKER, Some(&revoke));
         match load_with_report(&mut gazelle_conn(&login.url)) {
             Err(e) if e.kind() == DbErrorKind::AccessDenied => {}
             other => panic!("without SELECT on {table}.{column}: {other:?}"),

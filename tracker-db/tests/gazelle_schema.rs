@@ -21,15 +21,10 @@
 mod support;
 
 use mysql::prelude::{FromRow, Queryable};
-use mysql::{Conn, Opts, OptsBuilder};
+use mysql::Conn;
+use support::gazelle::{gazelle_conn, gazelle_db, hex, repo_file, Login, GAZELLE_SQL_MODE};
 use support::TestDb;
 
-/// The sql_mode Gazelle runs its MySQL with (its docker-compose.yml and CI
-/// start mysqld with it).
-const GAZELLE_SQL_MODE: &str =
-    "STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION";
-
-/// MariaDB's error numbers the pitfalls are refused with.
 const ER_NO_DEFAULT_FOR_FIELD: u16 = 1364;
 const ER_DATA_TOO_LONG: u16 = 1406;
 const ER_NO_REFERENCED_ROW_2: u16 = 1452;
@@ -169,100 +164,22 @@ impl PeerRecord<'_> {
     }
 }
 
-/// A connection to `url` whose session runs under Gazelle's sql_mode.
-fn gazelle_conn(url: &str) -> Conn {
-    let opts = Opts::from_url(url).expect("the URL parses");
-    let mut conn = Conn::new(
-        OptsBuilder::from_opts(opts)
-            .prefer_socket(false)
-            .init(vec![format!("SET SESSION sql_mode = '{GAZELLE_SQL_MODE}'")]),
-    )
-    .expect("connect to the test server");
-    let mode: String = conn
-        .query_first("SELECT @@SESSION.sql_mode")
-        .unwrap()
-        .unwrap();
-    assert_eq!(mode, GAZELLE_SQL_MODE);
-    conn
-}
+/// Ocelot's grants, and the login they name.
+const OCELOT_GRANTS: &str = "deploy/gazelle/ocelot-grants.sql";
+const OCELOT: &str = "'ocelot'@'localhost'";
 
 /// A Gazelle database (schema.sql and whitelist-seed.sql, loaded under
 /// Gazelle's sql_mode) and a login with exactly ocelot-grants.sql on it;
 /// both dropped at the end.
 struct Site {
     db: TestDb,
-    ocelot: OcelotUser,
-}
-
-/// A database login, dropped with this value.
-struct OcelotUser {
-    account: String,
-    url: String,
-}
-
-impl OcelotUser {
-    /// A login on `db` named `prefix` and the end of the database's name,
-    /// with exactly ocelot-grants.sql, less `revoked` (a privilege and a
-    /// table) if given.
-    fn new(db: &TestDb, prefix: &str, revoked: Option<(&str, &str)>) -> OcelotUser {
-        let mut admin = gazelle_conn(&db.url);
-        let opts = Opts::from_url(&support::server_url()).unwrap();
-        let host = opts.get_ip_or_hostname().to_string();
-        let name = format!("{prefix}{}", &db.name[db.name.len().saturating_sub(12)..]);
-        let account = format!("'{name}'@'{host}'");
-        admin
-            .query_drop(format!("DROP USER IF EXISTS {account}"))
-            .unwrap();
-        admin
-            .query_drop(format!("CREATE USER {account} IDENTIFIED BY 'pw'"))
-            .unwrap();
-        let grants = repo_file("deploy/gazelle/ocelot-grants.sql")
-            .replace("`gazelle`", &format!("`{}`", db.name))
-            .replace("'ocelot'@'localhost'", &account);
-        admin.query_drop(grants).unwrap();
-        if let Some((privilege, table)) = revoked {
-            admin
-                .query_drop(format!(
-                    "REVOKE {privilege} ON `{}`.`{table}` FROM {account}",
-                    db.name
-                ))
-                .unwrap();
-        }
-        let url = format!(
-            "mysql://{name}:pw@{host}:{}/{}",
-            opts.get_tcp_port(),
-            db.name
-        );
-        OcelotUser { account, url }
-    }
-}
-
-impl Drop for OcelotUser {
-    fn drop(&mut self) {
-        if let Ok(opts) = Opts::from_url(&support::server_url()) {
-            if let Ok(mut admin) = Conn::new(OptsBuilder::from_opts(opts).prefer_socket(false)) {
-                let _ = admin.query_drop(format!("DROP USER IF EXISTS {}", self.account));
-            }
-        }
-    }
-}
-
-fn repo_file(path: &str) -> String {
-    std::fs::read_to_string(format!("{}/../{path}", env!("CARGO_MANIFEST_DIR")))
-        .unwrap_or_else(|e| panic!("{path}: {e}"))
+    ocelot: Login,
 }
 
 impl Site {
     fn new() -> Site {
-        let db = TestDb::empty();
-        let mut admin = gazelle_conn(&db.url);
-        admin
-            .query_drop(repo_file("deploy/gazelle/schema.sql"))
-            .unwrap();
-        admin
-            .query_drop(repo_file("deploy/gazelle/whitelist-seed.sql"))
-            .unwrap();
-        let ocelot = OcelotUser::new(&db, "o", None);
+        let db = gazelle_db();
+        let ocelot = Login::new(&db, "o", OCELOT_GRANTS, OCELOT, None);
         Site { db, ocelot }
     }
 
@@ -338,10 +255,6 @@ fn info_hash(id: u32) -> [u8; 20] {
     let mut hash = [0xc3; 20];
     hash[..4].copy_from_slice(&id.to_be_bytes());
     hash
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The MySQL error `sql` is refused with; panics if it is not refused.
@@ -1013,7 +926,14 @@ fn every_documented_grant_is_needed_by_one_of_ocelots_statements() {
     let grants = documented_grants();
     assert_eq!(grants.len(), 18, "{grants:?}");
     for (n, (privilege, table)) in grants.iter().enumerate() {
-        let login = OcelotUser::new(&site.db, &format!("r{n}"), Some((privilege, table)));
+        let revoke = format!("REVOKE {privilege} ON `{{db}}`.`{table}`");
+        let login = Login::new(
+            &site.db,
+            &format!("r{n}"),
+            OCELOT_GRANTS,
+            OCELOT,
+            Some(&revoke),
+        );
         match every_statement(&mut gazelle_conn(&login.url)) {
             // Refused for a table (1142) or a column (1143).
             Err(mysql::Error::MySqlError(e)) if e.code == 1142 || e.code == 1143 => {}

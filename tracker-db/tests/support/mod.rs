@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod gazelle;
+
 use mysql::prelude::{FromRow, Queryable};
 use mysql::{Conn, Opts, OptsBuilder};
 use std::io::{Read, Write};
