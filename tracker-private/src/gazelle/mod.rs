@@ -2,6 +2,7 @@
 //! tracker must take and answer as Ocelot does, so that a Gazelle site
 //! switches by changing its tracker's address alone.
 //!
+//! - [`answer`]: the bodies of the answers Gazelle reads (the reports).
 //! - [`request`]: Gazelle's `update` and `report` calls, parsed as Ocelot
 //!   reads them; the deletion reasons and the refusal body clients and
 //!   Gazelle read.
@@ -11,6 +12,7 @@
 //!   the client whitelist, deletions), read at start and changed by those
 //!   calls.
 
+pub mod answer;
 pub mod request;
 #[cfg(test)]
 mod request_tests;
