@@ -73,13 +73,7 @@ pub fn load(conn: &mut Conn) -> Result<SiteRecords, DbError> {
 /// Reads the site's records in one read-only transaction with a
 /// consistent snapshot, and tells what it left out.
 pub fn load_with_report(conn: &mut Conn) -> Result<(SiteRecords, LoadReport), DbError> {
-    let opts = TxOpts::default()
-        .set_with_consistent_snapshot(true)
-        .set_isolation_level(Some(IsolationLevel::RepeatableRead))
-        .set_access_mode(Some(AccessMode::ReadOnly));
-    let mut tx = conn
-        .start_transaction(opts)
-        .map_err(|e| DbError::from_mysql("starting the load's transaction", e))?;
+    let mut tx = snapshot(conn)?;
     let mut records = SiteRecords::default();
     let mut report = LoadReport::default();
 
@@ -174,8 +168,19 @@ pub fn load_with_report(conn: &mut Conn) -> Result<(SiteRecords, LoadReport), Db
     Ok((records, report))
 }
 
+/// A read-only transaction with a consistent snapshot: a load reads the
+/// site's tables as of one moment.
+pub(crate) fn snapshot(conn: &mut Conn) -> Result<Transaction<'_>, DbError> {
+    let opts = TxOpts::default()
+        .set_with_consistent_snapshot(true)
+        .set_isolation_level(Some(IsolationLevel::RepeatableRead))
+        .set_access_mode(Some(AccessMode::ReadOnly));
+    conn.start_transaction(opts)
+        .map_err(|e| DbError::from_mysql("starting the load's transaction", e))
+}
+
 /// Runs `query` and hands each row to `f` as it comes off the connection.
-fn each_row(
+pub(crate) fn each_row(
     tx: &mut Transaction<'_>,
     query: &str,
     table: &str,

@@ -11,9 +11,8 @@
 //! counted in [`LoadReport`], never a reason to fail the load.
 
 use crate::error::DbError;
-use crate::load::{column, flag};
-use mysql::prelude::Queryable;
-use mysql::{AccessMode, Conn, IsolationLevel, Row, Transaction, TxOpts};
+use crate::load::{column, each_row, flag, snapshot};
+use mysql::Conn;
 use tracker_private::gazelle::site::MAX_WHITELIST;
 use tracker_private::gazelle::{GazelleRecords, GazelleTorrent, GazelleUser, LeechType};
 use tracker_private::Passkey;
@@ -132,13 +131,7 @@ pub fn load(conn: &mut Conn) -> Result<GazelleRecords, DbError> {
 /// order, torrents in id order, tokens in (user, torrent) order, the
 /// whitelist in the table's id order.
 pub fn load_with_report(conn: &mut Conn) -> Result<(GazelleRecords, LoadReport), DbError> {
-    let opts = TxOpts::default()
-        .set_with_consistent_snapshot(true)
-        .set_isolation_level(Some(IsolationLevel::RepeatableRead))
-        .set_access_mode(Some(AccessMode::ReadOnly));
-    let mut tx = conn
-        .start_transaction(opts)
-        .map_err(|e| DbError::from_mysql("starting the load's transaction", e))?;
+    let mut tx = snapshot(conn)?;
     let mut records = GazelleRecords::default();
     let mut report = LoadReport::default();
 
@@ -216,24 +209,6 @@ fn keep_first_of_each_passkey(users: &mut Vec<GazelleUser>) -> usize {
     users.dedup_by(|later, first| later.passkey == first.passkey);
     users.sort_unstable_by_key(|user| user.id);
     before - users.len()
-}
-
-/// Runs `query` and hands each row to `f` as it comes off the connection.
-fn each_row(
-    tx: &mut Transaction<'_>,
-    query: &str,
-    table: &str,
-    mut f: impl FnMut(&mut Row) -> Result<(), DbError>,
-) -> Result<(), DbError> {
-    let doing = || format!("loading {table}");
-    let rows = tx
-        .query_iter(query)
-        .map_err(|e| DbError::from_mysql(doing(), e))?;
-    for row in rows {
-        let mut row = row.map_err(|e| DbError::from_mysql(doing(), e))?;
-        f(&mut row)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
