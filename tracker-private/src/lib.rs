@@ -8,6 +8,8 @@
 //! - [`api`], [`change`], [`answer`]: the site API (`/announce/{apikey}/...`):
 //!   requests parsed, changes applied to a [`Site`], GET answers written.
 //! - [`rules`]: the factors and the integer math that credit bytes.
+//! - [`admission`]: what the ledger asks of a site's rules (`SiteRules`);
+//!   UNIT3D's (`unit3d_rules.rs`) and a Gazelle site's ([`gazelle`]).
 //! - [`ledger`], [`refusal`]: one worker's per-peer accounts; an announce
 //!   checked (UNIT3D-Announce's refusal words) and merged into the claims
 //!   of the next flush.
@@ -45,6 +47,7 @@ pub mod rules;
 pub mod settle;
 pub mod site;
 pub mod slots;
+mod unit3d_rules;
 mod user_table;
 
 #[cfg(test)]

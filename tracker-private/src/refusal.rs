@@ -1,11 +1,8 @@
 //! Why an announce is refused, in UNIT3D-Announce's exact words, so that a
 //! site's users see the messages their site's help pages describe.
 
-use crate::admission::{Admission, SiteRules};
 use crate::announce::PrivateAnnounce;
-use crate::gazelle::rules::GazelleRefusal;
-use crate::rules::{self, Factors};
-use crate::site::{Group, Passkey, Site, Torrent, TorrentStatus, User, UserId};
+use crate::site::{Group, Site, Torrent, TorrentStatus, User};
 use std::borrow::Cow;
 use std::fmt;
 
@@ -45,8 +42,20 @@ pub enum Refusal {
     /// as a warning beside the counts, as UNIT3D-Announce answers; over
     /// UDP, which has no warnings, as an error).
     DownloadSlotLimit,
-    /// A Gazelle site's, in Ocelot's words.
-    Gazelle(GazelleRefusal),
+    /// In a site family's own words (an adapter's: a Gazelle site's).
+    Site(SiteWords),
+}
+
+/// A refusal in an adapter's words: `reason`, then `detail` (a site's
+/// reason for deleting a torrent, say), counted as `kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SiteWords {
+    pub reason: &'static str,
+    pub detail: &'static str,
+    pub kind: RefusalKind,
+    /// Of a leecher past its slots, which is accounted: answered as a
+    /// warning beside the swarm's counts, not as a failure.
+    pub beside_counts: bool,
 }
 
 /// What a refusal counts as, for the metrics.
@@ -90,7 +99,8 @@ impl Refusal {
                     "You already have {max} peers on this torrent. Ignoring."
                 ))
             }
-            Refusal::Gazelle(refusal) => return refusal.reason(),
+            Refusal::Site(words) if words.detail.is_empty() => words.reason,
+            Refusal::Site(words) => return Cow::Owned(format!("{}{}", words.reason, words.detail)),
         })
     }
 
@@ -99,7 +109,7 @@ impl Refusal {
     /// (UNIT3D-Announce's slot limit), rather than as a failure (Ocelot's
     /// "leeching forbidden").
     pub fn answers_with_counts(&self) -> bool {
-        !matches!(self, Refusal::Gazelle(_))
+        !matches!(self, Refusal::Site(words) if !words.beside_counts)
     }
 
     /// An info-hash the site does not serve (unknown, or deleted): noted
@@ -109,7 +119,10 @@ impl Refusal {
             self,
             Refusal::InfoHashNotFound
                 | Refusal::TorrentDeleted
-                | Refusal::Gazelle(GazelleRefusal::Unregistered { .. })
+                | Refusal::Site(SiteWords {
+                    kind: RefusalKind::UnknownTorrent,
+                    ..
+                })
         )
     }
 
@@ -131,7 +144,7 @@ impl Refusal {
             | Refusal::DownloadSlotLimit => RefusalKind::UserState,
             Refusal::TooManyPeers { .. } => RefusalKind::TooManyPeers,
             Refusal::TrackerFull => RefusalKind::Full,
-            Refusal::Gazelle(refusal) => refusal.kind(),
+            Refusal::Site(words) => words.kind,
         }
     }
 
@@ -173,27 +186,6 @@ impl fmt::Display for Refusal {
 /// what its staff has not yet approved. Here a passkey that may not
 /// announce is refused alike whatever the info-hash; the words are still
 /// UNIT3D-Announce's, and differ from its only where two things are wrong.
-impl SiteRules for Site {
-    /// UNIT3D-Announce's checks in its order ([`check`]), then the factors
-    /// of the user's group, the torrent and the site ([`Factors::of`]).
-    fn admit(&self, a: &PrivateAnnounce) -> Result<Admission, Refusal> {
-        let (user, group, torrent) = check(self, a)?;
-        Ok(Admission {
-            user: user.id,
-            torrent: torrent.id,
-            factors: Factors::of(self, user, group, torrent),
-            immune: rules::immune(self, user, group),
-            download_slots: group.download_slots,
-            slot_refusal: Refusal::DownloadSlotLimit,
-            snatched: torrent.times_completed,
-        })
-    }
-
-    fn user_of(&self, passkey: &Passkey) -> Option<UserId> {
-        self.passkey_user_id(passkey)
-    }
-}
-
 pub(crate) fn check<'s>(
     site: &'s Site,
     a: &PrivateAnnounce,

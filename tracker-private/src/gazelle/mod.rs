@@ -13,6 +13,7 @@
 //!   calls.
 
 pub mod answer;
+pub mod refusal;
 pub mod request;
 #[cfg(test)]
 mod request_tests;
@@ -25,6 +26,6 @@ mod site_tests;
 #[cfg(test)]
 mod transcript_tests;
 
+pub use refusal::GazelleRefusal;
 pub use request::{parse_report, parse_update, LeechType, Report, Update};
-pub use rules::GazelleRefusal;
 pub use site::{Applied, GazelleRecords, GazelleSite, GazelleTorrent, GazelleUser};

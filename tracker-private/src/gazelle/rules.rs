@@ -9,54 +9,14 @@
 //! "leeching forbidden", which comes after its accounting): the ledger's
 //! download slots, none for that user, with Ocelot's words.
 
-use std::borrow::Cow;
-
-use super::request::{deletion_reason, LeechType};
+use super::refusal::GazelleRefusal;
+use super::request::LeechType;
 use super::site::GazelleSite;
 use crate::admission::{Admission, SiteRules};
 use crate::announce::PrivateAnnounce;
-use crate::refusal::{Refusal, RefusalKind};
+use crate::refusal::Refusal;
 use crate::rules::Factors;
 use crate::site::{Passkey, UserId};
-
-/// Ocelot's refusals of an announce past the query's own checks, in its
-/// words.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GazelleRefusal {
-    /// "Passkey not found".
-    PasskeyNotFound,
-    /// "Unregistered torrent", or for a torrent the site deleted with a
-    /// reason (its code), "Unregistered torrent: " and the reason's words.
-    Unregistered { reason: Option<i32> },
-    /// "Your client is not on the whitelist".
-    NotWhitelisted,
-    /// "Access denied, leeching forbidden": after the announce is
-    /// accounted.
-    LeechingForbidden,
-}
-
-impl GazelleRefusal {
-    pub fn reason(&self) -> Cow<'static, str> {
-        Cow::Borrowed(match self {
-            GazelleRefusal::PasskeyNotFound => "Passkey not found",
-            GazelleRefusal::Unregistered { reason: None } => "Unregistered torrent",
-            GazelleRefusal::Unregistered { reason: Some(code) } => {
-                return Cow::Owned(format!("Unregistered torrent: {}", deletion_reason(*code)))
-            }
-            GazelleRefusal::NotWhitelisted => "Your client is not on the whitelist",
-            GazelleRefusal::LeechingForbidden => "Access denied, leeching forbidden",
-        })
-    }
-
-    pub fn kind(&self) -> RefusalKind {
-        match self {
-            GazelleRefusal::PasskeyNotFound => RefusalKind::UnknownUser,
-            GazelleRefusal::Unregistered { .. } => RefusalKind::UnknownTorrent,
-            GazelleRefusal::NotWhitelisted => RefusalKind::Blacklisted,
-            GazelleRefusal::LeechingForbidden => RefusalKind::UserState,
-        }
-    }
-}
 
 /// The percents a leech type credits: Ocelot credits raw bytes, with no
 /// factors but these.
@@ -79,7 +39,7 @@ pub fn factors(leech: LeechType, token: bool) -> Factors {
 
 impl SiteRules for GazelleSite {
     fn admit(&self, a: &PrivateAnnounce) -> Result<Admission, Refusal> {
-        let refuse = |r| Err(Refusal::Gazelle(r));
+        let refuse = |r: GazelleRefusal| Err(Refusal::Site(r.words()));
         let Some(user) = self.user(&a.passkey) else {
             return refuse(GazelleRefusal::PasskeyNotFound);
         };
@@ -100,7 +60,7 @@ impl SiteRules for GazelleSite {
             factors: factors(torrent.leech, self.has_token(user.id, torrent.id)),
             immune: false,
             download_slots: (!user.can_leech).then_some(0),
-            slot_refusal: Refusal::Gazelle(GazelleRefusal::LeechingForbidden),
+            slot_refusal: Refusal::Site(GazelleRefusal::LeechingForbidden.words()),
             snatched: torrent.snatched,
         })
     }

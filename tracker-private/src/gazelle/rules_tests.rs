@@ -8,8 +8,9 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use tracker_proto::{AnnounceEvent, AnswerPeers};
 
+use super::refusal::GazelleRefusal;
 use super::request::LeechType;
-use super::rules::{factors, GazelleRefusal};
+use super::rules::factors;
 use super::site::{GazelleRecords, GazelleSite, GazelleTorrent, GazelleUser};
 use crate::admission::SiteRules;
 use crate::ledger::{Ledger, LedgerConfig};
@@ -168,7 +169,7 @@ proptest! {
 
 #[test]
 fn refusal_words() {
-    let words = |r: GazelleRefusal| Refusal::Gazelle(r).reason().into_owned();
+    let words = |r: GazelleRefusal| Refusal::Site(r.words()).reason().into_owned();
     assert_eq!(words(GazelleRefusal::PasskeyNotFound), "Passkey not found");
     assert_eq!(
         words(GazelleRefusal::Unregistered { reason: None }),
@@ -182,7 +183,7 @@ fn refusal_words() {
         words(GazelleRefusal::Unregistered { reason: Some(99) }),
         "Unregistered torrent: "
     );
-    assert!(!Refusal::Gazelle(GazelleRefusal::LeechingForbidden).answers_with_counts());
+    assert!(!Refusal::Site(GazelleRefusal::LeechingForbidden.words()).answers_with_counts());
     assert!(Refusal::DownloadSlotLimit.answers_with_counts());
     assert_eq!(factors(LeechType::Neutral, true).upload, 0);
 }
@@ -211,7 +212,7 @@ fn a_user_who_may_not_leech_is_accounted_and_refused_after() {
     assert!(admitted.hidden);
     assert_eq!(
         admitted.slot_refusal,
-        Refusal::Gazelle(GazelleRefusal::LeechingForbidden)
+        Refusal::Site(GazelleRefusal::LeechingForbidden.words())
     );
     assert_eq!((admitted.seeders, admitted.leechers), (1, 0), "not listed");
     assert_eq!(peers.len(), 0, "no peers handed out");
