@@ -28,7 +28,7 @@ pub enum DbErrorKind {
     /// out.
     ForeignKey,
     /// A table, column or the database itself is missing (1146, 1054,
-    /// 1049): the database is not UNIT3D's, or an older schema. The
+    /// 1049): the database is not the site's, or an older schema. The
     /// message names what is missing. Not retryable until the schema is
     /// fixed.
     Schema,
@@ -123,7 +123,7 @@ impl fmt::Display for DbError {
         match self.kind {
             DbErrorKind::Schema => f.write_str(
                 " (the database lacks a table or column the tracker needs: \
-                 is it UNIT3D's, and migrated?)",
+                 is it the site's (UNIT3D's or Gazelle's), and migrated?)",
             ),
             DbErrorKind::AccessDenied => {
                 f.write_str(" (check the database user's password and grants)")
