@@ -6,6 +6,8 @@
 //! - [`request`]: Gazelle's `update` and `report` calls, parsed as Ocelot
 //!   reads them; the deletion reasons and the refusal body clients and
 //!   Gazelle read.
+//! - [`rows`]: what a flush writes to the site's tables, from the rows
+//!   the core settled.
 //! - [`rules`]: an announce admitted or refused as Ocelot would, in its
 //!   words, and credited by the torrent's leech type and the user's token.
 //! - [`site`]: what the site tells the tracker (users, torrents, tokens,
@@ -17,6 +19,9 @@ pub mod refusal;
 pub mod request;
 #[cfg(test)]
 mod request_tests;
+pub mod rows;
+#[cfg(test)]
+mod rows_tests;
 pub mod rules;
 #[cfg(test)]
 mod rules_tests;

@@ -105,6 +105,8 @@ pub enum Applied {
 #[derive(Clone, Debug, Default)]
 pub struct GazelleSite {
     users: Map<Passkey, UserState>,
+    /// Each user's passkey, for what is looked up by id (a flush's rows).
+    passkeys: Map<UserId, Passkey>,
     torrents: Map<InfoHash, TorrentState>,
     torrent_ids: Map<TorrentId, InfoHash>,
     tokens: Set<(UserId, TorrentId)>,
@@ -129,7 +131,7 @@ impl GazelleSite {
             ..GazelleSite::default()
         };
         for user in records.users {
-            site.users.insert(
+            site.put_user(
                 user.passkey,
                 UserState {
                     id: user.id,
@@ -235,9 +237,9 @@ impl GazelleSite {
                 if old == new {
                     return Applied::Unknown;
                 }
-                match self.users.remove(old) {
+                match self.remove_user(old) {
                     Some(user) => {
-                        self.users.insert(*new, user);
+                        self.put_user(*new, user);
                         Applied::Changed
                     }
                     None => Applied::Unknown,
@@ -316,16 +318,10 @@ impl GazelleSite {
                 }
                 // One user, one passkey: a user added again under another
                 // key (a re-enabled account) is known by the new one.
-                let old: Vec<Passkey> = self
-                    .users
-                    .iter()
-                    .filter(|(_, u)| u.id == *id)
-                    .map(|(key, _)| *key)
-                    .collect();
-                for key in old {
-                    self.users.remove(&key);
+                if let Some(old) = self.passkeys.get(id).copied() {
+                    self.remove_user(&old);
                 }
-                self.users.insert(
+                self.put_user(
                     *passkey,
                     UserState {
                         id: *id,
@@ -339,7 +335,7 @@ impl GazelleSite {
             Update::RemoveUsers { passkeys } => {
                 let mut any = false;
                 for key in passkeys {
-                    any |= self.users.remove(key).is_some();
+                    any |= self.remove_user(key).is_some();
                 }
                 changed(any)
             }
@@ -380,6 +376,24 @@ impl GazelleSite {
             Update::InfoTorrent { .. } => Applied::Read,
             Update::Ignored { .. } => Applied::Ignored,
         }
+    }
+
+    /// The user of id `id`, by its passkey.
+    pub fn user_by_id(&self, id: UserId) -> Option<&UserState> {
+        self.users.get(self.passkeys.get(&id)?)
+    }
+
+    fn put_user(&mut self, passkey: Passkey, user: UserState) {
+        self.passkeys.insert(user.id, passkey);
+        self.users.insert(passkey, user);
+    }
+
+    fn remove_user(&mut self, passkey: &Passkey) -> Option<UserState> {
+        let user = self.users.remove(passkey)?;
+        if self.passkeys.get(&user.id) == Some(passkey) {
+            self.passkeys.remove(&user.id);
+        }
+        Some(user)
     }
 
     fn put_torrent(&mut self, info_hash: InfoHash, id: TorrentId, leech: LeechType, snatched: u32) {

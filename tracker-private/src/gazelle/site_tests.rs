@@ -322,6 +322,9 @@ proptest! {
             let theirs = model.user(*passkey).map(|u| (u.id, u.can_leech, u.protected));
             let mine = ours.user(&key(k)).map(|u| (u.id, u.can_leech, u.protected));
             prop_assert_eq!(mine, theirs, "passkey {}", k);
+            if let Some(user) = ours.user(&key(k)) {
+                prop_assert_eq!(ours.user_by_id(user.id), Some(user), "by id");
+            }
         }
         for h in 0..3 {
             let leech = |f: FreeType| match f {
