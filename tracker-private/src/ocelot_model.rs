@@ -136,6 +136,28 @@ pub struct OcelotQuery {
     pub user_agent: Vec<u8>,
 }
 
+impl OcelotQuery {
+    /// The query a client sends for announce `a` (compact, from
+    /// 192.0.2.1, as Transmission), for holding the tracker's rules to the
+    /// model's.
+    pub fn of(a: &crate::announce::PrivateAnnounce) -> OcelotQuery {
+        OcelotQuery {
+            info_hash: a.info_hash.0.to_vec(),
+            peer_id: Some(a.peer_id.0.to_vec()),
+            compact: true,
+            uploaded: a.uploaded as i64,
+            downloaded: a.downloaded as i64,
+            left: a.left as i64,
+            corrupt: 0,
+            event: a.event,
+            port: i32::from(a.port),
+            ip: b"192.0.2.1".to_vec(),
+            numwant: Some(50),
+            user_agent: b"Transmission/4.0.5".to_vec(),
+        }
+    }
+}
+
 /// Every refusal of an announce or scrape past the request line, in
 /// Ocelot's order of checks. All but [`OcelotRefusal::LeechingForbidden`]
 /// change nothing.

@@ -9,53 +9,14 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use tracker_proto::{AnnounceEvent, AnswerPeers};
 
-use super::request::LeechType;
 use super::rows::{gazelle_rows, USER_AGENT_CHARS};
-use super::site::{GazelleRecords, GazelleSite, GazelleTorrent, GazelleUser};
+use super::rules_tests::both;
 use crate::announce::PrivateAnnounce;
 use crate::batch::{Agent, HistoryRow, PeerKey, PeerRow, Rows};
 use crate::ledger::{Ledger, LedgerConfig};
-use crate::ocelot_model::{
-    OcelotConfig, OcelotModel, OcelotQuery, OcelotRows, TorrentRow, UserRow,
-};
+use crate::ocelot_model::OcelotQuery;
 use crate::slots::LeechingCounts;
-use crate::testing::{announce, hash, passkey, peer, MemoryDb};
-
-/// Users 1 (visible) and 2 (protected); torrents 1 normal, 2 free, 3
-/// neutral, 4 normal with user 1's token.
-fn site() -> GazelleSite {
-    let leech = [
-        LeechType::Normal,
-        LeechType::Free,
-        LeechType::Neutral,
-        LeechType::Normal,
-    ];
-    GazelleSite::from_records(
-        GazelleRecords {
-            users: [(1, false), (2, true)]
-                .into_iter()
-                .map(|(id, protected)| GazelleUser {
-                    id,
-                    passkey: passkey(id),
-                    can_leech: true,
-                    protected,
-                })
-                .collect(),
-            torrents: (1..=4)
-                .map(|id| GazelleTorrent {
-                    id,
-                    info_hash: hash(id),
-                    leech: leech[id as usize - 1],
-                    snatched: 0,
-                })
-                .collect(),
-            tokens: vec![(1, 4)],
-            whitelist: vec![],
-        },
-        1800,
-        240,
-    )
-}
+use crate::testing::{announce, peer, MemoryDb};
 
 fn peer_row(ip: &str, agent: &[u8]) -> PeerRow {
     PeerRow {
@@ -76,7 +37,7 @@ fn peer_row(ip: &str, agent: &[u8]) -> PeerRow {
 
 #[test]
 fn the_columns_hold_what_the_site_may_have() {
-    let site = site();
+    let (site, _) = both(&[], None, 0);
     let mut rows = Rows::default();
     let key = |user, torrent, n| PeerKey {
         user_id: user,
@@ -143,55 +104,6 @@ fn the_columns_hold_what_the_site_may_have() {
     );
 }
 
-fn query(a: &PrivateAnnounce) -> OcelotQuery {
-    OcelotQuery {
-        info_hash: a.info_hash.0.to_vec(),
-        peer_id: Some(a.peer_id.0.to_vec()),
-        compact: true,
-        uploaded: a.uploaded as i64,
-        downloaded: a.downloaded as i64,
-        left: a.left as i64,
-        corrupt: 0,
-        event: a.event,
-        port: i32::from(a.port),
-        ip: b"192.0.2.1".to_vec(),
-        numwant: Some(50),
-        user_agent: b"Transmission/4.0.5".to_vec(),
-    }
-}
-
-fn model() -> OcelotModel {
-    let column = |id: u32| match id {
-        2 => b"1".to_vec(),
-        3 => b"2".to_vec(),
-        _ => b"0".to_vec(),
-    };
-    OcelotModel::started(
-        OcelotConfig::default(),
-        &OcelotRows {
-            users: [(1, false), (2, true)]
-                .into_iter()
-                .map(|(id, protected)| UserRow {
-                    id,
-                    can_leech: true,
-                    passkey: passkey(id).0.to_vec(),
-                    protected,
-                })
-                .collect(),
-            torrents: (1..=4)
-                .map(|id| TorrentRow {
-                    id,
-                    info_hash: hash(id).0.to_vec(),
-                    freetorrent: column(id),
-                    snatched: 0,
-                })
-                .collect(),
-            tokens: vec![(1, hash(4).0.to_vec())],
-            whitelist: vec![],
-        },
-    )
-}
-
 proptest! {
     /// A session of announces (a start, then totals that grow, reset or
     /// stay, a stop at the end or not), through the ledger and a flush:
@@ -203,8 +115,7 @@ proptest! {
         steps in proptest::collection::vec((0u64..1 << 30, 0u64..1 << 30), 1..6),
         stop in any::<bool>(),
     ) {
-        let site = site();
-        let mut ocelot = model();
+        let (site, mut ocelot) = both(&[], None, 0);
         let mut ledger = Ledger::new(LedgerConfig {
             max_upload_rate: 0,
             min_announce_interval: 0,
@@ -228,7 +139,7 @@ proptest! {
         for (i, a) in announces.iter().enumerate() {
             let now = 1_000 + 60 * i as u64;
             ledger.announce(&site, a, now * 1_000_000, &mut peers).unwrap();
-            let records = ocelot.announce(&a.passkey.0, &query(a), now as i64).records;
+            let records = ocelot.announce(&a.passkey.0, &OcelotQuery::of(a), now as i64).records;
             for r in &records.users {
                 theirs_up += r.uploaded as u64;
                 theirs_down += r.downloaded as u64;

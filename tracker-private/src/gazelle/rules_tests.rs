@@ -32,10 +32,14 @@ fn column(leech: LeechType) -> &'static [u8] {
 }
 
 /// One site, as our view and as Ocelot's model: users 1 (may leech) and 2
-/// (may not), torrents 1 (normal), 2 (freeleech), 3 (neutral), 4 (normal,
-/// user 1's token), 5 (deleted with `reason`, when given), and the
-/// whitelist `whitelist`.
-fn both(whitelist: &[&[u8]], deleted: Option<i32>, now: u64) -> (GazelleSite, OcelotModel) {
+/// (may not; its address protected), torrents 1 (normal), 2 (freeleech),
+/// 3 (neutral), 4 (normal, user 1's token), 5 (deleted with `reason`, when
+/// given), and the whitelist `whitelist`.
+pub(super) fn both(
+    whitelist: &[&[u8]],
+    deleted: Option<i32>,
+    now: u64,
+) -> (GazelleSite, OcelotModel) {
     let users = [(1, true), (2, false)];
     let torrents = [
         (1, LeechType::Normal),
@@ -51,7 +55,7 @@ fn both(whitelist: &[&[u8]], deleted: Option<i32>, now: u64) -> (GazelleSite, Oc
                 id,
                 passkey: passkey(id),
                 can_leech,
-                protected: false,
+                protected: id == 2,
             })
             .collect(),
         torrents: torrents
@@ -73,7 +77,7 @@ fn both(whitelist: &[&[u8]], deleted: Option<i32>, now: u64) -> (GazelleSite, Oc
                 id,
                 can_leech,
                 passkey: passkey(id).0.to_vec(),
-                protected: false,
+                protected: id == 2,
             })
             .collect(),
         torrents: torrents
@@ -101,23 +105,6 @@ fn both(whitelist: &[&[u8]], deleted: Option<i32>, now: u64) -> (GazelleSite, Oc
     (site, model)
 }
 
-fn query(a: &crate::announce::PrivateAnnounce) -> OcelotQuery {
-    OcelotQuery {
-        info_hash: a.info_hash.0.to_vec(),
-        peer_id: Some(a.peer_id.0.to_vec()),
-        compact: true,
-        uploaded: a.uploaded as i64,
-        downloaded: a.downloaded as i64,
-        left: a.left as i64,
-        corrupt: 0,
-        event: a.event,
-        port: i32::from(a.port),
-        ip: b"192.0.2.1".to_vec(),
-        numwant: Some(50),
-        user_agent: b"Transmission/4.0.5".to_vec(),
-    }
-}
-
 proptest! {
     /// Whoever announces whatever, our rules refuse what Ocelot refuses,
     /// first things first, in its words; and admit the rest (a user who
@@ -136,7 +123,7 @@ proptest! {
             a.peer_id.0[..3].copy_from_slice(b"M00");
         }
         let ours = site.admit(&a).err().map(|r| r.reason().into_owned());
-        let theirs = model.announce(&a.passkey.0, &query(&a), 1000).reply.err();
+        let theirs = model.announce(&a.passkey.0, &OcelotQuery::of(&a), 1000).reply.err();
         let theirs = theirs
             .filter(|r| *r != crate::ocelot_model::OcelotRefusal::LeechingForbidden)
             .map(|r| r.text());
@@ -150,14 +137,14 @@ proptest! {
         let (site, mut model) = both(&[], None, 0);
         let first = announce(1, torrent, 1);
         let admitted = site.admit(&first).unwrap();
-        model.announce(&first.passkey.0, &query(&first), 0);
+        model.announce(&first.passkey.0, &OcelotQuery::of(&first), 0);
         let second = crate::announce::PrivateAnnounce {
             uploaded: up,
             downloaded: down,
             event: AnnounceEvent::None,
             ..first
         };
-        let records = model.announce(&second.passkey.0, &query(&second), 60).records;
+        let records = model.announce(&second.passkey.0, &OcelotQuery::of(&second), 60).records;
         let (theirs_up, theirs_down) = records
             .users
             .iter()
