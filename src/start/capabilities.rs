@@ -94,7 +94,7 @@ pub fn names(caps: Caps) -> String {
     }
 }
 
-/// The capability sets of /proc/self/status (or another status file).
+/// A thread's capability sets, and whether it may gain any.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Sets {
     pub effective: Caps,
@@ -106,25 +106,6 @@ pub struct Sets {
 }
 
 impl Sets {
-    /// Read from a status file's text; None where a line is missing.
-    pub fn parse(status: &str) -> Option<Sets> {
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix(name))
-                .map(str::trim)
-        };
-        let caps = |name: &str| field(name).and_then(|hex| u64::from_str_radix(hex, 16).ok());
-        Some(Sets {
-            effective: caps("CapEff:")?,
-            permitted: caps("CapPrm:")?,
-            inheritable: caps("CapInh:")?,
-            ambient: caps("CapAmb:")?,
-            bounding: caps("CapBnd:")?,
-            no_new_privs: field("NoNewPrivs:") == Some("1"),
-        })
-    }
-
     /// The calling thread's, from the kernel (no /proc: a chrooted
     /// tracker has none).
     pub fn of_this_process() -> io::Result<Sets> {
@@ -407,20 +388,6 @@ fn capset(caps: Caps) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn status_lines_are_read() {
-        let status = "Name:\ttracker\nCapInh:\t0000000000000000\nCapPrm:\t0000008000007000\n\
-                      CapEff:\t0000008000007400\nCapBnd:\t000001ffffffffff\n\
-                      CapAmb:\t0000000000000400\nNoNewPrivs:\t1\n";
-        let sets = Sets::parse(status).unwrap();
-        assert_eq!(sets.effective, 0x80_0000_7400);
-        assert_eq!(sets.permitted, AF_XDP);
-        assert_eq!((sets.inheritable, sets.ambient), (0, 0x400));
-        assert_eq!(sets.bounding, 0x1ff_ffff_ffff);
-        assert!(sets.no_new_privs);
-        assert_eq!(Sets::parse("CapEff:\t0\n"), None);
-    }
 
     #[test]
     fn names_are_given() {

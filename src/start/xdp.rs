@@ -153,17 +153,28 @@ impl Taken {
 
     /// What it serves, for a message: each interface and its queues.
     fn describe(&self) -> String {
-        let mut text = Vec::new();
-        for p in &self.programs {
-            let queues: Vec<u32> = self
-                .queues
-                .iter()
-                .filter(|q| q.name == p.name)
-                .map(|q| q.config.queue)
-                .collect();
-            text.push(format!("{} queues {queues:?}", p.name));
-        }
-        text.join(", ")
+        self.served().join(", ")
+    }
+
+    /// Each interface with its queues, both sorted: what a config's
+    /// `interfaces` and `queues` are compared with.
+    fn served(&self) -> Vec<String> {
+        let mut served: Vec<String> = self
+            .programs
+            .iter()
+            .map(|p| {
+                let mut queues: Vec<u32> = self
+                    .queues
+                    .iter()
+                    .filter(|q| q.name == p.name)
+                    .map(|q| q.config.queue)
+                    .collect();
+                queues.sort_unstable();
+                format!("{} queues {queues:?}", p.name)
+            })
+            .collect();
+        served.sort();
+        served
     }
 
     /// Refuses, before the running tracker stops, AF_XDP handed over that
@@ -188,7 +199,7 @@ impl Taken {
                 self.describe()
             ));
         }
-        let (mut wanted, mut asked) = (Vec::new(), Vec::new());
+        let mut asked = Vec::new();
         for name in &config.interfaces {
             let queues: Vec<u32> = if config.queues.is_empty() {
                 let count = link::queue_count(name).map_err(|e| {
@@ -198,20 +209,17 @@ impl Taken {
             } else {
                 config.queues.clone()
             };
-            wanted.push(format!("{name} queues {queues:?}"));
             let mut sorted = queues;
             sorted.sort_unstable();
             asked.push(format!("{name} queues {sorted:?}"));
         }
-        let mut served = self.describe_sorted();
-        served.sort();
         asked.sort();
-        if served != asked {
+        if self.served() != asked {
             return Err(format!(
                 "cannot take over: the running tracker serves AF_XDP on {}, this config asks for \
                  {}; {restart}",
                 self.describe(),
-                wanted.join(", ")
+                asked.join(", ")
             ));
         }
         for p in &self.programs {
@@ -262,23 +270,6 @@ impl Taken {
             })?;
         }
         Ok(())
-    }
-
-    /// `describe`'s parts, one per interface.
-    fn describe_sorted(&self) -> Vec<String> {
-        self.programs
-            .iter()
-            .map(|p| {
-                let mut queues: Vec<u32> = self
-                    .queues
-                    .iter()
-                    .filter(|q| q.name == p.name)
-                    .map(|q| q.config.queue)
-                    .collect();
-                queues.sort_unstable();
-                format!("{} queues {queues:?}", p.name)
-            })
-            .collect()
     }
 }
 
