@@ -38,6 +38,7 @@ pub const CAP_NET_BIND_SERVICE: u32 = 10;
 pub const CAP_NET_ADMIN: u32 = 12;
 pub const CAP_NET_RAW: u32 = 13;
 pub const CAP_IPC_LOCK: u32 = 14;
+pub const CAP_SYS_ADMIN: u32 = 21;
 pub const CAP_PERFMON: u32 = 38;
 pub const CAP_BPF: u32 = 39;
 
@@ -64,7 +65,7 @@ pub fn names(caps: Caps) -> String {
     if caps.count_ones() > 8 {
         return format!("{} capabilities ({caps:#x})", caps.count_ones());
     }
-    const NAMES: [(u32, &str); 11] = [
+    const NAMES: [(u32, &str); 12] = [
         (CAP_CHOWN, "CAP_CHOWN"),
         (CAP_DAC_OVERRIDE, "CAP_DAC_OVERRIDE"),
         (CAP_DAC_READ_SEARCH, "CAP_DAC_READ_SEARCH"),
@@ -74,6 +75,7 @@ pub fn names(caps: Caps) -> String {
         (CAP_NET_ADMIN, "CAP_NET_ADMIN"),
         (CAP_NET_RAW, "CAP_NET_RAW"),
         (CAP_IPC_LOCK, "CAP_IPC_LOCK"),
+        (CAP_SYS_ADMIN, "CAP_SYS_ADMIN"),
         (CAP_PERFMON, "CAP_PERFMON"),
         (CAP_BPF, "CAP_BPF"),
     ];

@@ -569,40 +569,27 @@ fn retry_while_busy<T>(
     }
 }
 
-/// Capabilities by their bit in `CapEff` (linux/capability.h).
-const CAPABILITIES: [(&str, u32); 3] = [
-    ("CAP_NET_ADMIN", capabilities::CAP_NET_ADMIN),
-    ("CAP_NET_RAW", capabilities::CAP_NET_RAW),
-    ("CAP_BPF", capabilities::CAP_BPF),
-];
-const CAP_SYS_ADMIN: u32 = 21;
-
 /// Refuses a start without what AF_XDP needs, naming what is missing,
 /// rather than failing at the first of several steps.
 fn check_capabilities() -> Result<(), String> {
-    let status = std::fs::read_to_string("/proc/self/status")
-        .map_err(|e| format!("udp.xdp: cannot read /proc/self/status: {e}"))?;
-    let effective = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        .ok_or("udp.xdp: /proc/self/status has no CapEff line")?;
-    let has = |bit: u32| effective & (1u64 << bit) != 0;
+    use capabilities::{CAP_BPF, CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN};
+    let effective = capabilities::Sets::of_this_process()
+        .map_err(|e| format!("udp.xdp: cannot read this process's capabilities: {e}"))?
+        .effective;
+    let mut needed: capabilities::Caps = 1 << CAP_NET_ADMIN | 1 << CAP_NET_RAW | 1 << CAP_BPF;
     // CAP_SYS_ADMIN stands in for CAP_BPF, as the kernel lets it.
-    let held = |name: &str, bit: u32| has(bit) || (name == "CAP_BPF" && has(CAP_SYS_ADMIN));
-    let missing: Vec<&str> = CAPABILITIES
-        .iter()
-        .filter(|&&(name, bit)| !held(name, bit))
-        .map(|&(name, _)| name)
-        .collect();
-    if missing.is_empty() {
+    if effective & (1 << CAP_SYS_ADMIN) != 0 {
+        needed &= !(1 << CAP_BPF);
+    }
+    let missing = needed & !effective;
+    if missing == 0 {
         return Ok(());
     }
     Err(format!(
         "udp.xdp.interfaces: AF_XDP needs root, or CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF and \
          CAP_IPC_LOCK (or a locked-memory limit that holds every queue's frames); this process \
          lacks {} (see docs/OPERATIONS.md, \"AF_XDP\")",
-        missing.join(", ")
+        capabilities::names(missing)
     ))
 }
 
