@@ -1821,6 +1821,26 @@ fn a_take_over_that_asks_for_other_queues_refuses_before_the_stop() {
     assert!(!log.contains("handing over"), "{log}");
 }
 
+/// A start without the capabilities AF_XDP needs is refused, naming each
+/// one missing, before anything is attached.
+#[test]
+fn a_start_without_the_capabilities_names_them() {
+    let hosts = TwoHosts::new();
+    let (code, err) = hosts
+        .srv(|| {
+            xdp_builder(&hosts, &config(true))
+                .pre_exec(without_capabilities)
+                .spawn()
+        })
+        .wait_exit(Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("lacks CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF"),
+        "the refusal does not name what is missing:\n{err}"
+    );
+    assert_eq!(hosts.xdp_attached(Side::Srv), None);
+}
+
 #[test]
 fn libtorrent_downloads_through_xdp() {
     libtorrent_swarm_through_xdp(false);
