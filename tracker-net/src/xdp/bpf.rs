@@ -558,11 +558,8 @@ struct NetlinkReply {
     payload: Vec<u8>,
 }
 
-/// Sends one request (a whole message, header included) on a fresh
-/// `NETLINK_ROUTE` socket and returns the first reply that is not an
-/// acknowledgement; None if the kernel only acknowledged (the request asked
-/// for NLM_F_ACK). An error reply becomes its errno.
-fn netlink_request(request: &[u8]) -> io::Result<Option<NetlinkReply>> {
+/// A `NETLINK_ROUTE` socket, bound to the multicast `groups` (0: none).
+pub(super) fn netlink_socket(groups: u32) -> io::Result<OwnedFd> {
     // SAFETY: socket(2) takes no pointers.
     let fd = unsafe {
         libc::socket(
@@ -576,6 +573,32 @@ fn netlink_request(request: &[u8]) -> io::Result<Option<NetlinkReply>> {
     }
     // SAFETY: a new fd that nothing else owns.
     let socket = unsafe { OwnedFd::from_raw_fd(fd) };
+    if groups != 0 {
+        // SAFETY: all-zero is a valid sockaddr_nl.
+        let mut address: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        address.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+        address.nl_groups = groups;
+        // SAFETY: a sockaddr_nl of the size given, alive for the call.
+        let rc = unsafe {
+            libc::bind(
+                socket.as_raw_fd(),
+                &address as *const libc::sockaddr_nl as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(socket)
+}
+
+/// Sends one request (a whole message, header included) on a fresh
+/// `NETLINK_ROUTE` socket and returns the first reply that is not an
+/// acknowledgement; None if the kernel only acknowledged (the request asked
+/// for NLM_F_ACK). An error reply becomes its errno.
+fn netlink_request(request: &[u8]) -> io::Result<Option<NetlinkReply>> {
+    let socket = netlink_socket(0)?;
     // To the kernel (the zeroed address: pid 0), which binds the socket to
     // a port of its choice.
     // SAFETY: `request` is valid for its length during the call.

@@ -23,12 +23,12 @@
 use std::ffi::c_void;
 use std::io;
 use std::net::IpAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use super::bpf::{align4, attributes_of};
+use super::bpf::{align4, attributes_of, netlink_socket};
 
 // include/uapi/linux/rtnetlink.h.
 const RTM_NEWROUTE: u16 = 24;
@@ -397,41 +397,6 @@ fn next_hop_interfaces(mut value: &[u8]) -> Vec<u32> {
         value = value.get(align4(len)..).unwrap_or_default();
     }
     interfaces
-}
-
-/// A `NETLINK_ROUTE` socket, bound to the multicast `groups` (0: none).
-fn netlink_socket(groups: u32) -> io::Result<OwnedFd> {
-    // SAFETY: socket(2) takes no pointers.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_ROUTE,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new fd that nothing else owns.
-    let socket = unsafe { OwnedFd::from_raw_fd(fd) };
-    if groups != 0 {
-        // SAFETY: all-zero is a valid sockaddr_nl.
-        let mut address: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        address.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-        address.nl_groups = groups;
-        // SAFETY: a sockaddr_nl of the size given, alive for the call.
-        let rc = unsafe {
-            libc::bind(
-                socket.as_raw_fd(),
-                &address as *const libc::sockaddr_nl as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(socket)
 }
 
 /// One datagram from a netlink socket into `buffer`: its length. EINTR is
