@@ -27,6 +27,9 @@ use crate::site::{Map, Passkey, Set, TorrentId, UserId};
 /// seeds 32), so that a runaway caller cannot grow it without bound.
 pub const MAX_WHITELIST: usize = 4096;
 
+/// A peer id's length: no longer prefix can start one.
+const PEER_ID_LEN: usize = 20;
+
 /// A user (`users_main`, `Enabled = '1'`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GazelleUser {
@@ -110,7 +113,13 @@ pub struct GazelleSite {
     torrents: Map<InfoHash, TorrentState>,
     torrent_ids: Map<TorrentId, InfoHash>,
     tokens: Set<(UserId, TorrentId)>,
+    /// In the site's order; and for the announce path, as a set, with how
+    /// many prefixes have each length a peer id can start with (0 to 20),
+    /// so that a lookup tries only the lengths present: at most 21 hash
+    /// lookups, whatever the list's size.
     whitelist: Vec<Vec<u8>>,
+    prefixes: Set<Vec<u8>>,
+    prefix_lengths: [u32; PEER_ID_LEN + 1],
     deleted: Map<InfoHash, Deleted>,
     announce_interval: u32,
     announce_jitter: u32,
@@ -181,10 +190,13 @@ impl GazelleSite {
     /// or one of its prefixes starts the peer id (Ocelot's rule).
     pub fn whitelisted(&self, peer_id: &PeerId) -> bool {
         self.whitelist.is_empty()
-            || self
-                .whitelist
-                .iter()
-                .any(|prefix| peer_id.0.starts_with(prefix))
+            || (0..=PEER_ID_LEN).any(|len| {
+                self.prefix_lengths.get(len).is_some_and(|&n| n > 0)
+                    && peer_id
+                        .0
+                        .get(..len)
+                        .is_some_and(|prefix| self.prefixes.contains(prefix))
+            })
     }
 
     pub fn whitelist(&self) -> &[Vec<u8>] {
@@ -414,20 +426,26 @@ impl GazelleSite {
     }
 
     fn whitelist_add(&mut self, prefix: Vec<u8>) -> bool {
-        if self.whitelist.len() >= MAX_WHITELIST || self.whitelist.contains(&prefix) {
+        if self.whitelist.len() >= MAX_WHITELIST || self.prefixes.contains(&prefix) {
             return false;
         }
+        // Past a peer id's length it can match none, but is listed.
+        if let Some(count) = self.prefix_lengths.get_mut(prefix.len()) {
+            *count += 1;
+        }
+        self.prefixes.insert(prefix.clone());
         self.whitelist.push(prefix);
         true
     }
 
     fn whitelist_remove(&mut self, prefix: &[u8]) -> bool {
-        match self.whitelist.iter().position(|p| p.as_slice() == prefix) {
-            Some(at) => {
-                self.whitelist.remove(at);
-                true
-            }
-            None => false,
+        if self.prefixes.remove(prefix).is_none() {
+            return false;
         }
+        if let Some(count) = self.prefix_lengths.get_mut(prefix.len()) {
+            *count -= 1;
+        }
+        self.whitelist.retain(|p| p.as_slice() != prefix);
+        true
     }
 }
